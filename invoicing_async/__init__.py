@@ -1,0 +1,55 @@
+"""asyncio client for the e-invoicing provider's API.
+
+The public API is what this module exports; everything in ``_``-modules is private.
+The embedded provider for tests and demos is :mod:`invoicing_async.sandbox`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._auth import TokenCache
+from ._client import InvoicingClient
+from ._crypto import ProviderKey
+from ._errors import (
+    AuthenticationError,
+    DuplicateDocumentError,
+    InvoicingError,
+    MalformedResponseError,
+    ProviderKeyError,
+    ProviderTimeoutError,
+    RateLimitError,
+    ServerError,
+    TransportError,
+    ValidationError,
+)
+from ._models import AccessToken, DocumentResult, DocumentStatus, Outcome, OutcomeStatus
+
+__all__ = [
+    "AccessToken",
+    "AuthenticationError",
+    "DocumentResult",
+    "DocumentStatus",
+    "DuplicateDocumentError",
+    "InvoicingClient",
+    "InvoicingError",
+    "MalformedResponseError",
+    "Outcome",
+    "OutcomeStatus",
+    "ProviderKey",
+    "ProviderKeyError",
+    "ProviderTimeoutError",
+    "RateLimitError",
+    "ServerError",
+    "TokenCache",
+    "TransportError",
+    "ValidationError",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import version  # noqa: PLC0415  (lazy: costs ~10 ms)
+
+        return version("invoicing-async")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,340 @@
+"""``InvoicingClient``: wires the transport, the token cache, the PGP stage and the protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import functools
+import json
+import logging
+import random
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+from . import _protocol as proto
+from ._auth import CredentialsKey, TokenCache
+from ._errors import (
+    AuthenticationError,
+    InvoicingError,
+    MalformedResponseError,
+    RateLimitError,
+    ServerError,
+    TransportError,
+    ValidationError,
+)
+from ._transport import DEFAULT_MAX_RESPONSE_SIZE, Transport
+
+if TYPE_CHECKING:
+    import concurrent.futures
+    import ssl
+    from types import TracebackType
+
+    import aiohttp
+
+    from ._crypto import ProviderKey
+    from ._models import AccessToken, DocumentResult
+
+__all__ = ["InvoicingClient"]
+
+log = logging.getLogger("invoicing_async")
+
+
+class InvoicingClient:
+    """An asyncio client for the provider's API.
+
+    Use it as an async context manager (or call :meth:`close`)::
+
+        async with InvoicingClient(base_url, tin, api_key, provider_key=key) as client:
+            result = await client.submit_secure(invoice)
+
+    :param base_url: the environment's base URL. ``https`` is required except on loopback.
+    :param client_id: the issuer's tax id (TIN).
+    :param client_secret: the API key; also sent as the ``APIKey`` header.
+    :param provider_key: the provider's :class:`~invoicing_async.ProviderKey`, needed by
+        :meth:`submit_secure`.
+    :param session: an :class:`aiohttp.ClientSession` of yours; the client then does not
+        close it.
+    :param token_cache: a :class:`~invoicing_async.TokenCache` shared with other clients;
+        by default each client has its own.
+    :param limit: connection pool size (when the client creates its session).
+    :param connect_timeout: seconds to connect; the wait for a free pool slot not counted.
+    :param read_timeout: seconds without a byte from the provider.
+    :param timeout: seconds for one whole request, or ``None``.
+    :param max_response_size: largest response body read, in bytes.
+    :param ssl: an :class:`ssl.SSLContext` trusting a private CA; verification is always on.
+    :param encrypt_executor: where encryption runs: by default the loop's thread pool. A
+        :class:`concurrent.futures.ProcessPoolExecutor` uses every core for bulk work.
+    :param token_attempts: tries at the token endpoint on connection failures and 5xx.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        client_id: str,
+        client_secret: str,
+        *,
+        provider_key: ProviderKey | None = None,
+        session: aiohttp.ClientSession | None = None,
+        token_cache: TokenCache | None = None,
+        limit: int = 100,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+        timeout: float | None = 120.0,
+        max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
+        ssl: ssl.SSLContext | None = None,
+        encrypt_executor: concurrent.futures.Executor | None = None,
+        token_attempts: int = 4,
+    ) -> None:
+        if not client_id or not client_secret:
+            raise ValueError("client_id (TIN) and client_secret (API key) are required")
+        self._base_url = proto.check_base_url(base_url)
+        self._client_id = client_id
+        self._client_secret = client_secret
+        self._provider_key = provider_key
+        self._cache = token_cache if token_cache is not None else TokenCache()
+        self._credentials = CredentialsKey.of(self._base_url, client_id, client_secret)
+        self._transport = Transport(
+            session=session,
+            limit=limit,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            total_timeout=timeout,
+            max_response_size=max_response_size,
+            ssl=ssl,
+        )
+        self._executor = encrypt_executor
+        self._token_attempts = max(1, token_attempts)
+        self._token_backoff = (0.1, 2.0)  # base and cap in seconds, full jitter
+
+    def __repr__(self) -> str:
+        return f"<InvoicingClient {self._base_url} client_id={self._client_id!r}>"
+
+    async def __aenter__(self) -> InvoicingClient:
+        await self._transport.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the HTTP session if the client created it."""
+        await self._transport.close()
+
+    @property
+    def base_url(self) -> str:
+        """The environment's base URL."""
+        return self._base_url
+
+    @property
+    def token_cache(self) -> TokenCache:
+        """The token cache this client uses (shared or its own)."""
+        return self._cache
+
+    @property
+    def limit(self) -> int:
+        """The connection pool size."""
+        return self._transport.limit
+
+    @property
+    def provider_key(self) -> ProviderKey | None:
+        """The provider key documents are encrypted to."""
+        return self._provider_key
+
+    # --- documents ---------------------------------------------------------------------
+
+    async def submit_secure(
+        self,
+        document: proto.Document,
+        *,
+        send_method: str | None = None,
+        time_stamp: dt.datetime | str | None = None,
+    ) -> DocumentResult:
+        """Encrypt ``document`` to the provider and ``POST /Invoice/secure``.
+
+        :param document: a JSON-serialisable mapping, or the exact bytes to send.
+        :param send_method: passed through as the ``sendMethod`` query parameter.
+        :param time_stamp: ``timeStamp`` query parameter; an aware datetime is sent as
+            ISO 8601 UTC with milliseconds.
+        :returns: the provider's result record.
+        :raises DuplicateDocumentError: the provider already holds the document; its
+            ``result`` is the original record when the provider sends it.
+        """
+        payload = await self.prepare(document, encrypted=True)
+        return await self.send_prepared(
+            payload, encrypted=True, send_method=send_method, time_stamp=time_stamp
+        )
+
+    async def submit_json(
+        self,
+        document: proto.Document,
+        *,
+        send_method: str | None = None,
+        time_stamp: dt.datetime | str | None = None,
+    ) -> DocumentResult:
+        """``POST /Invoice/json``: the same as :meth:`submit_secure`, unencrypted."""
+        payload = await self.prepare(document, encrypted=False)
+        return await self.send_prepared(
+            payload, encrypted=False, send_method=send_method, time_stamp=time_stamp
+        )
+
+    async def prepare(self, document: proto.Document, *, encrypted: bool) -> bytes:
+        """Serialise (and encrypt) ``document`` into the body to send.
+
+        Encryption runs in ``encrypt_executor`` (a thread by default), never on the event
+        loop. Re-sending the same prepared body is safe: the provider recognises the
+        document, not the ciphertext.
+        """
+        body = proto.serialize_document(document)
+        if not encrypted:
+            return body
+        key = self._provider_key
+        if key is None:
+            raise ValidationError("submit_secure needs a provider_key to encrypt to")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, key.encrypt, body)
+
+    async def send_prepared(
+        self,
+        payload: bytes,
+        *,
+        encrypted: bool,
+        send_method: str | None = None,
+        time_stamp: dt.datetime | str | None = None,
+        timeout: float | None = None,
+    ) -> DocumentResult:
+        """Send a body made by :meth:`prepare` once (plus one retry after a 401)."""
+        build = functools.partial(
+            proto.build_document_request,
+            self._base_url,
+            api_key=self._client_secret,
+            body=payload,
+            encrypted=encrypted,
+            send_method=send_method,
+            time_stamp=time_stamp,
+        )
+        response = await self._authorized(lambda token: build(token=token), timeout=timeout)
+        result: DocumentResult = self._checked(proto.parse_document_response, response)
+        return result
+
+    # --- other operations ----------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Call another operation (``/Invoice/cancelDeliveryNote``, ``/PosSignatures/…``).
+
+        Authenticated like the document calls; ``json`` is sent as the body. Returns the
+        decoded JSON answer (``None`` for an empty body) or raises the typed error.
+        """
+        if not path.startswith("/") or "://" in path:
+            raise ValueError("path must be a path on the provider, such as '/Invoice/json'")
+        body = None if json is None else _dumps(json)
+        url = self._base_url + path
+        if params:
+            url += "?" + urlencode(dict(params))
+
+        def build(token: AccessToken) -> proto.Request:
+            headers = {
+                "Authorization": f"Bearer {token.value}",
+                "APIKey": self._client_secret,
+                "Accept": proto.JSON_CONTENT_TYPE,
+            }
+            if body is not None:
+                headers["Content-Type"] = proto.JSON_CONTENT_TYPE
+            return proto.Request(method.upper(), url, headers, body)
+
+        response = await self._authorized(build, timeout=timeout)
+        return self._checked(
+            lambda r: proto.parse_json_response(r, f"{method.upper()} {path}"), response
+        )
+
+    # --- tokens ------------------------------------------------------------------------
+
+    async def token(self) -> AccessToken:
+        """A valid access token from the shared cache (fetched once for all callers)."""
+        return await self._cache.get(self._credentials, self._fetch_token)
+
+    async def _authorized(
+        self, build: Callable[[AccessToken], proto.Request], *, timeout: float | None
+    ) -> proto.Response:
+        """Send with a token; after a 401, drop that token, fetch one, retry once."""
+        token = await self.token()
+        response = await self._transport.send(build(token), timeout=timeout)
+        if response.status != 401:
+            return response
+        log.debug("401 with a cached token: fetching a new one and retrying once")
+        self._cache.invalidate(self._credentials, token)
+        token = await self.token()
+        return await self._transport.send(build(token), timeout=timeout)
+
+    async def _fetch_token(self, current: AccessToken | None) -> AccessToken:
+        if current is not None and current.refresh_token:
+            try:
+                return await self._token_request(current.refresh_token)
+            except AuthenticationError:
+                log.debug("the refresh token was refused: using client credentials")
+        return await self._token_request(None)
+
+    async def _token_request(self, refresh_token: str | None) -> AccessToken:
+        clock = self._cache.clock
+        attempt = 0
+        while True:
+            attempt += 1
+            request = proto.build_token_request(
+                self._base_url, self._client_id, self._client_secret, refresh_token
+            )
+            obtained_at = clock()
+            try:
+                response = await self._transport.send(request)
+                token: AccessToken = self._checked(
+                    lambda r: proto.parse_token_response(
+                        r, obtained_at=obtained_at, refresh_token=refresh_token
+                    ),
+                    response,
+                )
+                return token
+            except (TransportError, ServerError, RateLimitError, MalformedResponseError) as exc:
+                if attempt >= self._token_attempts:
+                    raise
+                retry_after = getattr(exc, "retry_after", None)
+                base, cap = self._token_backoff
+                delay = retry_after or random.uniform(0, min(cap, base * 2**attempt))
+                log.debug("token request failed (%s); retrying in %.2f s", exc, delay)
+                await asyncio.sleep(delay)
+
+    def _checked(
+        self, parse: Callable[[proto.Response], Any], response: proto.Response
+    ) -> Any:
+        try:
+            return parse(response)
+        except InvoicingError as exc:
+            raise proto.redact_error(exc, self._secrets()) from None
+
+    def _secrets(self) -> list[str]:
+        secrets = [self._client_secret]
+        token = self._cache.peek(self._credentials)
+        if token is not None:
+            secrets.append(token.value)
+            if token.refresh_token:
+                secrets.append(token.refresh_token)
+        return secrets
+
+
+def _dumps(value: Any) -> bytes:
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

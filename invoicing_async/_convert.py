@@ -1,0 +1,195 @@
+"""Conversion between the provider's camelCase JSON and the library's records.
+
+One private :class:`cattrs.Converter`, customised per type, so the rules live in one
+place: strict booleans (``"false"`` is not true), integers from ints or digit strings,
+timestamps in ISO 8601 with or without milliseconds and offset, unknown statuses kept as
+text, unknown keys kept in ``extra``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
+from ._models import DocumentResult, DocumentStatus
+
+__all__ = ["format_timestamp", "parse_timestamp", "result_from_json", "result_to_json"]
+
+_ISO_RE = re.compile(
+    r"(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d)(?::(\d\d)(?:[.,](\d{1,9}))?)?"
+    r"\s*(Z|z|[+-]\d\d(?::?\d\d)?)?"
+)
+
+
+def parse_timestamp(text: str) -> dt.datetime:
+    """Parse an ISO 8601 timestamp into an aware datetime.
+
+    Accepts ``Z`` or an offset, any number of fraction digits (.NET writes seven) and no
+    fraction at all. A timestamp without an offset is read as UTC, which is what the
+    provider means by it.
+    """
+    match = _ISO_RE.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"not an ISO 8601 timestamp: {text[:40]!r}")
+    year, month, day, hour, minute, second, fraction, offset = match.groups()
+    micro = int((fraction or "0")[:6].ljust(6, "0"))
+    tz = dt.timezone.utc
+    if offset and offset not in ("Z", "z"):
+        sign = -1 if offset[0] == "-" else 1
+        digits = offset[1:].replace(":", "")
+        minutes = int(digits[:2]) * 60 + int(digits[2:4] or "0")
+        tz = dt.timezone(sign * dt.timedelta(minutes=minutes))
+    return dt.datetime(
+        int(year),
+        int(month),
+        int(day),
+        int(hour),
+        int(minute),
+        int(second or 0),
+        micro,
+        tzinfo=tz,
+    )
+
+
+def format_timestamp(value: dt.datetime) -> str:
+    """Format an aware datetime as the provider writes it: UTC, milliseconds, ``Z``.
+
+    A naive datetime is refused: a POS clock in local time silently read as UTC would
+    shift every invoice by hours.
+    """
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("timestamps must be timezone-aware (e.g. datetime.now(timezone.utc))")
+    utc = value.astimezone(dt.timezone.utc)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def _structure_bool(value: Any, _: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ValueError(f"expected a boolean, got {type(value).__name__}")
+
+
+def _structure_int(value: Any, _: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise ValueError(f"expected an integer, got {type(value).__name__}")
+
+
+def _structure_str(value: Any, _: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise ValueError(f"expected a string, got {type(value).__name__}")
+
+
+def _structure_str_or_int(value: Any, _: Any) -> str | int | None:
+    if value is None or (isinstance(value, (str, int)) and not isinstance(value, bool)):
+        return value
+    raise ValueError(f"expected a string or integer, got {type(value).__name__}")
+
+
+def _structure_datetime(value: Any, _: Any) -> dt.datetime:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a timestamp string, got {type(value).__name__}")
+    return parse_timestamp(value)
+
+
+_converter = cattrs.Converter(forbid_extra_keys=False)
+_converter.register_structure_hook(bool, _structure_bool)
+_converter.register_structure_hook(int, _structure_int)
+_converter.register_structure_hook(str, _structure_str)
+_converter.register_structure_hook(str | int | None, _structure_str_or_int)
+_converter.register_structure_hook(dt.datetime, _structure_datetime)
+_converter.register_unstructure_hook(dt.datetime, format_timestamp)
+
+# Fields the provider sends, with their wire names; raw_status and extra are ours.
+_WIRE = {
+    field.name: _camel(field.name)
+    for field in attrs.fields(DocumentResult)
+    if field.name not in ("status", "raw_status", "extra")
+}
+_WIRE_LOWER = {wire.lower(): name for name, wire in _WIRE.items()}
+_AUTHORITY = "authority_data_response"
+
+# Keys are matched and renamed by result_from_json before the generated function runs.
+_structure_record = make_dict_structure_fn(DocumentResult, _converter)
+_unstructure_overrides: dict[str, Any] = {
+    name: override(rename=wire) for name, wire in _WIRE.items()
+}
+_unstructure_overrides.update(
+    status=override(omit=True), raw_status=override(omit=True), extra=override(omit=True)
+)
+_unstructure_record = make_dict_unstructure_fn(
+    DocumentResult, _converter, **_unstructure_overrides
+)
+
+
+def result_from_json(data: dict[str, Any]) -> DocumentResult:
+    """Build a :class:`DocumentResult` from the provider's record.
+
+    Keys match case-insensitively (a provider on .NET may send ``Mark``). The authority's
+    answer is read from ``authorityDataResponse``, else from the first other key ending in
+    ``Response`` (the real service names it after the tax platform). Raises ``ValueError``
+    or a cattrs validation error on a value of the wrong type.
+    """
+    fields: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    status_text: Any = None
+    for key, value in data.items():
+        name = _WIRE_LOWER.get(key.lower()) if isinstance(key, str) else None
+        if name is not None and name not in fields:
+            fields[name] = value
+        elif isinstance(key, str) and key.lower() == "status":
+            status_text = value
+        else:
+            extra[str(key)] = value
+    if fields.get(_AUTHORITY) is None:
+        for key in list(extra):
+            if key.lower().endswith("response"):
+                fields[_AUTHORITY] = extra.pop(key)
+                break
+    fields = {name: value for name, value in fields.items() if value is not None}
+    status: DocumentStatus | None = None
+    raw_status: str | None = None
+    if status_text is not None:
+        raw_status = str(status_text)
+        try:
+            status = DocumentStatus(raw_status)
+            raw_status = None
+        except ValueError:
+            status = DocumentStatus.UNKNOWN
+    fields["status"] = status
+    fields["raw_status"] = raw_status
+    fields["extra"] = extra
+    return _structure_record(fields, DocumentResult)
+
+
+def result_to_json(result: DocumentResult) -> dict[str, Any]:
+    """The record as the provider writes it: camelCase keys, timestamps with ``Z``.
+
+    ``None`` fields are left out; ``extra`` keys are written back unchanged.
+    """
+    out = {key: value for key, value in _unstructure_record(result).items() if value is not None}
+    if result.raw_status is not None:
+        out["status"] = result.raw_status
+    elif result.status is not None:
+        out["status"] = result.status.value
+    out.update(result.extra)
+    return out

@@ -1,0 +1,144 @@
+"""Frozen records the library hands to its callers.
+
+Records are plain attrs classes with no behaviour beyond small derived properties; the
+conversion from and to the provider's camelCase JSON lives in :mod:`._convert`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt  # noqa: TC003  (cattrs resolves the annotations at run time)
+import enum
+from typing import Any
+
+import attrs
+
+from ._errors import InvoicingError  # noqa: TC001
+
+__all__ = ["AccessToken", "DocumentResult", "DocumentStatus", "Outcome", "OutcomeStatus"]
+
+
+class DocumentStatus(enum.Enum):
+    """The ``status`` of a document result record.
+
+    The specification names only ``UNKNOWN``. A value the library does not know is read as
+    ``UNKNOWN`` and its text kept in :attr:`DocumentResult.raw_status`, so a provider adding
+    statuses never breaks a caller.
+    """
+
+    UNKNOWN = "UNKNOWN"
+
+
+@attrs.frozen(kw_only=True)
+class DocumentResult:
+    """The provider's result record for one document (201, or the original record of a 409).
+
+    Every field of the specification, snake_cased; any of them may be ``None`` when the
+    provider leaves it out. Keys the specification does not list are kept in :attr:`extra`.
+
+    .. versionadded:: 0.1.0
+    """
+
+    success: bool | None = None
+    message: str | None = None
+    status_code: str | int | None = None
+    integrity_signature: str | None = None
+    signature: str | None = None
+    uid: str | None = None
+    mark: int | None = None
+    cancellation_mark: int | None = None
+    authentication_code: str | None = None
+    #: The tax platform's own answer, read from ``authorityDataResponse`` or from the
+    #: platform-named ``…Response`` key the real service uses. Any JSON value.
+    authority_data_response: Any = None
+    status: DocumentStatus | None = None
+    series: str | None = None
+    number: str | None = None
+    date_issued: dt.datetime | None = None
+    domain: str | None = None
+    url: str | None = None
+    qr_code_string: str | None = None
+    erp_qr_code: str | None = None
+    unique_id: str | None = None
+    internal_id: str | None = None
+    #: The raw ``status`` text when it is not a known :class:`DocumentStatus` value.
+    raw_status: str | None = None
+    #: Keys of the record the specification does not list, unchanged.
+    extra: dict[str, Any] = attrs.field(factory=dict, hash=False)
+
+
+@attrs.frozen(kw_only=True)
+class AccessToken:
+    """An OAuth access token with its lifetime on the monotonic clock.
+
+    ``obtained_at`` is the clock read *before* the token request was sent, so the computed
+    expiry is never later than the provider's. The token and refresh token are left out
+    of ``repr`` on purpose.
+    """
+
+    value: str = attrs.field(repr=False)
+    token_type: str
+    expires_in: float
+    obtained_at: float
+    refresh_token: str | None = attrs.field(default=None, repr=False)
+
+    @property
+    def expires_at(self) -> float:
+        """Monotonic time at which the provider stops accepting the token."""
+        return self.obtained_at + self.expires_in
+
+    @property
+    def renew_at(self) -> float:
+        """Monotonic time from which one caller renews while others keep using the token.
+
+        A tenth of the lifetime ahead of expiry, at most a minute (a 900 s token is renewed
+        from 840 s on).
+        """
+        return self.expires_at - min(60.0, self.expires_in / 10)
+
+    @property
+    def unusable_at(self) -> float:
+        """Monotonic time after which the token is not sent any more.
+
+        A small margin before expiry, so a request does not arrive with a token that
+        expires on the way.
+        """
+        return self.expires_at - min(5.0, self.expires_in / 20)
+
+
+class OutcomeStatus(enum.Enum):
+    """How one document of a batch ended.
+
+    ``ACCEPTED`` and ``DUPLICATE`` mean the provider holds the document (``Outcome.ok``).
+    """
+
+    #: 201, or a 409 answering this batch's own earlier attempt whose response was lost.
+    ACCEPTED = "accepted"
+    #: 409 on the first attempt: the document was sent before this batch.
+    DUPLICATE = "duplicate"
+    #: A definite refusal (400, persistent 401, a document that cannot be serialised).
+    REJECTED = "rejected"
+    #: It may or may not have been committed: retries were exhausted on an ambiguous failure.
+    UNKNOWN = "unknown"
+
+
+@attrs.frozen(kw_only=True)
+class Outcome:
+    """The single outcome of one document handed to bulk submission.
+
+    .. versionadded:: 0.1.0
+    """
+
+    #: Position of the document in the input.
+    index: int
+    #: The document's identity (internal document id, issuer/series/number, or content hash).
+    key: str
+    status: OutcomeStatus
+    result: DocumentResult | None = None
+    error: InvoicingError | None = None
+    #: Requests sent for this document in this run.
+    attempts: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True exactly when the provider holds the document."""
+        return self.status in (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE)

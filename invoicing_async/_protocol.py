@@ -1,0 +1,421 @@
+"""The provider's protocol without I/O.
+
+Functions here build requests (method, URL, headers, body bytes) and read responses
+(status, headers, body bytes) into records or typed errors. Nothing awaits and nothing
+touches a socket, so every rule of the protocol is tested with plain synchronous tests;
+:mod:`._transport` moves the bytes and :mod:`._client` strings the steps together.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import email.utils
+import ipaddress
+import json
+import math
+from collections.abc import Collection, Mapping
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import attrs
+
+from ._convert import format_timestamp, result_from_json
+from ._errors import (
+    AuthenticationError,
+    DuplicateDocumentError,
+    InvoicingError,
+    MalformedResponseError,
+    ProviderTimeoutError,
+    RateLimitError,
+    ServerError,
+    ValidationError,
+)
+from ._models import AccessToken, DocumentResult
+
+__all__ = [
+    "Request",
+    "Response",
+    "build_document_request",
+    "build_token_request",
+    "check_base_url",
+    "error_for_response",
+    "parse_document_response",
+    "parse_json_response",
+    "parse_token_response",
+    "retry_after_seconds",
+    "serialize_document",
+]
+
+PGP_CONTENT_TYPE = "application/pgp-encrypted"
+JSON_CONTENT_TYPE = "application/json"
+FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
+SECURE_PATH = "/Invoice/secure"
+JSON_PATH = "/Invoice/json"
+TOKEN_PATH = "/oauth/token"  # noqa: S105  (a path, not a password)
+#: Longest ``Retry-After`` honoured, in seconds; a provider asking for an hour is capped.
+MAX_RETRY_AFTER = 120.0
+
+Document = Mapping[str, Any] | bytes | bytearray | memoryview | str
+
+
+@attrs.frozen
+class Request:
+    """An HTTP request ready to send. ``headers`` may hold secrets: never log them."""
+
+    method: str
+    url: str
+    headers: Mapping[str, str] = attrs.field(repr=False)
+    body: bytes | None = attrs.field(default=None, repr=False)
+
+
+@attrs.frozen
+class Response:
+    """An HTTP response as received: status, headers (case-insensitive keys), body bytes."""
+
+    status: int
+    headers: Mapping[str, str] = attrs.field(repr=False)
+    body: bytes = attrs.field(repr=False)
+
+
+def check_base_url(base_url: str) -> str:
+    """Validate the provider's base URL and return it without a trailing slash.
+
+    ``https`` is required; ``http`` is allowed only to a loopback host (the sandbox), so
+    an API key is never sent in clear text over a network.
+    """
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
+    if parts.query or parts.fragment:
+        raise ValueError("base_url must not carry a query or fragment")
+    if parts.username or parts.password:
+        raise ValueError("base_url must not carry credentials")
+    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+        raise ValueError(
+            f"refusing plain http to {parts.hostname}: use https (http is allowed for loopback only)"
+        )
+    return base_url.rstrip("/")
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serialize_document(document: Document) -> bytes:
+    """The exact bytes to send for ``document``.
+
+    A mapping becomes compact UTF-8 JSON (non-ASCII kept as is); bytes are sent unchanged,
+    so a caller that already serialised (or signed) the document controls every byte.
+    Anything else, or a mapping that is not JSON-serialisable, raises
+    :class:`ValidationError` with ``status=None``: nothing was sent.
+    """
+    if isinstance(document, (bytes, bytearray, memoryview)):
+        return bytes(document)
+    if isinstance(document, str):
+        return document.encode("utf-8")
+    if not isinstance(document, Mapping):
+        raise ValidationError(
+            f"a document must be a mapping or bytes, not {type(document).__name__}"
+        )
+    try:
+        return json.dumps(
+            document, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+        ).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"the document cannot be serialised to JSON: {exc}") from None
+
+
+def build_token_request(
+    base_url: str, client_id: str, client_secret: str, refresh_token: str | None = None
+) -> Request:
+    """``POST /oauth/token``: a client-credentials grant, or a refresh grant when given one."""
+    if refresh_token is not None:
+        form = {"grant_type": "refresh_token", "refresh_token": refresh_token}
+    else:
+        form = {
+            "grant_type": "client_credentials",
+            "client_id": client_id,
+            "client_secret": client_secret,
+        }
+    return Request(
+        "POST",
+        base_url + TOKEN_PATH,
+        {"Content-Type": FORM_CONTENT_TYPE, "Accept": JSON_CONTENT_TYPE},
+        urlencode(form).encode("ascii"),
+    )
+
+
+def build_document_request(
+    base_url: str,
+    *,
+    token: AccessToken,
+    api_key: str,
+    body: bytes,
+    encrypted: bool,
+    send_method: str | None = None,
+    time_stamp: dt.datetime | str | None = None,
+) -> Request:
+    """``POST /Invoice/secure`` (armored PGP body) or ``POST /Invoice/json``.
+
+    Both ``Authorization: Bearer`` and ``APIKey`` are sent: the specification leaves open
+    which one a provider checks. Query parameters appear only when given.
+    """
+    query: dict[str, str] = {}
+    if send_method is not None:
+        query["sendMethod"] = send_method
+    if time_stamp is not None:
+        query["timeStamp"] = (
+            time_stamp if isinstance(time_stamp, str) else format_timestamp(time_stamp)
+        )
+    url = base_url + (SECURE_PATH if encrypted else JSON_PATH)
+    if query:
+        url += "?" + urlencode(query)
+    headers = {
+        "Authorization": f"{_token_type(token)} {token.value}",
+        "APIKey": api_key,
+        "Content-Type": PGP_CONTENT_TYPE if encrypted else JSON_CONTENT_TYPE,
+        "Accept": JSON_CONTENT_TYPE,
+    }
+    return Request("POST", url, headers, body)
+
+
+def _token_type(token: AccessToken) -> str:
+    # RFC 6750 spells it "Bearer"; providers sometimes answer "bearer".
+    return "Bearer" if token.token_type.lower() == "bearer" else token.token_type
+
+
+def parse_token_response(
+    response: Response, *, obtained_at: float, refresh_token: str | None = None
+) -> AccessToken:
+    """Read the token endpoint's answer; ``obtained_at`` is the clock read before sending.
+
+    A refresh answer without a new refresh token keeps the old one (rotation is optional).
+    """
+    if response.status != 200:
+        raise token_error(response)
+    data = _json_object(response)
+    value = data.get("access_token")
+    expires_in = data.get("expires_in", 900)
+    if isinstance(expires_in, str) and expires_in.isdigit():
+        expires_in = int(expires_in)
+    if (
+        not isinstance(value, str)
+        or not value
+        or not isinstance(expires_in, (int, float))
+        or isinstance(expires_in, bool)
+        or not math.isfinite(expires_in)
+        or expires_in <= 0
+    ):
+        raise MalformedResponseError(
+            "the token endpoint answered without a usable access_token/expires_in",
+            status=response.status,
+        )
+    new_refresh = data.get("refresh_token")
+    return AccessToken(
+        value=value,
+        token_type=str(data.get("token_type") or "Bearer"),
+        expires_in=float(expires_in),
+        obtained_at=obtained_at,
+        refresh_token=new_refresh if isinstance(new_refresh, str) and new_refresh else refresh_token,
+    )
+
+
+def token_error(response: Response) -> InvoicingError:
+    """The error for a non-200 token answer: 400/401 refuse the credentials."""
+    if response.status in (400, 401, 403):
+        body = _json_or_none(response.body)
+        error = _text(body, "error")
+        description = _text(body, "error_description")
+        message = "the token endpoint refused the credentials"
+        if error:
+            message += f": {error}"
+        if description:
+            message += f" ({description})"
+        return AuthenticationError(
+            message,
+            status=response.status,
+            body=body,
+            error=error,
+            error_description=description,
+        )
+    return error_for_response(response, "POST /oauth/token")
+
+
+def parse_document_response(response: Response) -> DocumentResult:
+    """Read a 200/201 answer of a document submission, or raise the typed error.
+
+    A 409 raises :class:`DuplicateDocumentError` carrying the original record when the
+    body holds one.
+    """
+    if response.status in (200, 201):
+        return _record(_json_object(response), response.status)
+    raise error_for_response(response, "document submission")
+
+
+def parse_json_response(response: Response, what: str) -> Any:
+    """Read a 2xx answer of any other operation as JSON (``None`` for an empty body)."""
+    if 200 <= response.status < 300:
+        if not response.body.strip():
+            return None
+        try:
+            return json.loads(response.body)
+        except (UnicodeDecodeError, ValueError):
+            raise MalformedResponseError(
+                f"{what}: the response body is not JSON", status=response.status
+            ) from None
+    raise error_for_response(response, what)
+
+
+def _record(data: dict[str, Any], status: int) -> DocumentResult:
+    try:
+        return result_from_json(data)
+    except Exception as exc:  # noqa: BLE001  (cattrs raises exception groups of many kinds)
+        raise MalformedResponseError(
+            f"the result record cannot be read: {_first_cause(exc)}", status=status
+        ) from None
+
+
+def _first_cause(exc: BaseException) -> str:
+    # cattrs raises exception groups (a backport on 3.10): report the innermost cause.
+    while getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return str(exc)[:200]
+
+
+def error_for_response(response: Response, what: str) -> InvoicingError:
+    """Map a non-success response to its typed error (see :mod:`._errors`)."""
+    status = response.status
+    body = _json_or_none(response.body)
+    detail = _text(body, "message") or _text(body, "error_description") or _text(body, "error")
+    reason = f"{what}: " + (detail or f"HTTP {status}")
+    if status == 400:
+        return ValidationError(reason, status=status, body=body)
+    if status in (401, 403):
+        return AuthenticationError(
+            reason,
+            status=status,
+            body=body,
+            error=_text(body, "error"),
+            error_description=_text(body, "error_description"),
+        )
+    if status == 408:
+        return ProviderTimeoutError(reason, status=status, body=body)
+    if status == 409:
+        record = None
+        if body is not None:
+            try:
+                record = result_from_json(dict(body))
+            except Exception:  # noqa: BLE001
+                record = None
+        return DuplicateDocumentError(
+            reason if detail else f"{what}: the document was already transmitted",
+            status=status,
+            body=body,
+            result=record,
+        )
+    if status == 429:
+        return RateLimitError(
+            reason, status=status, body=body, retry_after=retry_after_seconds(response.headers)
+        )
+    if 500 <= status < 600:
+        return ServerError(
+            reason, status=status, body=body, retry_after=retry_after_seconds(response.headers)
+        )
+    if 300 <= status < 400:
+        return MalformedResponseError(
+            f"{what}: redirect refused (HTTP {status} to {response.headers.get('Location', '?')})",
+            status=status,
+        )
+    if 400 <= status < 500:
+        return ValidationError(reason, status=status, body=body)
+    return MalformedResponseError(f"{what}: unexpected HTTP {status}", status=status)
+
+
+def retry_after_seconds(
+    headers: Mapping[str, str], *, now: dt.datetime | None = None
+) -> float | None:
+    """``Retry-After`` in seconds (delta or HTTP date), capped at :data:`MAX_RETRY_AFTER`."""
+    value = headers.get("Retry-After")
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return min(float(value), MAX_RETRY_AFTER)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    delta = (when - (now or dt.datetime.now(dt.timezone.utc))).total_seconds()
+    return min(max(delta, 0.0), MAX_RETRY_AFTER)
+
+
+def redact(text: str, secrets: Collection[str]) -> str:
+    """Replace every occurrence of a secret in provider-supplied ``text``.
+
+    Providers sometimes echo a bad key back ("API key XYZ is not valid"); the library's
+    own messages never contain secrets, and this keeps the provider's from leaking them.
+    """
+    for secret in secrets:
+        if secret and len(secret) >= 4 and secret in text:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+def redact_error(error: InvoicingError, secrets: Collection[str]) -> InvoicingError:
+    """Scrub ``secrets`` from an error's message and body, in place; return it."""
+    error.message = redact(error.message, secrets)
+    error.args = (error.message,)
+    if error.body is not None:
+        error.body = _redact_json(error.body, secrets)
+    for name in ("error_description", "error"):
+        value = getattr(error, name, None)
+        if isinstance(value, str):
+            setattr(error, name, redact(value, secrets))
+    return error
+
+
+def _redact_json(value: Any, secrets: Collection[str]) -> Any:
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, Mapping):
+        return {k: _redact_json(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_json(v, secrets) for v in value]
+    return value
+
+
+def _json_object(response: Response) -> dict[str, Any]:
+    try:
+        data = json.loads(response.body)
+    except (UnicodeDecodeError, ValueError):
+        raise MalformedResponseError(
+            "the response body is not JSON" if response.body else "the response body is empty",
+            status=response.status,
+        ) from None
+    if not isinstance(data, dict):
+        raise MalformedResponseError(
+            f"expected a JSON object, got {type(data).__name__}", status=response.status
+        )
+    return data
+
+
+def _json_or_none(body: bytes) -> dict[str, Any] | None:
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _text(body: Mapping[str, Any] | None, key: str) -> str | None:
+    if body is None:
+        return None
+    value = body.get(key)
+    return value[:500] if isinstance(value, str) and value else None

@@ -1,0 +1,240 @@
+"""The only module that talks to aiohttp.
+
+It sends a :class:`~._protocol.Request` and returns a :class:`~._protocol.Response`, or
+raises one of the library's own errors. aiohttp's exceptions never escape: they carry the
+request's headers (the API key and the bearer token) in ``request_info``, so they are
+classified here and dropped, not chained.
+
+Classification answers the question bulk submission asks: could the provider have
+processed the request? A refused connection or a connect timeout means no; a reset, a
+disconnect or a read timeout after sending means maybe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl as _ssl
+import time
+from typing import TYPE_CHECKING
+
+import aiohttp
+
+from ._errors import InvoicingError, MalformedResponseError, TransportError
+from ._protocol import Request, Response
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+__all__ = ["DEFAULT_MAX_RESPONSE_SIZE", "Transport"]
+
+log = logging.getLogger("invoicing_async")
+
+#: Largest response body read, in bytes. Result records are a few KB.
+DEFAULT_MAX_RESPONSE_SIZE = 4 * 1024 * 1024
+_CHUNK = 64 * 1024
+_CONNECT_TIMEOUT = getattr(aiohttp, "ConnectionTimeoutError", None)
+
+
+class Transport:
+    """An aiohttp session with the library's timeouts, caps and error classification.
+
+    :param session: a session owned by the caller (not closed here); by default one is
+        created inside the running loop on first use.
+    :param limit: connection pool size of the session created here.
+    :param connect_timeout: seconds to establish a connection (``sock_connect``: the wait
+        for a free pool slot does not count).
+    :param read_timeout: seconds without receiving a byte (``sock_read``).
+    :param total_timeout: seconds for one whole request, body included, or ``None``.
+    :param max_response_size: bodies larger than this raise
+        :class:`~invoicing_async.MalformedResponseError`.
+    :param ssl: an :class:`ssl.SSLContext` (for a private CA), or ``None`` for the
+        system's verified defaults. Verification cannot be switched off.
+    """
+
+    def __init__(
+        self,
+        *,
+        session: aiohttp.ClientSession | None = None,
+        limit: int = 100,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+        total_timeout: float | None = 120.0,
+        max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
+        ssl: _ssl.SSLContext | None = None,
+    ) -> None:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        self._session = session
+        self._owns_session = session is None
+        self._limit = limit
+        self._timeout = aiohttp.ClientTimeout(
+            total=total_timeout, sock_connect=connect_timeout, sock_read=read_timeout
+        )
+        self._max_response_size = max_response_size
+        self._ssl: _ssl.SSLContext | bool = ssl if ssl is not None else True
+        self._closed = False
+
+    @property
+    def limit(self) -> int:
+        """Connection pool size (the session's own limit when the caller supplied one)."""
+        if self._session is not None and not self._owns_session:
+            return self._session.connector.limit if self._session.connector else self._limit
+        return self._limit
+
+    async def __aenter__(self) -> Transport:
+        self._ensure_session()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _ensure_session(self) -> aiohttp.ClientSession:
+        if self._closed:
+            raise RuntimeError("the client is closed")
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self._limit, limit_per_host=0, ssl=self._ssl)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                cookie_jar=aiohttp.DummyCookieJar(),
+                trust_env=False,
+                raise_for_status=False,
+            )
+        return self._session
+
+    async def close(self) -> None:
+        """Close the session if this transport created it."""
+        self._closed = True
+        if self._owns_session and self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+    async def send(self, request: Request, *, timeout: float | None = None) -> Response:
+        """Send ``request`` once; never follows redirects and never retries.
+
+        :param timeout: overrides the total timeout for this request.
+        """
+        session = self._ensure_session()
+        client_timeout = self._timeout
+        if timeout is not None:
+            client_timeout = aiohttp.ClientTimeout(
+                total=timeout,
+                sock_connect=self._timeout.sock_connect,
+                sock_read=self._timeout.sock_read,
+            )
+        started = time.perf_counter()
+        path = request.url.split("?", 1)[0]
+        error: InvoicingError
+        try:
+            async with session.request(
+                request.method,
+                request.url,
+                headers=dict(request.headers),
+                data=request.body,
+                allow_redirects=False,
+                timeout=client_timeout,
+                ssl=self._ssl,
+            ) as response:
+                status = response.status
+                headers = {key: value for key, value in response.headers.items()}
+                body = await self._read_body(response, status)
+        except InvoicingError as exc:
+            error = exc
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (classified, then dropped: it holds headers)
+            error = _classify(exc)
+        else:
+            log.debug(
+                "%s %s -> %d (%d bytes, %.1f ms)",
+                request.method,
+                path,
+                status,
+                len(body),
+                (time.perf_counter() - started) * 1000,
+            )
+            return Response(status, _CaseInsensitive(headers), body)
+        log.debug("%s %s failed: %s", request.method, path, error)
+        raise error  # outside the except block: no __context__ pointing at aiohttp
+
+    async def _read_body(self, response: aiohttp.ClientResponse, status: int) -> bytes:
+        declared = response.content_length
+        if declared is not None and declared > self._max_response_size:
+            raise MalformedResponseError(
+                f"the response body ({declared} bytes) is over the "
+                f"{self._max_response_size}-byte cap",
+                status=status,
+            )
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            while True:
+                chunk = await response.content.read(_CHUNK)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > self._max_response_size:
+                    raise MalformedResponseError(
+                        f"the response body is over the {self._max_response_size}-byte cap",
+                        status=status,
+                    )
+                chunks.append(chunk)
+        except aiohttp.ClientPayloadError:
+            raise MalformedResponseError(
+                "the response body was cut short or is not valid for its encoding",
+                status=status,
+            ) from None
+        return b"".join(chunks)
+
+
+class _CaseInsensitive(dict[str, str]):
+    """Response headers, looked up regardless of case (HTTP header names are)."""
+
+    def __init__(self, headers: dict[str, str]) -> None:
+        super().__init__({key.lower(): value for key, value in headers.items()})
+
+    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        return super().get(key.lower(), default)
+
+    def __getitem__(self, key: str) -> str:
+        return super().__getitem__(key.lower())
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and super().__contains__(key.lower())
+
+
+def _classify(exc: BaseException) -> TransportError:
+    """Turn an aiohttp/OS failure into a :class:`TransportError` saying if it was sent."""
+    name = type(exc).__name__
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return TransportError(
+            "TLS certificate verification failed for the provider", maybe_sent=False
+        )
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return TransportError(f"cannot connect to the provider ({exc.os_error})", maybe_sent=False)
+    if _CONNECT_TIMEOUT is not None and isinstance(exc, _CONNECT_TIMEOUT):
+        return TransportError("timed out connecting to the provider", maybe_sent=False)
+    if isinstance(exc, aiohttp.ServerTimeoutError):
+        return TransportError("timed out waiting for the provider's response", maybe_sent=True)
+    if isinstance(exc, asyncio.TimeoutError):
+        return TransportError("the request timed out", maybe_sent=True)
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return TransportError(
+            "the provider closed the connection before answering", maybe_sent=True
+        )
+    if isinstance(exc, aiohttp.ClientResponseError):
+        # Malformed HTTP from the server; str(exc) would include the URL only, but the
+        # object carries request headers, so only its status and message are kept.
+        return TransportError(
+            f"the provider's response is not valid HTTP ({exc.message[:100]})", maybe_sent=True
+        )
+    if isinstance(exc, (aiohttp.ClientOSError, ConnectionError, OSError)):
+        return TransportError(f"the connection failed ({name}: {exc})"[:200], maybe_sent=True)
+    if isinstance(exc, aiohttp.ClientError):
+        return TransportError(f"HTTP client error ({name})", maybe_sent=True)
+    return TransportError(f"unexpected transport failure ({name})", maybe_sent=True)
