@@ -3,9 +3,9 @@
 State per credentials is a small machine read against a clock passed in (monotonic by
 default)::
 
-    empty ──fetch──▶ fresh ──renew_at──▶ renewing window ──unusable_at──▶ expired
-                       ▲                       │ one caller renews,             │ every caller
-                       └──────── new token ◀───┘ the others keep using it       ┘ waits for one fetch
+    empty ─fetch─▶ fresh ─renew_at─▶ renewal window ─unusable_at─▶ expired
+                     ▲                    │ one caller renews,          │ every caller
+                     └──── new token ◀────┘ the others keep using it    ┘ waits for one fetch
 
 Single flight: the first caller that finds the token missing or expired becomes the
 *owner* of a fetch and publishes a future; every other caller awaits that future instead

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
+import collections
 import functools
 import json
 import logging
 import random
-from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -27,7 +26,9 @@ from ._transport import DEFAULT_MAX_RESPONSE_SIZE, Transport
 
 if TYPE_CHECKING:
     import concurrent.futures
+    import datetime as dt
     import ssl
+    from collections.abc import Callable, Mapping
     from types import TracebackType
 
     import aiohttp
@@ -107,7 +108,11 @@ class InvoicingClient:
         )
         self._executor = encrypt_executor
         self._token_attempts = max(1, token_attempts)
-        self._token_backoff = (0.1, 2.0)  # base and cap in seconds, full jitter
+        # Tokens this client used lately: scrubbed from provider text that echoes them.
+        self._recent_secrets: collections.deque[str] = collections.deque(maxlen=8)
+
+    #: Token endpoint backoff: base and cap in seconds, with full jitter.
+    _token_backoff: tuple[float, float] = (0.1, 2.0)
 
     def __repr__(self) -> str:
         return f"<InvoicingClient {self._base_url} client_id={self._client_id!r}>"
@@ -266,7 +271,12 @@ class InvoicingClient:
 
     async def token(self) -> AccessToken:
         """A valid access token from the shared cache (fetched once for all callers)."""
-        return await self._cache.get(self._credentials, self._fetch_token)
+        token = await self._cache.get(self._credentials, self._fetch_token)
+        if token.value not in self._recent_secrets:
+            self._recent_secrets.append(token.value)
+            if token.refresh_token:
+                self._recent_secrets.append(token.refresh_token)
+        return token
 
     async def _authorized(
         self, build: Callable[[AccessToken], proto.Request], *, timeout: float | None
@@ -297,16 +307,12 @@ class InvoicingClient:
             request = proto.build_token_request(
                 self._base_url, self._client_id, self._client_secret, refresh_token
             )
-            obtained_at = clock()
+            parse = functools.partial(
+                proto.parse_token_response, obtained_at=clock(), refresh_token=refresh_token
+            )
             try:
                 response = await self._transport.send(request)
-                token: AccessToken = self._checked(
-                    lambda r: proto.parse_token_response(
-                        r, obtained_at=obtained_at, refresh_token=refresh_token
-                    ),
-                    response,
-                )
-                return token
+                token: AccessToken = self._checked(parse, response)
             except (TransportError, ServerError, RateLimitError, MalformedResponseError) as exc:
                 if attempt >= self._token_attempts:
                     raise
@@ -315,17 +321,17 @@ class InvoicingClient:
                 delay = retry_after or random.uniform(0, min(cap, base * 2**attempt))
                 log.debug("token request failed (%s); retrying in %.2f s", exc, delay)
                 await asyncio.sleep(delay)
+            else:
+                return token
 
-    def _checked(
-        self, parse: Callable[[proto.Response], Any], response: proto.Response
-    ) -> Any:
+    def _checked(self, parse: Callable[[proto.Response], Any], response: proto.Response) -> Any:
         try:
             return parse(response)
         except InvoicingError as exc:
             raise proto.redact_error(exc, self._secrets()) from None
 
     def _secrets(self) -> list[str]:
-        secrets = [self._client_secret]
+        secrets = [self._client_secret, *self._recent_secrets]
         token = self._cache.peek(self._credentials)
         if token is not None:
             secrets.append(token.value)

@@ -65,7 +65,11 @@ def format_timestamp(value: dt.datetime) -> str:
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError("timestamps must be timezone-aware (e.g. datetime.now(timezone.utc))")
     utc = value.astimezone(dt.timezone.utc)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    # strftime's %Y does not pad years before 1000 on every platform: format by hand.
+    return (
+        f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:"
+        f"{utc.second:02d}.{utc.microsecond // 1000:03d}Z"
+    )
 
 
 def _camel(name: str) -> str:
@@ -78,7 +82,7 @@ def _structure_bool(value: Any, _: Any) -> bool:
         return value
     if isinstance(value, str) and value.lower() in ("true", "false"):
         return value.lower() == "true"
-    raise ValueError(f"expected a boolean, got {type(value).__name__}")
+    raise TypeError(f"expected a boolean, got {type(value).__name__}")
 
 
 def _structure_int(value: Any, _: Any) -> int:
@@ -88,7 +92,7 @@ def _structure_int(value: Any, _: Any) -> int:
         return int(value)
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    raise ValueError(f"expected an integer, got {type(value).__name__}")
+    raise TypeError(f"expected an integer, got {type(value).__name__}")
 
 
 def _structure_str(value: Any, _: Any) -> str:
@@ -96,18 +100,18 @@ def _structure_str(value: Any, _: Any) -> str:
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
-    raise ValueError(f"expected a string, got {type(value).__name__}")
+    raise TypeError(f"expected a string, got {type(value).__name__}")
 
 
 def _structure_str_or_int(value: Any, _: Any) -> str | int | None:
     if value is None or (isinstance(value, (str, int)) and not isinstance(value, bool)):
         return value
-    raise ValueError(f"expected a string or integer, got {type(value).__name__}")
+    raise TypeError(f"expected a string or integer, got {type(value).__name__}")
 
 
 def _structure_datetime(value: Any, _: Any) -> dt.datetime:
     if not isinstance(value, str):
-        raise ValueError(f"expected a timestamp string, got {type(value).__name__}")
+        raise TypeError(f"expected a timestamp string, got {type(value).__name__}")
     return parse_timestamp(value)
 
 
@@ -136,9 +140,7 @@ _unstructure_overrides: dict[str, Any] = {
 _unstructure_overrides.update(
     status=override(omit=True), raw_status=override(omit=True), extra=override(omit=True)
 )
-_unstructure_record = make_dict_unstructure_fn(
-    DocumentResult, _converter, **_unstructure_overrides
-)
+_unstructure_record = make_dict_unstructure_fn(DocumentResult, _converter, **_unstructure_overrides)
 
 
 def result_from_json(data: dict[str, Any]) -> DocumentResult:

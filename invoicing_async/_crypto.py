@@ -28,10 +28,9 @@ import os
 import struct
 import time
 import warnings
-from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from cryptography.hazmat.primitives import hashes
@@ -41,6 +40,9 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from cryptography.hazmat.primitives.keywrap import aes_key_wrap
 
 from ._errors import ProviderKeyError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 try:  # cryptography >= 43 keeps CFB here; the old location is deprecated.
     from cryptography.hazmat.decrepit.ciphers.modes import CFB
@@ -312,11 +314,21 @@ def _hex(fingerprint: Any) -> str:
 
 
 def _verified(primary: Any, subject: Any, signature: Any) -> bool:
+    """Check the signature cryptographically, and nothing else.
+
+    ``PGPKey.verify`` also applies PGPy's policy, and fails every signature of a key that
+    has since expired; expiry, revocation and algorithm policy are decided here instead,
+    so only the mathematics is asked of PGPy.
+    """
     try:
         with _quiet():
-            return bool(primary.verify(subject, signature))
+            digest = getattr(hashes, signature.hash_algorithm.name)()
+            verified = primary._key.verify(  # noqa: SLF001
+                signature.hashdata(subject), signature.__sig__, digest
+            )
     except Exception:  # noqa: BLE001  (PGPy raises many types for broken signatures)
         return False
+    return verified is True
 
 
 def _newest_verified(primary: Any, subject: Any, signatures: list[Any]) -> Any | None:
@@ -429,8 +441,10 @@ def _recipient(subkey: Any) -> _Recipient:
         point = b"\x40" + bytes(material.p.x)
     else:
         size = (curve.key_size + 7) // 8
-        point = b"\x04" + int(material.p.x).to_bytes(size, "big") + int(material.p.y).to_bytes(
-            size, "big"
+        point = (
+            b"\x04"
+            + int(material.p.x).to_bytes(size, "big")
+            + int(material.p.y).to_bytes(size, "big")
         )
         ec.EllipticCurvePublicKey.from_encoded_point(curve, point)  # validate the point now
     fingerprint = bytes.fromhex(_hex(subkey.fingerprint))
@@ -444,7 +458,7 @@ def _recipient(subkey: Any) -> _Recipient:
     return _ECDHRecipient(key_id, fingerprint, curve, point, kdf_param, kdf_hash, kek_size)
 
 
-def _load(data: bytes, pin: str | None, now: dt.datetime) -> ProviderKey:  # noqa: C901, PLR0912
+def _load(data: bytes, pin: str | None, now: dt.datetime) -> ProviderKey:  # noqa: C901, PLR0912, PLR0915
     kind, binary = _dearmor(data)
     if kind is not None and "PRIVATE KEY" in kind:
         raise _fail("secret_key", "this is a secret key: give the provider's PUBLIC key")
@@ -590,7 +604,10 @@ class ProviderKey:
         return _encrypt_message(self._recipient, bytes(data))
 
     def __repr__(self) -> str:
-        return f"<ProviderKey {self.fingerprint} encrypting to {self.algorithm} subkey {self.subkey_fingerprint[-16:]}>"
+        return (
+            f"<ProviderKey {self.fingerprint} encrypting to {self.algorithm} "
+            f"subkey {self.subkey_fingerprint[-16:]}>"
+        )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ProviderKey) and other.armored == self.armored

@@ -4,7 +4,7 @@ Every failure the library reports derives from :class:`InvoicingError`::
 
     InvoicingError                   .status, .body, .message
     ├── ProviderKeyError             .reason: the provider key cannot be used (raised on load)
-    ├── AuthenticationError          401 / 403, or the token endpoint refused: .error, .error_description
+    ├── AuthenticationError          401/403 or a refused token request: .error, .error_description
     ├── ValidationError              400 and other definite refusals; status None: refused locally
     ├── DuplicateDocumentError       409: already transmitted; .result is the original record
     ├── ProviderTimeoutError         408: the tax authority's service did not answer in time

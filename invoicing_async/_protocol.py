@@ -92,7 +92,7 @@ def check_base_url(base_url: str) -> str:
         raise ValueError("base_url must not carry credentials")
     if parts.scheme == "http" and not _is_loopback(parts.hostname):
         raise ValueError(
-            f"refusing plain http to {parts.hostname}: use https (http is allowed for loopback only)"
+            f"refusing plain http to {parts.hostname}: use https (http only for loopback)"
         )
     return base_url.rstrip("/")
 
@@ -221,7 +221,9 @@ def parse_token_response(
         token_type=str(data.get("token_type") or "Bearer"),
         expires_in=float(expires_in),
         obtained_at=obtained_at,
-        refresh_token=new_refresh if isinstance(new_refresh, str) and new_refresh else refresh_token,
+        refresh_token=new_refresh
+        if isinstance(new_refresh, str) and new_refresh
+        else refresh_token,
     )
 
 
@@ -287,7 +289,7 @@ def _first_cause(exc: BaseException) -> str:
     return str(exc)[:200]
 
 
-def error_for_response(response: Response, what: str) -> InvoicingError:
+def error_for_response(response: Response, what: str) -> InvoicingError:  # noqa: C901
     """Map a non-success response to its typed error (see :mod:`._errors`)."""
     status = response.status
     body = _json_or_none(response.body)
@@ -312,8 +314,10 @@ def error_for_response(response: Response, what: str) -> InvoicingError:
                 record = result_from_json(dict(body))
             except Exception:  # noqa: BLE001
                 record = None
+        # The body of a 409 is the original record: its "message" describes the first
+        # submission, not this refusal, so it is not used for the error's message.
         return DuplicateDocumentError(
-            reason if detail else f"{what}: the document was already transmitted",
+            f"{what}: the document was already transmitted",
             status=status,
             body=body,
             result=record,

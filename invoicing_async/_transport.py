@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl as _ssl
 import time
 from typing import TYPE_CHECKING
 
@@ -24,6 +23,7 @@ from ._errors import InvoicingError, MalformedResponseError, TransportError
 from ._protocol import Request, Response
 
 if TYPE_CHECKING:
+    import ssl as _ssl
     from types import TracebackType
 
 __all__ = ["DEFAULT_MAX_RESPONSE_SIZE", "Transport"]
@@ -141,14 +141,14 @@ class Transport:
                 ssl=self._ssl,
             ) as response:
                 status = response.status
-                headers = {key: value for key, value in response.headers.items()}
+                headers = dict(response.headers.items())
                 body = await self._read_body(response, status)
         except InvoicingError as exc:
             error = exc
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001  (classified, then dropped: it holds headers)
-            error = _classify(exc)
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            error = _classify(exc)  # then dropped, not chained: it holds the request headers
         else:
             log.debug(
                 "%s %s -> %d (%d bytes, %.1f ms)",
@@ -235,6 +235,4 @@ def _classify(exc: BaseException) -> TransportError:
         )
     if isinstance(exc, (aiohttp.ClientOSError, ConnectionError, OSError)):
         return TransportError(f"the connection failed ({name}: {exc})"[:200], maybe_sent=True)
-    if isinstance(exc, aiohttp.ClientError):
-        return TransportError(f"HTTP client error ({name})", maybe_sent=True)
-    return TransportError(f"unexpected transport failure ({name})", maybe_sent=True)
+    return TransportError(f"HTTP client error ({name})", maybe_sent=True)

@@ -1,0 +1,154 @@
+"""Conversion of result records: tolerant where providers vary, strict where it matters."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from invoicing_async import DocumentResult, DocumentStatus
+from invoicing_async._convert import (
+    format_timestamp,
+    parse_timestamp,
+    result_from_json,
+    result_to_json,
+)
+
+UTC = dt.timezone.utc
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-11-22T09:15:30.123Z", dt.datetime(2026, 11, 22, 9, 15, 30, 123000, tzinfo=UTC)),
+        ("2026-11-22T09:15:30Z", dt.datetime(2026, 11, 22, 9, 15, 30, tzinfo=UTC)),
+        ("2026-11-22T09:15:30", dt.datetime(2026, 11, 22, 9, 15, 30, tzinfo=UTC)),
+        ("2026-11-22T09:15", dt.datetime(2026, 11, 22, 9, 15, tzinfo=UTC)),
+        ("2026-11-22T09:15:30.1234567Z", dt.datetime(2026, 11, 22, 9, 15, 30, 123456, tzinfo=UTC)),
+        (
+            "2026-11-22T11:15:30.5+02:00",
+            dt.datetime(2026, 11, 22, 9, 15, 30, 500000, tzinfo=UTC),
+        ),
+        ("2026-11-22T04:15:30-0500", dt.datetime(2026, 11, 22, 9, 15, 30, tzinfo=UTC)),
+    ],
+)
+def test_parse_timestamp_variants(text, expected):
+    """Milliseconds, none, seven digits, Z, offsets with or without colon all parse."""
+    parsed = parse_timestamp(text)
+    assert parsed == expected
+    assert parsed.tzinfo is not None
+
+
+@pytest.mark.parametrize("text", ["22/11/2026", "", "2026-13-01T00:00:00Z", "tomorrow"])
+def test_parse_timestamp_refuses_garbage(text):
+    """Text that is not an ISO 8601 timestamp raises ValueError."""
+    with pytest.raises(ValueError):
+        parse_timestamp(text)
+
+
+def test_format_timestamp_utc_millis_z():
+    """Timestamps are written in UTC with exactly three fraction digits and Z."""
+    value = dt.datetime(2026, 1, 2, 3, 4, 5, 6789, tzinfo=dt.timezone(dt.timedelta(hours=-1)))
+    assert format_timestamp(value) == "2026-01-02T04:04:05.006Z"
+
+
+@given(st.datetimes(timezones=st.just(UTC)))
+def test_timestamp_round_trip_to_the_millisecond(value):
+    """format then parse gives back the instant, truncated to the millisecond."""
+    parsed = parse_timestamp(format_timestamp(value))
+    assert parsed == value.replace(microsecond=value.microsecond // 1000 * 1000)
+
+
+def test_every_field_may_be_missing_or_null():
+    """An empty record and a record of nulls both convert, every field None."""
+    assert result_from_json({}) == DocumentResult()
+    nulls = {
+        "success": None, "mark": None, "dateIssued": None, "status": None, "uid": None,
+    }  # fmt: skip
+    assert result_from_json(nulls) == DocumentResult()
+
+
+def test_unknown_status_kept_as_text():
+    """A status the library does not know reads as UNKNOWN with its text kept."""
+    result = result_from_json({"status": "TRANSMITTED"})
+    assert result.status is DocumentStatus.UNKNOWN
+    assert result.raw_status == "TRANSMITTED"
+    assert result_to_json(result)["status"] == "TRANSMITTED"
+
+
+def test_known_status():
+    """UNKNOWN itself is a known value: no raw text is needed."""
+    result = result_from_json({"status": "UNKNOWN"})
+    assert result.status is DocumentStatus.UNKNOWN
+    assert result.raw_status is None
+
+
+def test_numbers_as_strings_and_strings_as_numbers():
+    """mark may come as a digit string; series/number as ints become strings."""
+    result = result_from_json({"mark": "400001000000001", "number": 17, "series": 5})
+    assert result.mark == 400001000000001
+    assert result.number == "17"
+    assert result.series == "5"
+
+
+@pytest.mark.parametrize(
+    "record", [{"mark": True}, {"mark": "12a"}, {"success": "yes"}, {"dateIssued": 5}]
+)
+def test_wrong_types_are_errors(record):
+    """Values of the wrong type raise instead of being coerced (True is not a mark)."""
+    with pytest.raises(Exception):  # noqa: B017  (cattrs raises an exception group)
+        result_from_json(record)
+
+
+def test_false_string_is_false():
+    """success "false" is False, not the truthy string."""
+    assert result_from_json({"success": "false"}).success is False
+
+
+def test_authority_response_under_platform_name():
+    """The authority's answer is read from the platform-named ...Response key."""
+    result = result_from_json({"myDataResponse": {"index": 1}, "otherKey": 2})
+    assert result.authority_data_response == {"index": 1}
+    assert result.extra == {"otherKey": 2}
+    assert result_from_json({"authorityDataResponse": "x", "aadeResponse": "y"}).extra == {
+        "aadeResponse": "y"
+    }
+
+
+def test_case_insensitive_keys():
+    """A provider writing PascalCase keys still fills the fields."""
+    result = result_from_json(
+        {"Mark": 7, "QrCodeString": "q", "DateIssued": "2026-01-01T00:00:00Z"}
+    )
+    assert result.mark == 7
+    assert result.qr_code_string == "q"
+    assert result.date_issued == dt.datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_round_trip_to_provider_json():
+    """result_to_json writes camelCase keys back, extras included, nulls left out."""
+    record = {
+        "success": True,
+        "mark": 400001000000001,
+        "cancellationMark": None,
+        "dateIssued": "2026-11-22T09:15:30.123Z",
+        "qrCodeString": "https://d/v/s",
+        "erpQrCode": "e",
+        "status": "UNKNOWN",
+        "authorityDataResponse": {"a": 1},
+        "vendorField": [1, 2],
+    }
+    out = result_to_json(result_from_json(record))
+    expected = dict(record)
+    del expected["cancellationMark"]
+    assert out == expected
+
+
+def test_results_are_frozen_and_hashable():
+    """Records are immutable and can be used in sets (extra does not take part in hash)."""
+    result = result_from_json({"mark": 1, "foo": {"bar": 1}})
+    with pytest.raises(AttributeError):
+        result.mark = 2  # type: ignore[misc]
+    assert len({result, result_from_json({"mark": 1, "foo": {"bar": 1}})}) == 1

@@ -1,0 +1,351 @@
+"""The sans-I/O protocol: request building and response reading, no event loop needed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from invoicing_async import (
+    AccessToken,
+    AuthenticationError,
+    DocumentStatus,
+    DuplicateDocumentError,
+    InvoicingError,
+    MalformedResponseError,
+    ProviderTimeoutError,
+    RateLimitError,
+    ServerError,
+    TransportError,
+    ValidationError,
+)
+from invoicing_async import _protocol as proto
+from invoicing_async._errors import may_have_committed
+
+SAMPLES = Path(__file__).parent / "samples"
+TOKEN = AccessToken(value="tok-SECRET", token_type="bearer", expires_in=900, obtained_at=0.0)
+
+
+def response(status: int, body: bytes | dict | str = b"", **headers: str) -> proto.Response:
+    if isinstance(body, dict):
+        body = json.dumps(body).encode()
+    elif isinstance(body, str):
+        body = body.encode()
+    return proto.Response(status, headers, body)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://api.provider.example",
+        "https://api.provider.example/v1/",
+        "http://127.0.0.1:8080",
+        "http://localhost:1",
+        "http://[::1]:9000/x",
+    ],
+)
+def test_base_url_accepted(url):
+    """https anywhere and plain http to loopback are accepted; a trailing slash is dropped."""
+    assert proto.check_base_url(url) == url.rstrip("/")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://api.provider.example",
+        "http://10.0.0.5",
+        "ftp://api.provider.example",
+        "api.provider.example",
+        "https://user:pw@api.provider.example",
+        "https://api.provider.example/?q=1",
+    ],
+)
+def test_base_url_refused(url):
+    """Plain http to a non-loopback host, other schemes and embedded credentials are refused."""
+    with pytest.raises(ValueError, match=r"http|URL|credentials|query"):
+        proto.check_base_url(url)
+
+
+def test_serialize_mapping_is_compact_utf8():
+    """A mapping becomes compact UTF-8 JSON with non-ASCII text kept as is."""
+    body = proto.serialize_document({"Issuer": {"City": "Αθήνα"}, "Total": 12.5})
+    assert body == '{"Issuer":{"City":"Αθήνα"},"Total":12.5}'.encode()
+
+
+def test_serialize_bytes_unchanged():
+    """Bytes are sent exactly as given, so callers control every byte."""
+    raw = b'{ "already":  "serialised" }'
+    assert proto.serialize_document(raw) == raw
+    assert proto.serialize_document(bytearray(raw)) == raw
+
+
+@pytest.mark.parametrize("document", [{"when": dt.datetime.now()}, {"x": float("nan")}, [1, 2], 5])
+def test_serialize_refuses_what_json_cannot_carry(document):
+    """Non-serialisable documents raise ValidationError with no status: nothing was sent."""
+    with pytest.raises(ValidationError) as info:
+        proto.serialize_document(document)
+    assert info.value.status is None
+
+
+def test_token_request_client_credentials():
+    """The token request is a form-encoded client-credentials grant with TIN and API key."""
+    request = proto.build_token_request("https://p.example", "123456789", "api-key")
+    assert request.method == "POST"
+    assert request.url == "https://p.example/oauth/token"
+    assert request.headers["Content-Type"] == "application/x-www-form-urlencoded"
+    assert parse_qs(request.body.decode()) == {
+        "grant_type": ["client_credentials"],
+        "client_id": ["123456789"],
+        "client_secret": ["api-key"],
+    }
+
+
+def test_token_request_refresh():
+    """With a refresh token the grant is refresh_token and no client secret is sent."""
+    request = proto.build_token_request("https://p.example", "123", "api-key", "rt-1")
+    form = parse_qs(request.body.decode())
+    assert form == {"grant_type": ["refresh_token"], "refresh_token": ["rt-1"]}
+
+
+def test_requests_hide_secrets_in_repr():
+    """A request's repr leaves out headers and body (they hold the API key and token)."""
+    request = proto.build_document_request(
+        "https://p.example", token=TOKEN, api_key="KEY-SECRET", body=b"{}", encrypted=False
+    )
+    assert "SECRET" not in repr(request)
+
+
+def test_secure_request_headers_and_query():
+    """/Invoice/secure carries bearer token, APIKey, the PGP content type and given params."""
+    stamp = dt.datetime(2026, 11, 22, 9, 15, 30, 123456, tzinfo=dt.timezone(dt.timedelta(hours=2)))
+    request = proto.build_document_request(
+        "https://p.example",
+        token=TOKEN,
+        api_key="KEY",
+        body=b"-----BEGIN PGP MESSAGE-----",
+        encrypted=True,
+        send_method="email",
+        time_stamp=stamp,
+    )
+    parts = urlsplit(request.url)
+    assert parts.path == "/Invoice/secure"
+    assert parse_qs(parts.query) == {
+        "sendMethod": ["email"],
+        "timeStamp": ["2026-11-22T07:15:30.123Z"],
+    }
+    assert request.headers["Authorization"] == "Bearer tok-SECRET"
+    assert request.headers["APIKey"] == "KEY"
+    assert request.headers["Content-Type"] == "application/pgp-encrypted"
+
+
+def test_json_request_has_no_query_when_not_given():
+    """/Invoice/json has no query string unless sendMethod or timeStamp is given."""
+    request = proto.build_document_request(
+        "https://p.example", token=TOKEN, api_key="K", body=b"{}", encrypted=False
+    )
+    assert request.url == "https://p.example/Invoice/json"
+    assert request.headers["Content-Type"] == "application/json"
+
+
+def test_naive_timestamp_refused():
+    """A naive datetime is refused rather than silently read as UTC."""
+    with pytest.raises(ValueError, match="timezone-aware"):
+        proto.build_document_request(
+            "https://p.example",
+            token=TOKEN,
+            api_key="K",
+            body=b"{}",
+            encrypted=False,
+            time_stamp=dt.datetime(2026, 1, 1),
+        )
+
+
+def test_parse_token_response():
+    """expires_in counts from the clock read before sending; the refresh token is kept."""
+    body = (SAMPLES / "token_200.json").read_bytes()
+    token = proto.parse_token_response(response(200, body), obtained_at=100.0)
+    assert token.value == "at-1f0c9e"
+    assert token.refresh_token == "rt-77aa01"
+    assert token.expires_at == 1000.0
+    assert token.renew_at == 940.0
+    assert token.unusable_at == 995.0
+    assert "at-1f0c9e" not in repr(token)
+    assert "rt-77aa01" not in repr(token)
+
+
+def test_refresh_without_rotation_keeps_old_refresh_token():
+    """A refresh answer without a new refresh token keeps the one that was used."""
+    token = proto.parse_token_response(
+        response(200, {"access_token": "a", "expires_in": 60}), obtained_at=0, refresh_token="old"
+    )
+    assert token.refresh_token == "old"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"token_type": "bearer"},
+        {"access_token": "", "expires_in": 5},
+        {"access_token": "a", "expires_in": -1},
+    ],
+)
+def test_unusable_token_answer(body):
+    """A 200 without a usable token or lifetime is a MalformedResponseError."""
+    with pytest.raises(MalformedResponseError):
+        proto.parse_token_response(response(200, body), obtained_at=0)
+
+
+def test_token_400_is_authentication_error_with_oauth_fields():
+    """400 invalid_request from the token endpoint carries error and error_description."""
+    body = (SAMPLES / "token_400.json").read_bytes()
+    with pytest.raises(AuthenticationError) as info:
+        proto.parse_token_response(response(400, body), obtained_at=0)
+    assert info.value.error == "invalid_request"
+    assert info.value.error_description == "Invalid client credentials"
+    assert info.value.status == 400
+
+
+def test_parse_result_record_sample():
+    """A recorded 201 record becomes a DocumentResult with every field converted."""
+    body = (SAMPLES / "result_201.json").read_bytes()
+    result = proto.parse_document_response(response(201, body))
+    assert result.success is True
+    assert result.mark == 400001000000017
+    assert result.cancellation_mark is None
+    assert result.status is DocumentStatus.UNKNOWN
+    assert result.raw_status is None
+    assert result.date_issued == dt.datetime(
+        2026, 11, 22, 9, 15, 30, 123000, tzinfo=dt.timezone.utc
+    )
+    assert result.authority_data_response == {"statusCode": "Success", "index": 1}
+    assert result.qr_code_string == result.url == "https://provider.example/v/A1B2C3D4E5F6"
+    assert result.internal_id == "POS1-2026-000017"
+    assert result.extra == {"providerTrace": "x-17"}
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "error_type"),
+    [
+        (400, {"message": "Series is required"}, ValidationError),
+        (401, {"message": "VAT does not match"}, AuthenticationError),
+        (403, {}, AuthenticationError),
+        (404, {}, ValidationError),
+        (408, {"message": "authority down"}, ProviderTimeoutError),
+        (409, {"mark": 1}, DuplicateDocumentError),
+        (429, {}, RateLimitError),
+        (500, {}, ServerError),
+        (503, b"<html>", ServerError),
+        (302, b"", MalformedResponseError),
+        (200, b"<html>", MalformedResponseError),
+        (201, b"", MalformedResponseError),
+        (201, b"[1]", MalformedResponseError),
+        (201, b"\xff\xfe", MalformedResponseError),
+        (201, {"mark": "not a number"}, MalformedResponseError),
+    ],
+)
+def test_status_maps_to_typed_error(status, body, error_type):
+    """Each status and unreadable body gives its own InvoicingError subclass and status."""
+    with pytest.raises(error_type) as info:
+        proto.parse_document_response(response(status, body))
+    assert info.value.status == status
+
+
+def test_400_message_comes_from_provider():
+    """A 400's message quotes the provider's explanation and keeps its parsed body."""
+    body = {"success": False, "message": "Series is required", "errors": [{"field": "Series"}]}
+    with pytest.raises(ValidationError) as info:
+        proto.parse_document_response(response(400, body))
+    assert "Series is required" in str(info.value)
+    assert info.value.body == body
+
+
+def test_409_carries_original_record():
+    """A 409 whose body is the original record exposes it as .result."""
+    body = json.loads((SAMPLES / "result_201.json").read_text())
+    with pytest.raises(DuplicateDocumentError) as info:
+        proto.parse_document_response(response(409, body))
+    assert info.value.result is not None
+    assert info.value.result.mark == 400001000000017
+    assert "already transmitted" in str(info.value)
+
+
+def test_409_without_record():
+    """A 409 with a body that is not a record still raises, with result None."""
+    with pytest.raises(DuplicateDocumentError) as info:
+        proto.parse_document_response(response(409, "duplicate"))
+    assert info.value.result is None
+
+
+def test_retry_after_seconds_and_date():
+    """Retry-After is read as seconds or as an HTTP date, and capped."""
+    now = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.timezone.utc)
+    assert proto.retry_after_seconds({"Retry-After": "7"}) == 7.0
+    assert proto.retry_after_seconds({"Retry-After": "99999"}) == proto.MAX_RETRY_AFTER
+    date = "Sun, 22 Nov 2026 12:00:30 GMT"
+    assert proto.retry_after_seconds({"Retry-After": date}, now=now) == 30.0
+    assert proto.retry_after_seconds({"Retry-After": "soon"}) is None
+    assert proto.retry_after_seconds({}) is None
+
+
+def test_429_and_503_carry_retry_after():
+    """429 and 503 errors carry the provider's Retry-After in seconds."""
+    with pytest.raises(RateLimitError) as info:
+        proto.parse_document_response(response(429, b"", **{"Retry-After": "3"}))
+    assert info.value.retry_after == 3.0
+
+
+def test_redaction_scrubs_echoed_secrets():
+    """A provider that echoes the API key back does not leak it through our error."""
+    error = proto.error_for_response(
+        response(401, {"message": "API key KEY-12345 is not valid", "detail": ["KEY-12345"]}),
+        "document submission",
+    )
+    proto.redact_error(error, ["KEY-12345"])
+    assert "KEY-12345" not in str(error)
+    assert "KEY-12345" not in repr(error)
+    assert "KEY-12345" not in json.dumps(error.body)
+
+
+def test_generic_json_response():
+    """Other operations return decoded JSON, None for an empty body, typed errors otherwise."""
+    assert proto.parse_json_response(response(200, {"a": 1}), "op") == {"a": 1}
+    assert proto.parse_json_response(response(204, b""), "op") is None
+    with pytest.raises(MalformedResponseError):
+        proto.parse_json_response(response(200, b"<html>"), "op")
+    with pytest.raises(ServerError):
+        proto.parse_json_response(response(502, b""), "op")
+
+
+@pytest.mark.parametrize(
+    ("error", "committed"),
+    [
+        (TransportError("refused", maybe_sent=False), False),
+        (TransportError("reset", maybe_sent=True), True),
+        (ProviderTimeoutError("t", status=408), True),
+        (ServerError("s", status=500), True),
+        (MalformedResponseError("m", status=201), True),
+        (MalformedResponseError("redirect", status=302), False),
+        (ValidationError("v", status=400), False),
+        (AuthenticationError("a", status=401), False),
+        (RateLimitError("r", status=429), False),
+    ],
+)
+def test_may_have_committed(error, committed):
+    """Failures after the provider may have processed the request count as maybe committed."""
+    assert may_have_committed(error) is committed
+
+
+def test_errors_pickle():
+    """Errors survive pickling (process pools, multiprocessing test runners)."""
+    import pickle  # noqa: PLC0415
+
+    error = DuplicateDocumentError("dup", status=409, body={"a": 1}, result=None)
+    clone = pickle.loads(pickle.dumps(error))  # noqa: S301
+    assert type(clone) is DuplicateDocumentError
+    assert clone.status == 409
+    assert clone.body == {"a": 1}
+    assert str(clone) == str(error)
+    assert isinstance(clone, InvoicingError)
