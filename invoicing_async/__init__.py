@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._auth import TokenCache
+from ._batch import BatchProgress, RetryPolicy, document_key
 from ._client import InvoicingClient
 from ._crypto import ProviderKey
 from ._errors import (
@@ -23,16 +24,19 @@ from ._errors import (
     TransportError,
     ValidationError,
 )
+from ._journal import Journal
 from ._models import AccessToken, DocumentResult, DocumentStatus, Outcome, OutcomeStatus
 
 __all__ = [
     "AccessToken",
     "AuthenticationError",
+    "BatchProgress",
     "DocumentResult",
     "DocumentStatus",
     "DuplicateDocumentError",
     "InvoicingClient",
     "InvoicingError",
+    "Journal",
     "MalformedResponseError",
     "Outcome",
     "OutcomeStatus",
@@ -40,10 +44,12 @@ __all__ = [
     "ProviderKeyError",
     "ProviderTimeoutError",
     "RateLimitError",
+    "RetryPolicy",
     "ServerError",
     "TokenCache",
     "TransportError",
     "ValidationError",
+    "document_key",
 ]
 
 

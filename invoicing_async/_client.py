@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 from . import _protocol as proto
 from ._auth import CredentialsKey, TokenCache
+from ._batch import BatchProgress, RetryPolicy, document_key, submit_stream
 from ._errors import (
     AuthenticationError,
     InvoicingError,
@@ -27,14 +28,16 @@ from ._transport import DEFAULT_MAX_RESPONSE_SIZE, Transport
 if TYPE_CHECKING:
     import concurrent.futures
     import datetime as dt
+    import os
     import ssl
-    from collections.abc import Callable, Mapping
+    from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
     from types import TracebackType
 
     import aiohttp
 
     from ._crypto import ProviderKey
-    from ._models import AccessToken, DocumentResult
+    from ._journal import Journal
+    from ._models import AccessToken, DocumentResult, Outcome
 
 __all__ = ["InvoicingClient"]
 
@@ -228,6 +231,93 @@ class InvoicingClient:
         response = await self._authorized(lambda token: build(token=token), timeout=timeout)
         result: DocumentResult = self._checked(proto.parse_document_response, response)
         return result
+
+    # --- bulk ----------------------------------------------------------------------------
+
+    async def submit_many(
+        self,
+        documents: Iterable[Any] | AsyncIterable[Any],
+        *,
+        concurrency: int = 32,
+        encrypted: bool = True,
+        journal: str | os.PathLike[str] | Journal | None = None,
+        retry: RetryPolicy | None = None,
+        deadline: float | None = None,
+        on_progress: Callable[[BatchProgress], object] | None = None,
+        send_method: str | None = None,
+        time_stamp: dt.datetime | str | None = None,
+        key: Callable[[Any], str] = document_key,
+    ) -> list[Outcome]:
+        """Submit many documents; return one :class:`~invoicing_async.Outcome` each, in order.
+
+        A failure of one document never raises: it is in that document's outcome. Only
+        cancellation and programming errors propagate. See :meth:`submit_stream` for the
+        parameters; this collects its outcomes and sorts them by input position.
+        """
+        outcomes = [
+            outcome
+            async for outcome in self.submit_stream(
+                documents,
+                concurrency=concurrency,
+                encrypted=encrypted,
+                journal=journal,
+                retry=retry,
+                deadline=deadline,
+                on_progress=on_progress,
+                send_method=send_method,
+                time_stamp=time_stamp,
+                key=key,
+            )
+        ]
+        outcomes.sort(key=lambda outcome: outcome.index)
+        return outcomes
+
+    def submit_stream(
+        self,
+        documents: Iterable[Any] | AsyncIterable[Any],
+        *,
+        concurrency: int = 32,
+        encrypted: bool = True,
+        journal: str | os.PathLike[str] | Journal | None = None,
+        retry: RetryPolicy | None = None,
+        deadline: float | None = None,
+        on_progress: Callable[[BatchProgress], object] | None = None,
+        send_method: str | None = None,
+        time_stamp: dt.datetime | str | None = None,
+        key: Callable[[Any], str] = document_key,
+    ) -> AsyncIterator[Outcome]:
+        """Submit documents with bounded concurrency, yielding outcomes as they settle.
+
+        :param documents: any iterable or async iterable of documents, consumed lazily:
+            memory is bounded by ``concurrency``, not by the input.
+        :param concurrency: documents in flight at once (at most the connection pool size).
+        :param encrypted: ``/Invoice/secure`` (default) or ``/Invoice/json``.
+        :param journal: a path (or :class:`~invoicing_async.Journal`) for the write-ahead
+            journal. Running the same batch again with it skips settled documents and
+            re-sends those that were in flight.
+        :param retry: a :class:`~invoicing_async.RetryPolicy`.
+        :param deadline: seconds for the whole batch; documents not sent by then end
+            ``NOT_SENT`` (or ``UNKNOWN`` if an earlier attempt may have been committed).
+        :param on_progress: called with a :class:`~invoicing_async.BatchProgress` after
+            every settled document.
+        :param key: the identity of a document (default: :func:`document_key`).
+
+        Close the iterator (``async with contextlib.aclosing(...)``) to stop early: the
+        workers are cancelled and documents in flight are journaled as unknown.
+        """
+        return submit_stream(
+            self,
+            documents,
+            concurrency=concurrency,
+            encrypted=encrypted,
+            journal=journal,
+            retry=retry,
+            deadline=deadline,
+            on_progress=on_progress,
+            send_method=send_method,
+            time_stamp=time_stamp,
+            key=key,
+        )
 
     # --- other operations ----------------------------------------------------------------
 

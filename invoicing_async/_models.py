@@ -119,6 +119,10 @@ class OutcomeStatus(enum.Enum):
     REJECTED = "rejected"
     #: It may or may not have been committed: retries were exhausted on an ambiguous failure.
     UNKNOWN = "unknown"
+    #: Certainly not committed, but not refused either: every attempt failed before reaching
+    #: the provider (connection refused, rate limited), or the deadline or retry budget ran
+    #: out before it was sent. Safe to submit again later.
+    NOT_SENT = "not_sent"
 
 
 @attrs.frozen(kw_only=True)

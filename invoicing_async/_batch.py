@@ -1,0 +1,374 @@
+"""Bulk submission: bounded fan-out, one truthful outcome per document, safe retries.
+
+A fixed pool of worker coroutines takes documents from a bounded queue fed lazily from
+the caller's (async) iterable, so memory follows the concurrency, not the input. Each
+document ends in exactly one :class:`~invoicing_async.Outcome`.
+
+Retrying a non-idempotent POST is safe here because the provider detects duplicates: a
+document it already holds is answered with 409 and its original record. Every failure
+is classified (see :func:`~._errors.may_have_committed`):
+
+* definite (400, persistent 401, refused locally): *rejected*, never retried;
+* not sent (connection refused, 429): retried;
+* ambiguous (reset after sending, read timeout, 408, 5xx, unreadable 2xx): retried, and a
+  later 409 then means *our own* earlier attempt was committed: *accepted*, with the
+  original record. Without retries (``resend_ambiguous=False``) it ends *unknown*.
+
+Retries back off exponentially with full jitter (or as ``Retry-After`` asks) and draw on
+a budget shared by the batch, so an outage does not multiply traffic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import random
+from collections import Counter
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Mapping,
+)
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ._errors import (
+    DuplicateDocumentError,
+    InvoicingError,
+    RateLimitError,
+    ServerError,
+    TransportError,
+    may_have_committed,
+)
+from ._journal import Journal
+from ._models import Outcome, OutcomeStatus
+
+if TYPE_CHECKING:
+    import datetime as dt
+    import os
+
+    from ._client import InvoicingClient
+    from ._protocol import Document
+
+__all__ = ["BatchProgress", "RetryPolicy", "document_key", "submit_stream"]
+
+log = logging.getLogger("invoicing_async")
+
+
+@attrs.frozen(kw_only=True)
+class RetryPolicy:
+    """How bulk submission retries.
+
+    .. versionadded:: 0.1.0
+    """
+
+    #: Requests per document at most (the first one included).
+    max_attempts: int = 6
+    #: Backoff: a random delay up to ``base_delay * 2**(attempt-1)``, at most ``max_delay``.
+    base_delay: float = 0.25
+    max_delay: float = 15.0
+    #: Re-send after an ambiguous failure. Safe only with a provider that detects
+    #: duplicates (the real service does); without it such documents end ``UNKNOWN``.
+    resend_ambiguous: bool = True
+    #: Retries the whole batch may spend: ``min_budget`` plus ``budget_ratio`` per document.
+    budget_ratio: float = 0.5
+    min_budget: int = 20
+    #: Seconds for one request, body included (``None``: the client's own timeout).
+    attempt_timeout: float | None = 30.0
+
+
+@attrs.frozen
+class BatchProgress:
+    """Passed to the progress callback after every settled document."""
+
+    settled: int
+    counts: Mapping[OutcomeStatus, int]
+
+
+def document_key(document: Document) -> str:
+    """The identity the provider detects duplicates by.
+
+    ``DistributionDetails.InternalDocumentId`` when present, else issuer VAT, series and
+    number, else a SHA-256 of the serialised document.
+    """
+    data: Any = document
+    if isinstance(document, (bytes, bytearray, memoryview, str)):
+        raw = document.encode() if isinstance(document, str) else bytes(document)
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            return "sha256:" + hashlib.sha256(raw).hexdigest()
+    if isinstance(data, Mapping):
+        distribution = data.get("DistributionDetails")
+        if isinstance(distribution, Mapping) and distribution.get("InternalDocumentId"):
+            return f"id:{distribution['InternalDocumentId']}"
+        issuer = data.get("Issuer")
+        vat = issuer.get("Vat") if isinstance(issuer, Mapping) else None
+        if vat and data.get("Series") is not None and data.get("Number") is not None:
+            return f"doc:{vat}/{data['Series']}/{data['Number']}"
+    try:
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError):
+        canonical = repr(data)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8", "replace")).hexdigest()
+
+
+class _Budget:
+    def __init__(self, policy: RetryPolicy) -> None:
+        self._tokens = float(policy.min_budget)
+        self._ratio = policy.budget_ratio
+
+    def started(self) -> None:
+        self._tokens += self._ratio
+
+    def take(self) -> bool:
+        if self._tokens >= 1:
+            self._tokens -= 1
+            return True
+        return False
+
+
+_END = object()
+
+
+class _Batch:
+    def __init__(
+        self,
+        client: InvoicingClient,
+        *,
+        concurrency: int,
+        encrypted: bool,
+        journal: Journal | None,
+        retry: RetryPolicy,
+        deadline: float | None,
+        on_progress: Callable[[BatchProgress], object] | None,
+        send_method: str | None,
+        time_stamp: dt.datetime | str | None,
+        key: Callable[[Any], str],
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self._client = client
+        # More workers than pooled connections would only wait for a slot inside the
+        # request's timeout; keep them within the pool.
+        self._workers = min(concurrency, client.limit)
+        self._encrypted = encrypted
+        self._journal = journal
+        self._retry = retry
+        self._budget = _Budget(retry)
+        self._deadline_at = (
+            None if deadline is None else asyncio.get_running_loop().time() + deadline
+        )
+        self._on_progress = on_progress
+        self._send_method = send_method
+        self._time_stamp = time_stamp
+        self._key = key
+        self._counts: Counter[OutcomeStatus] = Counter()
+        self._random = random.Random()
+
+    async def run(  # noqa: C901
+        self, documents: Iterable[Any] | AsyncIterable[Any]
+    ) -> AsyncGenerator[Outcome, None]:
+        inbox: asyncio.Queue[tuple[int, Any] | None] = asyncio.Queue(self._workers)
+        outbox: asyncio.Queue[Any] = asyncio.Queue(self._workers * 2)
+
+        async def produce() -> None:
+            index = 0
+            async for document in _aiter(documents):
+                await inbox.put((index, document))
+                index += 1
+            for _ in range(self._workers):
+                await inbox.put(None)
+
+        async def work() -> None:
+            while (item := await inbox.get()) is not None:
+                outcome = await self._settle(*item)
+                await outbox.put(outcome)
+
+        async def supervise() -> None:
+            # Producer and workers must all finish; the first failure (a bug, or the
+            # caller's iterable raising) is passed on to the consumer.
+            try:
+                await asyncio.gather(producer, *workers)
+            except BaseException as exc:  # noqa: BLE001
+                await outbox.put(exc)
+            else:
+                await outbox.put(_END)
+
+        producer = asyncio.ensure_future(produce())
+        workers = [asyncio.ensure_future(work()) for _ in range(self._workers)]
+        supervisor = asyncio.ensure_future(supervise())
+        tasks = [producer, *workers, supervisor]
+        try:
+            while True:
+                item = await outbox.get()
+                if item is _END:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _settle(self, index: int, document: Any) -> Outcome:
+        outcome = await self._process(index, document)
+        if self._journal is not None and outcome.attempts:
+            self._journal.settled(outcome)
+        self._counts[outcome.status] += 1
+        if self._on_progress is not None:
+            self._on_progress(BatchProgress(sum(self._counts.values()), dict(self._counts)))
+        return outcome
+
+    async def _process(self, index: int, document: Any) -> Outcome:  # noqa: C901, PLR0912
+        key = self._key(document)
+        entry = self._journal.get(key) if self._journal is not None else None
+        if entry is not None and entry.settled and entry.outcome is not None:
+            return attrs.evolve(entry.outcome, index=index, attempts=0)
+        # Sent by an earlier run that did not learn the answer: a 409 is our own commit.
+        maybe_committed = entry is not None and (
+            entry.in_flight
+            or (entry.outcome is not None and entry.outcome.status is OutcomeStatus.UNKNOWN)
+        )
+        self._budget.started()
+
+        def end(status: OutcomeStatus, attempts: int, **fields: Any) -> Outcome:
+            return Outcome(index=index, key=key, status=status, attempts=attempts, **fields)
+
+        try:
+            payload = await self._client.prepare(document, encrypted=self._encrypted)
+        except InvoicingError as exc:
+            outcome = end(OutcomeStatus.REJECTED, 0, error=exc)
+            if self._journal is not None:
+                self._journal.settled(outcome)
+            return outcome
+
+        attempts = 0
+        last_error: InvoicingError | None = None
+        while True:
+            timeout = self._retry.attempt_timeout
+            if self._deadline_at is not None:
+                remaining = self._deadline_at - asyncio.get_running_loop().time()
+                if remaining <= 0:
+                    return self._gave_up(end, attempts, maybe_committed, last_error, "deadline")
+                timeout = remaining if timeout is None else min(timeout, remaining)
+            if attempts and not self._budget.take():
+                return self._gave_up(end, attempts, maybe_committed, last_error, "retry budget")
+            attempts += 1
+            if self._journal is not None and attempts == 1:
+                self._journal.sending(key, index)
+            try:
+                result = await self._client.send_prepared(
+                    payload,
+                    encrypted=self._encrypted,
+                    send_method=self._send_method,
+                    time_stamp=self._time_stamp,
+                    timeout=timeout,
+                )
+            except DuplicateDocumentError as exc:
+                if maybe_committed:
+                    return end(OutcomeStatus.ACCEPTED, attempts, result=exc.result)
+                return end(OutcomeStatus.DUPLICATE, attempts, result=exc.result, error=exc)
+            except InvoicingError as exc:
+                last_error = exc
+                if may_have_committed(exc):
+                    maybe_committed = True
+                    if not self._retry.resend_ambiguous:
+                        return end(OutcomeStatus.UNKNOWN, attempts, error=exc)
+                elif not _not_sent(exc):
+                    return end(OutcomeStatus.REJECTED, attempts, error=exc)
+                if attempts >= self._retry.max_attempts:
+                    return self._gave_up(end, attempts, maybe_committed, exc, "attempts")
+                await asyncio.sleep(self._delay(exc, attempts))
+            except asyncio.CancelledError:
+                if self._journal is not None:
+                    self._journal.settled(end(OutcomeStatus.UNKNOWN, attempts))
+                raise
+            else:
+                return end(OutcomeStatus.ACCEPTED, attempts, result=result)
+
+    def _gave_up(
+        self,
+        end: Callable[..., Outcome],
+        attempts: int,
+        maybe_committed: bool,
+        error: InvoicingError | None,
+        why: str,
+    ) -> Outcome:
+        log.debug("giving up after %d attempts (%s): %s", attempts, why, error)
+        status = OutcomeStatus.UNKNOWN if maybe_committed else OutcomeStatus.NOT_SENT
+        if error is None:
+            error = TransportError(f"not sent: the batch's {why} ran out", maybe_sent=False)
+        return end(status, attempts, error=error)
+
+    def _delay(self, error: InvoicingError, attempts: int) -> float:
+        retry_after = getattr(error, "retry_after", None)
+        if isinstance(error, (RateLimitError, ServerError)) and retry_after is not None:
+            return float(retry_after)
+        cap = min(self._retry.max_delay, self._retry.base_delay * 2 ** (attempts - 1))
+        return self._random.uniform(0, cap)
+
+
+def _not_sent(error: InvoicingError) -> bool:
+    """Failures that certainly left nothing at the provider and may pass: retry them."""
+    if isinstance(error, TransportError):
+        return not error.maybe_sent
+    return isinstance(error, RateLimitError)
+
+
+async def _aiter(documents: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Any]:
+    if isinstance(documents, AsyncIterable):
+        async for document in documents:
+            yield document
+    else:
+        for document in documents:
+            yield document
+
+
+async def submit_stream(
+    client: InvoicingClient,
+    documents: Iterable[Any] | AsyncIterable[Any],
+    *,
+    concurrency: int = 32,
+    encrypted: bool = True,
+    journal: str | os.PathLike[str] | Journal | None = None,
+    retry: RetryPolicy | None = None,
+    deadline: float | None = None,
+    on_progress: Callable[[BatchProgress], object] | None = None,
+    send_method: str | None = None,
+    time_stamp: dt.datetime | str | None = None,
+    key: Callable[[Any], str] = document_key,
+) -> AsyncIterator[Outcome]:
+    """Yield one outcome per document as it settles (see ``InvoicingClient.submit_stream``)."""
+    opened: Journal | None = None
+    if journal is not None and not isinstance(journal, Journal):
+        journal = opened = Journal(journal)
+    if journal is not None:
+        journal.open()
+    batch = _Batch(
+        client,
+        concurrency=concurrency,
+        encrypted=encrypted,
+        journal=journal,
+        retry=retry or RetryPolicy(),
+        deadline=deadline,
+        on_progress=on_progress,
+        send_method=send_method,
+        time_stamp=time_stamp,
+        key=key,
+    )
+    try:
+        async with contextlib.aclosing(batch.run(documents)) as outcomes:
+            async for outcome in outcomes:
+                yield outcome
+    finally:
+        if opened is not None:
+            opened.close()

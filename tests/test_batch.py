@@ -1,0 +1,335 @@
+"""Bulk submission logic against a scripted in-memory provider (no HTTP).
+
+The provider fake commits documents and detects duplicates like the real service, with
+faults scripted per document and attempt, so every classification rule is checked
+exactly. Tests through real HTTP against the sandbox are in test_batch_sandbox.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import tracemalloc
+
+import pytest
+
+from invoicing_async import (
+    DocumentResult,
+    DuplicateDocumentError,
+    Journal,
+    OutcomeStatus,
+    RetryPolicy,
+    ServerError,
+    TransportError,
+    ValidationError,
+    document_key,
+)
+from invoicing_async._batch import submit_stream
+from invoicing_async._protocol import serialize_document
+
+FAST = RetryPolicy(base_delay=0, max_delay=0, attempt_timeout=None)
+
+
+class FakeProvider:
+    """Commits documents by identity; faults are scripted per key, one per attempt.
+
+    Fault names: "refused" (never sent), "400", "429", "500" (before commit),
+    "commit-500" and "commit-reset" (committed, then the answer is lost).
+    """
+
+    limit = 100
+
+    def __init__(self, script: dict[str, list[str]] | None = None) -> None:
+        self.script = script or {}
+        self.committed: dict[str, DocumentResult] = {}
+        self.commits: dict[str, int] = {}
+        self.requests: list[str] = []
+        self.in_flight = 0
+        self.peak_in_flight = 0
+
+    async def prepare(self, document, *, encrypted):
+        return serialize_document(document)
+
+    async def send_prepared(self, payload, *, encrypted, send_method, time_stamp, timeout):
+        key = document_key(payload)
+        self.requests.append(key)
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0)
+            fault = self.script.get(key, []).pop(0) if self.script.get(key) else None
+            if fault == "refused":
+                raise TransportError("refused", maybe_sent=False)
+            if fault == "400":
+                raise ValidationError("bad", status=400)
+            if fault == "429":
+                from invoicing_async import RateLimitError  # noqa: PLC0415
+
+                raise RateLimitError("slow down", status=429, retry_after=0)
+            if fault == "500":
+                raise ServerError("down", status=500)
+            if key in self.committed:
+                raise DuplicateDocumentError("dup", result=self.committed[key])
+            mark = 400001000000000 + len(self.committed) + 1
+            self.committed[key] = DocumentResult(mark=mark, internal_id=key)
+            self.commits[key] = self.commits.get(key, 0) + 1
+            if fault == "commit-500":
+                raise ServerError("committed, then failed", status=500)
+            if fault == "commit-reset":
+                raise TransportError("reset", maybe_sent=True)
+            return self.committed[key]
+        finally:
+            self.in_flight -= 1
+
+
+def doc(n: int) -> dict:
+    return {"Issuer": {"Vat": "123456789"}, "Series": "A", "Number": n}
+
+
+def key(n: int) -> str:
+    return document_key(doc(n))
+
+
+async def run(provider, documents, **kwargs):
+    kwargs.setdefault("retry", FAST)
+    outcomes = [o async for o in submit_stream(provider, documents, **kwargs)]
+    outcomes.sort(key=lambda o: o.index)
+    return outcomes
+
+
+async def test_each_document_one_outcome_in_order():
+    """N documents in, N outcomes out, ordered by input index, all accepted."""
+    provider = FakeProvider()
+    outcomes = await run(provider, (doc(n) for n in range(50)), concurrency=8)
+    assert [o.index for o in outcomes] == list(range(50))
+    assert all(o.status is OutcomeStatus.ACCEPTED and o.ok for o in outcomes)
+    assert [o.result.internal_id for o in outcomes] == [key(n) for n in range(50)]
+    assert provider.peak_in_flight <= 8
+
+
+async def test_duplicate_on_first_attempt_is_duplicate():
+    """A 409 on the first attempt means it was sent before this batch: DUPLICATE, ok."""
+    provider = FakeProvider()
+    provider.committed[key(1)] = DocumentResult(mark=7)
+    [outcome] = await run(provider, [doc(1)])
+    assert outcome.status is OutcomeStatus.DUPLICATE
+    assert outcome.ok
+    assert outcome.result == DocumentResult(mark=7)
+
+
+@pytest.mark.parametrize("fault", ["commit-500", "commit-reset"])
+async def test_lost_answer_then_409_is_accepted_with_original_record(fault):
+    """Committed-then-lost, re-sent, 409: ACCEPTED with the original record, one commit."""
+    provider = FakeProvider({key(1): [fault]})
+    [outcome] = await run(provider, [doc(1)])
+    assert outcome.status is OutcomeStatus.ACCEPTED
+    assert outcome.result is provider.committed[key(1)]
+    assert outcome.attempts == 2
+    assert provider.commits[key(1)] == 1
+
+
+async def test_not_sent_and_rate_limited_are_retried():
+    """Refused connections and 429 are retried until the document goes through."""
+    provider = FakeProvider({key(1): ["refused", "429", "500"]})
+    [outcome] = await run(provider, [doc(1)])
+    assert outcome.status is OutcomeStatus.ACCEPTED
+    assert outcome.attempts == 4
+
+
+async def test_definite_refusal_is_rejected_without_retry():
+    """A 400 ends the document REJECTED after one attempt."""
+    provider = FakeProvider({key(1): ["400"]})
+    [outcome] = await run(provider, [doc(1)])
+    assert outcome.status is OutcomeStatus.REJECTED
+    assert isinstance(outcome.error, ValidationError)
+    assert outcome.attempts == 1
+    assert not outcome.ok
+
+
+async def test_bad_document_rejected_locally_and_the_rest_goes_on():
+    """A document that cannot be serialised is REJECTED with 0 attempts; others proceed."""
+    provider = FakeProvider()
+    documents = [doc(0), {"bad": object()}, doc(2)]
+    outcomes = await run(provider, documents)
+    assert [o.status for o in outcomes] == [
+        OutcomeStatus.ACCEPTED,
+        OutcomeStatus.REJECTED,
+        OutcomeStatus.ACCEPTED,
+    ]
+    assert outcomes[1].attempts == 0
+    assert outcomes[1].error.status is None
+
+
+async def test_ambiguous_without_resend_is_unknown_never_rejected():
+    """With resend_ambiguous off, a maybe-committed failure ends UNKNOWN, not REJECTED."""
+    provider = FakeProvider({key(1): ["commit-500"], key(2): ["500"]})
+    policy = RetryPolicy(base_delay=0, resend_ambiguous=False)
+    outcomes = await run(provider, [doc(1), doc(2)], retry=policy)
+    assert [o.status for o in outcomes] == [OutcomeStatus.UNKNOWN, OutcomeStatus.UNKNOWN]
+    assert len(provider.requests) == 2
+
+
+async def test_exhausted_attempts():
+    """Retries stop at max_attempts: UNKNOWN if maybe committed, NOT_SENT if never sent."""
+    provider = FakeProvider({key(1): ["500"] * 10, key(2): ["refused"] * 10})
+    policy = RetryPolicy(base_delay=0, max_attempts=3)
+    outcomes = await run(provider, [doc(1), doc(2)], retry=policy)
+    assert [o.status for o in outcomes] == [OutcomeStatus.UNKNOWN, OutcomeStatus.NOT_SENT]
+    assert [o.attempts for o in outcomes] == [3, 3]
+
+
+async def test_shared_retry_budget_limits_traffic_in_an_outage():
+    """During an outage the batch's retry budget caps the extra requests."""
+    script = {key(n): ["500"] * 10 for n in range(100)}
+    provider = FakeProvider(script)
+    policy = RetryPolicy(base_delay=0, max_attempts=10, budget_ratio=0.1, min_budget=5)
+    outcomes = await run(provider, [doc(n) for n in range(100)], retry=policy)
+    assert len(outcomes) == 100
+    assert all(o.status is OutcomeStatus.UNKNOWN for o in outcomes)
+    assert len(provider.requests) <= 100 + 5 + 10 + 1
+
+
+async def test_deadline_ends_unsent_documents_not_sent():
+    """After the batch deadline, documents not yet sent end NOT_SENT."""
+    provider = FakeProvider({key(n): ["refused"] * 100 for n in range(3)})
+    policy = RetryPolicy(base_delay=0.05, max_delay=0.05, max_attempts=1000, min_budget=10_000)
+    outcomes = await run(provider, [doc(n) for n in range(3)], retry=policy, deadline=0.2)
+    assert all(o.status is OutcomeStatus.NOT_SENT for o in outcomes)
+
+
+async def test_progress_callback_counts():
+    """The progress callback sees every settled document, counted by status."""
+    provider = FakeProvider({key(3): ["400"]})
+    seen = []
+    await run(provider, [doc(n) for n in range(5)], on_progress=seen.append)
+    assert [p.settled for p in seen] == [1, 2, 3, 4, 5]
+    assert seen[-1].counts == {OutcomeStatus.ACCEPTED: 4, OutcomeStatus.REJECTED: 1}
+
+
+async def test_async_iterable_input():
+    """Async generators are consumed lazily like plain iterables."""
+
+    async def documents():
+        for n in range(10):
+            await asyncio.sleep(0)
+            yield doc(n)
+
+    outcomes = await run(FakeProvider(), documents(), concurrency=3)
+    assert [o.index for o in outcomes] == list(range(10))
+
+
+async def test_input_error_propagates_and_stops_workers():
+    """An exception raised by the caller's iterable propagates; nothing keeps running."""
+
+    def documents():
+        yield doc(1)
+        raise RuntimeError("database went away")
+
+    with pytest.raises(RuntimeError, match="database"):
+        await run(FakeProvider(), documents())
+    await asyncio.sleep(0)
+    assert {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} == set()
+
+
+def read_journal(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+async def test_journal_records_sending_before_settled(tmp_path):
+    """Each document is journaled as sending before its request, then settled."""
+    path = tmp_path / "journal.jsonl"
+    await run(FakeProvider(), [doc(1)], journal=path)
+    events = [(r["event"], r.get("status")) for r in read_journal(path)]
+    assert events == [("sending", None), ("settled", "accepted")]
+
+
+async def test_resume_skips_settled_and_resends_in_flight(tmp_path):
+    """A resumed batch skips settled documents and re-sends in-flight ones; a 409 for
+    those is this batch's own commit: ACCEPTED."""
+    path = tmp_path / "journal.jsonl"
+    provider = FakeProvider()
+    await run(provider, [doc(0), doc(1)], journal=path)
+    # A crash after doc 2 was committed but before its settled line was written:
+    provider.committed[key(2)] = DocumentResult(mark=99)
+    provider.commits[key(2)] = 1
+    with Journal(path) as journal:
+        journal.sending(key(2), 2)
+    with path.open("a") as file:
+        file.write('{"v":1,"event":"settled","key":"torn')  # a torn last line
+    provider.requests.clear()
+    outcomes = await run(provider, [doc(n) for n in range(4)], journal=path)
+    assert [o.status for o in outcomes] == [OutcomeStatus.ACCEPTED] * 4
+    assert [o.attempts for o in outcomes] == [0, 0, 1, 1]
+    assert provider.requests == [key(2), key(3)] or sorted(provider.requests) == sorted(
+        [key(2), key(3)]
+    )
+    assert outcomes[2].result == DocumentResult(mark=99)
+    assert all(count == 1 for count in provider.commits.values())
+    for record in read_journal(path):
+        assert "torn" not in json.dumps(record)
+
+
+async def test_cancellation_journals_in_flight_as_unknown(tmp_path):
+    """Cancelling a batch re-raises CancelledError, leaves no tasks, journals in-flight
+    documents as unknown."""
+    path = tmp_path / "journal.jsonl"
+
+    class Slow(FakeProvider):
+        async def send_prepared(self, payload, **kwargs):
+            await asyncio.sleep(3600)
+
+    task = asyncio.ensure_future(
+        run(Slow(), [doc(n) for n in range(10)], journal=path, concurrency=4)
+    )
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} == set()
+    records = read_journal(path)
+    sending = {r["key"] for r in records if r["event"] == "sending"}
+    unknown = {r["key"] for r in records if r["event"] == "settled" and r["status"] == "unknown"}
+    assert len(sending) == 4
+    assert sending == unknown
+
+
+async def test_closing_a_stream_early_stops_the_workers():
+    """Leaving submit_stream early (aclose) cancels the workers; no task is left."""
+    provider = FakeProvider()
+    stream = submit_stream(provider, (doc(n) for n in range(1000)), retry=FAST, concurrency=4)
+    async for _ in stream:
+        break
+    await stream.aclose()
+    assert {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} == set()
+    assert len(provider.requests) < 1000
+
+
+async def test_streaming_memory_is_flat_in_the_input_size():
+    """Streaming 100k documents from a generator keeps memory bounded by concurrency."""
+
+    def documents(count):
+        for n in range(count):
+            yield doc(n)
+
+    class Counting(FakeProvider):
+        """Accepts everything without keeping per-document state."""
+
+        async def send_prepared(self, payload, **kwargs):
+            await asyncio.sleep(0)
+            return DocumentResult(mark=1)
+
+    async def peak(count: int) -> int:
+        gc.collect()
+        tracemalloc.start()
+        settled = 0
+        async for _ in submit_stream(Counting(), documents(count), retry=FAST, concurrency=16):
+            settled += 1
+        _, peak_bytes = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert settled == count
+        return peak_bytes
+
+    small = await peak(10_000)
+    large = await peak(100_000)
+    assert large < small + 2_000_000, (small, large)
