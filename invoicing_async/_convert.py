@@ -16,9 +16,15 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from ._models import DocumentResult, DocumentStatus
+from ._models import DocumentResult, DocumentStatus, Outcome
 
-__all__ = ["format_timestamp", "parse_timestamp", "result_from_json", "result_to_json"]
+__all__ = [
+    "format_timestamp",
+    "outcome_to_json",
+    "parse_timestamp",
+    "result_from_json",
+    "result_to_json",
+]
 
 _ISO_RE = re.compile(
     r"(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d)(?::(\d\d)(?:[.,](\d{1,9}))?)?"
@@ -195,3 +201,22 @@ def result_to_json(result: DocumentResult) -> dict[str, Any]:
         out["status"] = result.status.value
     out.update(result.extra)
     return out
+
+
+def outcome_to_json(outcome: Outcome) -> dict[str, Any]:
+    """An outcome as one JSON object (journal lines, the command's JSON Lines output).
+
+    Errors are written as type, message and status only: messages never hold secrets.
+    """
+    error = outcome.error
+    return {
+        "index": outcome.index,
+        "key": outcome.key,
+        "status": outcome.status.value,
+        "ok": outcome.ok,
+        "attempts": outcome.attempts,
+        "result": result_to_json(outcome.result) if outcome.result is not None else None,
+        "error": None
+        if error is None
+        else {"type": type(error).__name__, "message": error.message, "status": error.status},
+    }

@@ -26,7 +26,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 
-from ._convert import format_timestamp, result_from_json, result_to_json
+from ._convert import format_timestamp, outcome_to_json, result_from_json
 from ._errors import InvoicingError
 from ._models import Outcome, OutcomeStatus
 
@@ -115,24 +115,7 @@ class Journal:
         self._entries[outcome.key] = JournalEntry(
             outcome.key, outcome.index, in_flight=False, outcome=outcome
         )
-        error = outcome.error
-        self._write(
-            {
-                "event": "settled",
-                "key": outcome.key,
-                "index": outcome.index,
-                "status": outcome.status.value,
-                "attempts": outcome.attempts,
-                "result": result_to_json(outcome.result) if outcome.result else None,
-                "error": None
-                if error is None
-                else {
-                    "type": type(error).__name__,
-                    "message": error.message,
-                    "status": error.status,
-                },
-            }
-        )
+        self._write({"event": "settled", **outcome_to_json(outcome)})
 
     def _write(self, record: dict[str, Any]) -> None:
         if self._file is None:

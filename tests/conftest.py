@@ -27,3 +27,20 @@ def _patch_aioresponses_for_aiohttp_314() -> None:
 
 
 _patch_aioresponses_for_aiohttp_314()
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--run-slow", action="store_true", help="also run long soaks marked slow (nox -s soak)"
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest  # noqa: PLC0415
+
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="long soak: run with --run-slow (nox -s soak)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

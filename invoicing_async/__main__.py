@@ -1,0 +1,7 @@
+"""``python -m invoicing_async``: the same as the ``invoicing-async`` command."""
+
+import sys
+
+from ._cli import main
+
+sys.exit(main())

@@ -1,0 +1,459 @@
+"""The ``invoicing-async`` command: demo, sandbox, submit, token, key.
+
+Every subcommand goes through the public API. Bad input ends with one line on stderr and
+a non-zero exit status, never a traceback; outcomes are written (and flushed) one line at
+a time, so whatever was submitted before a failure is in the output file.
+
+Exit status: 0 all documents accepted (or the check passed), 1 some document was not
+accepted (or the check failed), 2 bad usage or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from ._batch import document_key
+from ._client import InvoicingClient
+from ._convert import outcome_to_json
+from ._crypto import ProviderKey
+from ._errors import InvoicingError, ProviderKeyError, ValidationError
+from ._models import Outcome, OutcomeStatus
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["main"]
+
+ENV_BASE_URL = "INVOICING_BASE_URL"
+ENV_CLIENT_ID = "INVOICING_CLIENT_ID"
+ENV_API_KEY = "INVOICING_API_KEY"
+ENV_PROVIDER_KEY = "INVOICING_PROVIDER_KEY"
+
+
+class UsageError(Exception):
+    """Bad arguments or input: reported in one line, exit status 2."""
+
+
+# --- output helpers ------------------------------------------------------------------
+
+
+class Progress:
+    """A one-line progress bar on a terminal; silent otherwise."""
+
+    def __init__(self, total: int | None, stream: IO[str]) -> None:
+        self._total = total
+        self._stream = stream
+        self._enabled = stream.isatty()
+        self._counts: Counter[OutcomeStatus] = Counter()
+        self._last = 0.0
+        self._started = time.perf_counter()
+
+    def update(self, outcome: Outcome) -> None:
+        self._counts[outcome.status] += 1
+        now = time.perf_counter()
+        if self._enabled and now - self._last > 0.1:
+            self._last = now
+            self._draw()
+
+    def close(self) -> None:
+        if self._enabled:
+            self._draw()
+            self._stream.write("\n")
+            self._stream.flush()
+
+    def _draw(self) -> None:
+        done = sum(self._counts.values())
+        rate = done / max(time.perf_counter() - self._started, 1e-9)
+        if self._total:
+            width = 30
+            filled = int(width * done / self._total)
+            bar = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{self._total}"
+        else:
+            bar = f"{done} settled"
+        counts = " ".join(f"{s.value} {n}" for s, n in sorted(self._counts.items(), key=str))
+        self._stream.write(f"\r{bar}  {counts}  {rate:.0f}/s ")
+        self._stream.flush()
+
+
+def _summary(counts: Counter[OutcomeStatus], elapsed: float, extra: dict[str, Any]) -> str:
+    total = sum(counts.values())
+    lines = [
+        f"documents:   {total}",
+        f"accepted:    {counts[OutcomeStatus.ACCEPTED]}",
+        f"duplicates:  {counts[OutcomeStatus.DUPLICATE]}",
+        f"rejected:    {counts[OutcomeStatus.REJECTED]}",
+        f"unknown:     {counts[OutcomeStatus.UNKNOWN]}",
+        f"not sent:    {counts[OutcomeStatus.NOT_SENT]}",
+        f"elapsed:     {elapsed:.2f} s ({total / max(elapsed, 1e-9):.0f} documents/s)",
+    ]
+    lines += [f"{name + ':':<12} {value}" for name, value in extra.items()]
+    return "\n".join(lines)
+
+
+async def _run_batch(
+    client: InvoicingClient,
+    documents: Iterator[Any],
+    *,
+    output: IO[str],
+    total: int | None,
+    encrypted: bool,
+    concurrency: int,
+    journal: str | None,
+) -> tuple[Counter[OutcomeStatus], float]:
+    progress = Progress(total, sys.stderr)
+    counts: Counter[OutcomeStatus] = Counter()
+    started = time.perf_counter()
+    try:
+        stream = client.submit_stream(
+            documents,
+            concurrency=concurrency,
+            encrypted=encrypted,
+            journal=journal,
+            key=_document_key,
+        )
+        async with contextlib.aclosing(stream) as outcomes:  # type: ignore[type-var]
+            async for outcome in outcomes:
+                counts[outcome.status] += 1
+                output.write(json.dumps(outcome_to_json(outcome), ensure_ascii=False) + "\n")
+                output.flush()
+                progress.update(outcome)
+    finally:
+        progress.close()
+    return counts, time.perf_counter() - started
+
+
+# --- documents from files ------------------------------------------------------------
+
+
+class _BadDocument:
+    """A document that could not be read: submitted as nothing, reported as rejected."""
+
+    def __init__(self, where: str, why: str) -> None:
+        self.where = where
+        self.why = why
+
+
+def _documents(sources: list[str]) -> Iterator[Any]:
+    """Documents from files, directories (``*.json``, ``*.jsonl``) and ``-`` (stdin)."""
+    for source in sources:
+        if source == "-":
+            yield from _parse_stream(sys.stdin.read(), "<stdin>")
+            continue
+        path = Path(source)
+        if path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.suffix in (".json", ".jsonl", ".ndjson"))
+        elif path.exists():
+            files = [path]
+        else:
+            raise UsageError(f"no such file or directory: {source}")
+        for file in files:
+            try:
+                text = file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                yield _BadDocument(str(file), f"cannot read: {exc}")
+                continue
+            yield from _parse_stream(text, str(file))
+
+
+def _parse_stream(text: str, where: str) -> Iterator[Any]:
+    stripped = text.strip()
+    if not stripped:
+        return
+    if stripped[0] in "[{":
+        try:
+            data = json.loads(stripped)
+        except ValueError:
+            pass  # maybe JSON Lines
+        else:
+            yield from data if isinstance(data, list) else [data]
+            return
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield _BadDocument(f"{where}:{number}", f"invalid JSON ({exc.msg})")
+
+
+def _prepare_documents(sources: list[str]) -> Iterator[Any]:
+    """Turn unreadable documents into values the library refuses with a clear error."""
+    for document in _documents(sources):
+        if isinstance(document, _BadDocument):
+            print(f"invoicing-async: {document.where}: {document.why}", file=sys.stderr)
+            yield _Unreadable(document.where, document.why)
+        else:
+            yield document
+
+
+def _document_key(document: Any) -> str:
+    if isinstance(document, _Unreadable):
+        return f"unreadable:{document.where}"
+    return document_key(document)
+
+
+class _Unreadable:
+    """Serialises to nothing: the library rejects it locally (status None, not sent)."""
+
+    def __init__(self, where: str, why: str) -> None:
+        self.where = where
+        self.why = why
+
+    def __repr__(self) -> str:
+        return f"<unreadable document {self.where}: {self.why}>"
+
+
+# --- subcommands ---------------------------------------------------------------------
+
+
+def _sandbox_module() -> Any:
+    from . import sandbox  # noqa: PLC0415  (aiohttp.web and key generation only when needed)
+
+    return sandbox
+
+
+async def _cmd_demo(args: argparse.Namespace) -> int:
+    sandbox = _sandbox_module()
+    output = Path(args.output)
+    started = time.perf_counter()
+    async with sandbox.Sandbox(key_algorithm=args.key_algorithm) as sb:
+        if args.faults:
+            sb.random_faults(rate=args.faults, seed=args.seed, kinds=sandbox.DEMO_FAULTS)
+        documents = sandbox.sample_invoices(args.count, issuer_vat=sb.client_id, seed=args.seed)
+        # Show every outcome: a few documents were sent before, a few are invalid.
+        duplicates = max(1, args.count // 50)
+        for document in documents[-max(1, args.count // 100) :]:
+            document["Summaries"]["TotalGrossValue"] = -1
+        setup = time.perf_counter() - started
+        print(
+            f"sandbox {sb.base_url} ({sb.provider_key.algorithm} provider key, "
+            f"ready in {setup:.1f} s); submitting {args.count} invoices, "
+            f"concurrency {args.concurrency}",
+            file=sys.stderr,
+        )
+        async with InvoicingClient(
+            sb.base_url, sb.client_id, sb.client_secret, provider_key=sb.provider_key
+        ) as client:
+            for document in documents[:duplicates]:  # "sent by yesterday's run"
+                await client.submit_json(document)
+            with output.open("w", encoding="utf-8") as out:
+                counts, elapsed = await _run_batch(
+                    client,
+                    iter(documents),
+                    output=out,
+                    total=len(documents),
+                    encrypted=not args.json,
+                    concurrency=args.concurrency,
+                    journal=None,
+                )
+            extra = {
+                "tokens": f"{sb.stats.token_requests} request(s)",
+                "committed": f"{sb.commit_count} by the sandbox",
+                "results": str(output),
+            }
+    print(_summary(counts, elapsed, extra))
+    return 0
+
+
+async def _cmd_sandbox(args: argparse.Namespace) -> int:
+    sandbox = _sandbox_module()
+    async with sandbox.Sandbox(
+        host=args.host, port=args.port, key_algorithm=args.key_algorithm
+    ) as sb:
+        key_path = Path(args.public_key_out)
+        sb.write_public_key(key_path)
+        print(f"base URL:      {sb.base_url}")
+        print(f"client id:     {sb.client_id}")
+        print(f"API key:       {sb.client_secret}")
+        print(f"provider key:  {key_path} ({sb.provider_key.fingerprint})")
+        for name in sb.environments[1:]:
+            env = sb.environment(name)
+            print(f"environment {name}: {env.base_url} client id {env.client_id}")
+        print("press Ctrl-C to stop", flush=True)
+        stop = asyncio.Event()
+        with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
+            import signal  # noqa: PLC0415
+
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+    return 0
+
+
+def _credentials(args: argparse.Namespace) -> tuple[str, str, str]:
+    base_url = args.base_url or os.environ.get(ENV_BASE_URL)
+    client_id = args.client_id or os.environ.get(ENV_CLIENT_ID)
+    api_key = os.environ.get(ENV_API_KEY)
+    if args.api_key_file:
+        try:
+            api_key = Path(args.api_key_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise UsageError(f"cannot read the API key file: {exc.strerror}") from None
+    missing = [
+        name
+        for name, value in (
+            (f"--base-url or {ENV_BASE_URL}", base_url),
+            (f"--client-id or {ENV_CLIENT_ID}", client_id),
+            (f"--api-key-file or {ENV_API_KEY}", api_key),
+        )
+        if not value
+    ]
+    if missing:
+        raise UsageError("missing " + ", ".join(missing))
+    return str(base_url), str(client_id), str(api_key)
+
+
+def _provider_key(args: argparse.Namespace) -> ProviderKey:
+    path = args.provider_key or os.environ.get(ENV_PROVIDER_KEY)
+    if not path:
+        raise UsageError(f"missing --provider-key or {ENV_PROVIDER_KEY} (or use --json)")
+    return ProviderKey.from_file(path, fingerprint=args.fingerprint)
+
+
+async def _cmd_submit(args: argparse.Namespace) -> int:
+    base_url, client_id, api_key = _credentials(args)
+    key = None if args.json else _provider_key(args)
+    documents = _prepare_documents(args.documents or ["-"])
+    output_cm: Any
+    if args.output == "-":
+        output_cm = contextlib.nullcontext(sys.stdout)
+    else:
+        output_cm = Path(args.output).open("a", encoding="utf-8")  # noqa: SIM115
+    async with InvoicingClient(
+        base_url, client_id, api_key, provider_key=key, timeout=args.timeout
+    ) as client:
+        with output_cm as output:
+            counts, elapsed = await _run_batch(
+                client,
+                documents,
+                output=output,
+                total=None,
+                encrypted=not args.json,
+                concurrency=args.concurrency,
+                journal=args.journal,
+            )
+    print(_summary(counts, elapsed, {}), file=sys.stderr)
+    failed = sum(n for status, n in counts.items() if status not in _OK)
+    return 1 if failed else 0
+
+
+_OK = (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE)
+
+
+async def _cmd_token(args: argparse.Namespace) -> int:
+    base_url, client_id, api_key = _credentials(args)
+    async with InvoicingClient(base_url, client_id, api_key, token_attempts=2) as client:
+        token = await client.token()
+    print(
+        f"credentials accepted by {base_url}: {token.token_type} token valid for "
+        f"{token.expires_in:.0f} s, refresh token {'issued' if token.refresh_token else 'none'}"
+    )
+    if args.show_token:
+        print(token.value)
+    return 0
+
+
+def _cmd_key(args: argparse.Namespace) -> int:
+    try:
+        key = ProviderKey.from_file(args.file, fingerprint=args.fingerprint)
+    except ProviderKeyError as exc:
+        print(f"verdict:      REFUSED ({exc.reason}): {exc.message}")
+        return 1
+    print(f"fingerprint:  {key.fingerprint}")
+    print(f"encrypts to:  {key.subkey_fingerprint} ({key.algorithm})")
+    print(f"expires:      {key.expires_at.isoformat() if key.expires_at else 'never'}")
+    print("verdict:      usable")
+    return 0
+
+
+# --- entry point ---------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="invoicing-async",
+        description="Submit invoices to the e-invoicing provider, or try it on a sandbox.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    demo = commands.add_parser("demo", help="submit sample invoices to an embedded sandbox")
+    demo.add_argument("--count", type=int, default=300, help="invoices to submit (300)")
+    demo.add_argument("--concurrency", type=int, default=32, help="in flight at once (32)")
+    demo.add_argument("--output", default="demo-results.jsonl", help="JSON Lines results file")
+    demo.add_argument("--json", action="store_true", help="use /Invoice/json (no encryption)")
+    demo.add_argument(
+        "--faults", type=float, default=0.05, help="share of requests hit by a fault (0.05)"
+    )
+    demo.add_argument("--seed", type=int, default=1, help="seed of documents and faults")
+    demo.add_argument(
+        "--key-algorithm", default="rsa3072", choices=["rsa3072", "rsa2048", "cv25519"]
+    )
+
+    sandbox = commands.add_parser("sandbox", help="run the sandbox provider in the foreground")
+    sandbox.add_argument("--host", default="127.0.0.1")
+    sandbox.add_argument("--port", type=int, default=8080)
+    sandbox.add_argument("--public-key-out", default="sandbox-provider.asc")
+    sandbox.add_argument(
+        "--key-algorithm", default="rsa3072", choices=["rsa3072", "rsa2048", "cv25519"]
+    )
+
+    def add_credentials(command: argparse.ArgumentParser) -> None:
+        command.add_argument("--base-url", help=f"environment base URL (${ENV_BASE_URL})")
+        command.add_argument("--client-id", help=f"issuer TIN (${ENV_CLIENT_ID})")
+        command.add_argument(
+            "--api-key-file", help=f"file holding the API key (default: ${ENV_API_KEY})"
+        )
+
+    submit = commands.add_parser("submit", help="submit documents to the provider")
+    add_credentials(submit)
+    submit.add_argument("documents", nargs="*", help="JSON / JSON Lines files, directories, -")
+    submit.add_argument("--provider-key", help=f"provider public key file (${ENV_PROVIDER_KEY})")
+    submit.add_argument("--fingerprint", help="pin the provider key's fingerprint")
+    submit.add_argument("--json", action="store_true", help="use /Invoice/json (no encryption)")
+    submit.add_argument("--concurrency", type=int, default=16)
+    submit.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    submit.add_argument("--output", default="-", help="JSON Lines results file, appended (-)")
+    submit.add_argument("--journal", help="write-ahead journal: rerun to resume safely")
+
+    token = commands.add_parser("token", help="check credentials against an environment")
+    add_credentials(token)
+    token.add_argument("--show-token", action="store_true", help="print the access token")
+
+    key = commands.add_parser("key", help="inspect a provider public key file")
+    key.add_argument("file")
+    key.add_argument("--fingerprint", help="the fingerprint the key must have")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command; returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "key":
+            return _cmd_key(args)
+        command = {
+            "demo": _cmd_demo,
+            "sandbox": _cmd_sandbox,
+            "submit": _cmd_submit,
+            "token": _cmd_token,
+        }[args.command]
+        return asyncio.run(command(args))
+    except UsageError as exc:
+        print(f"invoicing-async: {exc}", file=sys.stderr)
+        return 2
+    except (InvoicingError, ValueError, OSError) as exc:
+        print(f"invoicing-async: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, (ValueError, ProviderKeyError, ValidationError)) else 1
+    except KeyboardInterrupt:
+        print("invoicing-async: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,126 @@
+"""Realistic sample invoices, for the demo, benchmarks and users' own tests.
+
+Documents follow the provider's PascalCase shape (``Issuer.Vat``, ``Series``, ``Number``,
+``DateIssued``, ``InvoiceType``, ``Details[]``, ``Summaries``, ``DistributionDetails``),
+with Greek text and amounts that add up, so they exercise UTF-8 and realistic sizes
+(about 830 bytes plus 316 per line: 10 lines is ~4 KB, 23 lines ~8 KB).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+__all__ = ["sample_invoice", "sample_invoices"]
+
+_PRODUCTS = [
+    ("Καφές espresso 1kg", "24.90"),
+    ("Ελαιόλαδο παρθένο 5L", "38.50"),
+    ("Χαρτί εκτύπωσης A4 (500 φύλλα)", "5.20"),
+    ("Υπηρεσία τεχνικής υποστήριξης (ώρα)", "45.00"),
+    ("Φέτα ΠΟΠ 400g", "6.80"),
+    ("Μέλι θυμαρίσιο 1kg", "14.00"),
+    ("Καλώδιο δικτύου Cat6 3m", "3.90"),
+    ("Μεταφορικά έξοδα", "12.00"),
+]
+_CITIES = ["Αθήνα", "Θεσσαλονίκη", "Πάτρα", "Ηράκλειο", "Λάρισα", "Βόλος"]
+_CENT = Decimal("0.01")
+
+
+def _money(value: Decimal) -> float:
+    return float(value.quantize(_CENT, rounding=ROUND_HALF_UP))
+
+
+def sample_invoice(
+    number: int,
+    *,
+    issuer_vat: str = "094019245",
+    series: str = "A",
+    lines: int = 10,
+    branch: int = 0,
+    issued: dt.date | None = None,
+    seed: int | None = None,
+) -> dict[str, Any]:
+    """One invoice; the same arguments always give the same document.
+
+    Its identity is ``DistributionDetails.InternalDocumentId`` =
+    ``{issuer_vat}-{series}-{number}``.
+    """
+    rng = random.Random(f"{seed}:{issuer_vat}:{series}:{number}")  # noqa: S311
+    issued = issued or dt.date(2026, 11, 22)
+    details = []
+    net_total = vat_total = Decimal(0)
+    for line in range(1, lines + 1):
+        name, price = _PRODUCTS[rng.randrange(len(_PRODUCTS))]
+        quantity = Decimal(rng.randint(1, 20))
+        net = Decimal(price) * quantity
+        vat = (net * Decimal("0.24")).quantize(_CENT, rounding=ROUND_HALF_UP)
+        net_total += net
+        vat_total += vat
+        details.append(
+            {
+                "LineNumber": line,
+                "ItemCode": f"SKU-{rng.randint(10000, 99999)}",
+                "ItemDescription": name,
+                "Quantity": float(quantity),
+                "MeasurementUnit": 1,
+                "UnitPrice": float(Decimal(price)),
+                "NetValue": _money(net),
+                "VatCategory": 1,
+                "VatAmount": _money(vat),
+                "IncomeClassification": [
+                    {
+                        "ClassificationType": "E3_561_001",
+                        "ClassificationCategory": "category1_1",
+                        "Amount": _money(net),
+                    }
+                ],
+            }
+        )
+    city = _CITIES[rng.randrange(len(_CITIES))]
+    return {
+        "Issuer": {
+            "Vat": issuer_vat,
+            "Country": "GR",
+            "Branch": branch,
+            "Name": "Παράδειγμα Εμπορική Α.Ε.",
+            "Address": {"Street": "Ερμού", "Number": "25", "PostalCode": "10563", "City": "Αθήνα"},
+        },
+        "CounterParty": {
+            "Vat": f"{rng.randint(100000000, 999999999)}",
+            "Country": "GR",
+            "Branch": 0,
+            "Name": f"Πελάτης {number} Ο.Ε.",
+            "Address": {"Street": "Τσιμισκή", "Number": "12", "PostalCode": "54624", "City": city},
+        },
+        "Series": series,
+        "Number": number,
+        "DateIssued": issued.isoformat(),
+        "InvoiceType": "1.1",
+        "Currency": "EUR",
+        "PaymentMethods": [
+            {"Type": 3, "Amount": _money(net_total + vat_total), "PaymentMethodInfo": "Κάρτα"}
+        ],
+        "Details": details,
+        "Summaries": {
+            "TotalNetValue": _money(net_total),
+            "TotalVatAmount": _money(vat_total),
+            "TotalWithheldAmount": 0.0,
+            "TotalFeesAmount": 0.0,
+            "TotalStampDutyAmount": 0.0,
+            "TotalOtherTaxesAmount": 0.0,
+            "TotalDeductionsAmount": 0.0,
+            "TotalGrossValue": _money(net_total + vat_total),
+        },
+        "DistributionDetails": {
+            "InternalDocumentId": f"{issuer_vat}-{series}-{number}",
+            "Email": f"customer{number}@example.invalid",
+        },
+    }
+
+
+def sample_invoices(count: int, *, start: int = 1, **kwargs: Any) -> list[dict[str, Any]]:
+    """``count`` consecutive invoices (numbers ``start`` …)."""
+    return [sample_invoice(start + n, **kwargs) for n in range(count)]

@@ -1,0 +1,48 @@
+"""Developer sessions: ``nox -s tests lint typing bench soak``."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["tests", "lint", "typing"]
+nox.options.reuse_existing_virtualenvs = True
+
+PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
+
+
+@nox.session(python=PYTHONS)
+def tests(session: nox.Session) -> None:
+    """The default suite, with branch coverage."""
+    session.install("-e", ".[test]")
+    session.run(
+        "pytest", "--cov", "--cov-report=term-missing:skip-covered", *session.posargs
+    )
+
+
+@nox.session(python="3.12")
+def soak(session: nox.Session) -> None:
+    """Long chaos soaks and crash/resume runs (marked slow)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-m", "slow", "--run-slow", *session.posargs)
+
+
+@nox.session(python="3.12")
+def lint(session: nox.Session) -> None:
+    """ruff lint and format check."""
+    session.install("-e", ".[lint]")
+    session.run("ruff", "check", "invoicing_async", "tests", "benchmarks")
+    session.run("ruff", "format", "--check", "invoicing_async")
+
+
+@nox.session(python="3.12")
+def typing(session: nox.Session) -> None:
+    """mypy --strict on the package."""
+    session.install("-e", ".[typing]")
+    session.run("mypy")
+
+
+@nox.session(python="3.12")
+def bench(session: nox.Session) -> None:
+    """The benchmarks (``-- --quick`` for the smoke run)."""
+    session.install("-e", ".[test,bench]")
+    session.run("python", "-m", "benchmarks", *session.posargs)
