@@ -158,7 +158,8 @@ class _Batch:
         self._client = client
         # More workers than pooled connections would only wait for a slot inside the
         # request's timeout; keep them within the pool.
-        self._workers = min(concurrency, client.limit)
+        pool = client.limit  # 0: a caller's session without a connection limit
+        self._workers = min(concurrency, pool) if pool > 0 else concurrency
         self._encrypted = encrypted
         self._journal = journal
         self._retry = retry

@@ -227,7 +227,7 @@ async def _cmd_demo(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     async with sandbox.Sandbox(key_algorithm=args.key_algorithm) as sb:
         if args.faults:
-            sb.random_faults(rate=args.faults, seed=args.seed, kinds=sandbox.DEMO_FAULTS)
+            sb.random_faults(rate=args.faults, seed=args.seed, kinds=sandbox.DEFAULT_RANDOM_KINDS)
         documents = sandbox.sample_invoices(args.count, issuer_vat=sb.client_id, seed=args.seed)
         # Show every outcome: a few documents were sent before, a few are invalid.
         duplicates = max(1, args.count // 50)

@@ -142,7 +142,15 @@ class Transport:
             ) as response:
                 status = response.status
                 headers = dict(response.headers.items())
-                body = await self._read_body(response, status)
+                try:
+                    body = await self._read_body(response, status)
+                except MalformedResponseError:
+                    if 200 <= status < 300:
+                        raise
+                    # A refusal's status is its answer (409: the provider holds the
+                    # document); an unreadable error body only loses the details.
+                    log.debug("unreadable body of a %d answer, read as empty", status)
+                    body = b""
         except InvoicingError as exc:
             error = exc
         except asyncio.CancelledError:
