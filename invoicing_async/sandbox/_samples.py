@@ -48,7 +48,7 @@ def sample_invoice(
     Its identity is ``DistributionDetails.InternalDocumentId`` =
     ``{issuer_vat}-{series}-{number}``.
     """
-    rng = random.Random(f"{seed}:{issuer_vat}:{series}:{number}")  # noqa: S311
+    rng = random.Random(f"{seed}:{issuer_vat}:{series}:{number}")
     issued = issued or dt.date(2026, 11, 22)
     details = []
     net_total = vat_total = Decimal(0)

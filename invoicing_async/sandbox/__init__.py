@@ -1,0 +1,36 @@
+"""An embedded fake of the e-invoicing provider, for tests, demos and benchmarks.
+
+:class:`Sandbox` runs the provider's API (token endpoint, ``/Invoice/secure``,
+``/Invoice/json``, cancellation) on the running event loop, over real loopback HTTP, with
+duplicate detection that makes re-sending safe, and a ground truth (:attr:`Sandbox.committed`)
+to check clients against. :class:`Fault` injects the failures real networks and providers
+produce (resets, lost answers, truncated bodies, hangs), scripted or at random but
+reproducible. The pytest plugin provides the ``invoicing_sandbox`` and
+``invoicing_client`` fixtures.
+
+.. versionadded:: 0.1.0
+"""
+
+from __future__ import annotations
+
+from ._faults import DEFAULT_RANDOM_KINDS, Fault
+from ._openpgp import SandboxKeyPair, generate_keypair
+from ._records import CommittedDocument, RequestRecord, SandboxEnvironment, SandboxStats
+from ._samples import sample_invoice, sample_invoices
+from ._server import Sandbox, cached_keypair, serve
+
+__all__ = [
+    "DEFAULT_RANDOM_KINDS",
+    "CommittedDocument",
+    "Fault",
+    "RequestRecord",
+    "Sandbox",
+    "SandboxEnvironment",
+    "SandboxKeyPair",
+    "SandboxStats",
+    "cached_keypair",
+    "generate_keypair",
+    "sample_invoice",
+    "sample_invoices",
+    "serve",
+]

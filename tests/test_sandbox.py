@@ -1,0 +1,693 @@
+"""The sandbox against the real InvoicingClient, over loopback HTTP.
+
+Every test goes through the whole stack: the client's token cache, PGP stage, aiohttp
+transport and protocol parsing on one side; the sandbox's aiohttp.web server, decryptor
+and ledger on the other. The sandbox's ground truth (``committed``, ``journal``,
+``stats``) is what the client's view is checked against.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from invoicing_async import (
+    AuthenticationError,
+    DuplicateDocumentError,
+    InvoicingClient,
+    MalformedResponseError,
+    OutcomeStatus,
+    ProviderTimeoutError,
+    RateLimitError,
+    RetryPolicy,
+    ServerError,
+    TokenCache,
+    TransportError,
+    ValidationError,
+    document_key,
+)
+from invoicing_async._crypto import armor
+from invoicing_async._protocol import serialize_document
+from invoicing_async.sandbox import (
+    Fault,
+    Sandbox,
+    cached_keypair,
+    sample_invoice,
+)
+
+
+class FakeClock:
+    """A monotonic clock the test moves by hand, shared by sandbox and token cache."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def client_for(sb: Sandbox, environment: str | None = None, **kwargs) -> InvoicingClient:
+    env = sb.environment(environment)
+    kwargs.setdefault("provider_key", sb.provider_key)
+    return InvoicingClient(env.base_url, env.client_id, env.client_secret, **kwargs)
+
+
+def invoice(sb: Sandbox, number: int, **kwargs) -> dict:
+    return sample_invoice(number, issuer_vat=sb.client_id, lines=2, **kwargs)
+
+
+async def raw(method: str, url: str, **kwargs) -> tuple[int, dict]:
+    """One request outside the client, to look at the wire answer itself."""
+    async with aiohttp.ClientSession() as session, session.request(method, url, **kwargs) as r:
+        return r.status, await r.json(content_type=None)
+
+
+async def until(condition) -> None:
+    """Wait for a condition of the sandbox's state that no event announces."""
+    while not condition():  # noqa: ASYNC110  (polling the state under test is the point)
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+async def sb():
+    async with Sandbox() as sandbox:
+        yield sandbox
+
+
+# --- the pytest plugin and the happy paths ----------------------------------------------------
+
+
+async def test_plugin_fixtures_submit_secure_round_trip(invoicing_sandbox, invoicing_client):
+    """The plugin's fixtures give a running sandbox and a bound client; an encrypted
+    document arrives byte-exact and the client's record equals the sandbox's.
+    """
+    sb = invoicing_sandbox
+    doc = invoice(sb, 1)
+    result = await invoicing_client.submit_secure(doc)
+    committed = sb.committed[document_key(doc)]
+    assert committed.body == serialize_document(doc)
+    assert committed.document == doc
+    assert committed.encrypted
+    assert committed.record == result
+    assert committed.commits == 1
+    assert sb.commit_count == 1
+    assert result.mark == 400001000000001
+    assert result.success is True
+    assert result.url == result.qr_code_string == f"{result.domain}/v/{result.signature}"
+    assert [(r.path, r.status) for r in sb.journal] == [
+        ("/oauth/token", 200),
+        ("/Invoice/secure", 201),
+    ]
+
+
+async def test_submit_json_round_trip_records_query_parameters(sb):
+    """/Invoice/json commits the exact bytes sent; sendMethod and timeStamp are journaled."""
+    doc = invoice(sb, 2)
+    async with client_for(sb) as client:
+        result = await client.submit_json(
+            doc, send_method="email", time_stamp="2026-11-22T09:15:30.123Z"
+        )
+    committed = sb.committed[document_key(doc)]
+    assert committed.body == serialize_document(doc)
+    assert not committed.encrypted
+    assert committed.record == result
+    assert sb.journal[-1].query == {"sendMethod": "email", "timeStamp": "2026-11-22T09:15:30.123Z"}
+
+
+async def test_result_record_is_realistic(sb):
+    """The record carries the authority's uid (SHA-1 of the six fields), echoed
+    series/number as text, the issue date in UTC and the internal document id.
+    """
+    doc = invoice(sb, 17, branch=2)
+    async with client_for(sb) as client:
+        result = await client.submit_json(doc)
+    expected_uid = hashlib.sha1(
+        f"{sb.client_id}-2026-11-22-2-1.1-A-17".encode(), usedforsecurity=False
+    ).hexdigest()
+    assert result.uid == expected_uid.upper()
+    assert (result.series, result.number) == ("A", "17")
+    assert result.date_issued is not None
+    assert result.date_issued.isoformat() == "2026-11-22T00:00:00+00:00"
+    assert result.internal_id == f"{sb.client_id}-A-17"
+    assert len(result.authentication_code or "") == 40
+    assert result.cancellation_mark is None
+    assert isinstance(result.authority_data_response, dict)
+
+
+async def test_committed_keys_follow_the_documented_identity(sb):
+    """Identity is InternalDocumentId, else VAT/series/number, else a content hash:
+    the same keys as the library's document_key, so tests can look documents up.
+    """
+    with_id = invoice(sb, 3)
+    by_number = {"Issuer": {"Vat": sb.client_id}, "Series": "B", "Number": 9}
+    anonymous = {"Note": "no identity fields", "Amount": 1.5}
+    async with client_for(sb) as client:
+        for doc in (with_id, by_number, anonymous):
+            await client.submit_json(doc)
+        changed = {**by_number, "Extra": "different content, same number"}
+        with pytest.raises(DuplicateDocumentError):
+            await client.submit_json(changed)
+    assert set(sb.committed) == {document_key(d) for d in (with_id, by_number, anonymous)}
+    assert sb.commit_count == 3
+
+
+# --- tokens ------------------------------------------------------------------------------
+
+
+async def test_token_expiry_and_refresh_rotation():
+    """A token near expiry is renewed with the refresh token; the refresh token rotates
+    and the old one (or an access token) is refused with invalid_grant.
+    """
+    clock = FakeClock()
+    async with Sandbox(clock=clock, expires_in=900) as sb:
+        async with client_for(sb, token_cache=TokenCache(clock=clock)) as client:
+            first = await client.token()
+            assert first.expires_in == 900
+            assert (await client.token()).value == first.value  # cached
+            clock.now += 850  # inside the renewal window (after 840 s)
+            second = await client.token()
+            assert second.value != first.value
+            assert second.refresh_token != first.refresh_token
+            assert sb.stats.token_requests == 2
+            assert sb.stats.refresh_requests == 1
+            await client.submit_json(invoice(sb, 1))  # the new token is accepted
+        token_url = f"{sb.base_url}/oauth/token"
+        for presented in (first.refresh_token, second.value):
+            status, body = await raw(
+                "POST",
+                token_url,
+                data={"grant_type": "refresh_token", "refresh_token": presented},
+            )
+            assert (status, body["error"]) == (400, "invalid_grant")
+        status, body = await raw("POST", token_url, data={"grant_type": "password"})
+        assert (status, body["error"]) == (400, "unsupported_grant_type")
+
+
+async def test_expired_refresh_token_falls_back_to_client_credentials():
+    """After the refresh token's lifetime the refresh grant fails and the client gets a
+    token with its credentials instead: the submission still succeeds.
+    """
+    clock = FakeClock()
+    sb = Sandbox(clock=clock, expires_in=60, refresh_expires_in=100)
+    async with sb, client_for(sb, token_cache=TokenCache(clock=clock)) as client:
+        await client.token()
+        clock.now += 200
+        await client.submit_json(invoice(sb, 1))
+    token_statuses = [r.status for r in sb.journal if r.path == "/oauth/token"]
+    assert token_statuses == [200, 400, 200]
+    assert sb.stats.refresh_requests == 1
+
+
+async def test_expire_tokens_causes_one_401_then_recovery(sb):
+    """After expire_tokens() the next submission gets 401, the client fetches exactly
+    one new token and the retried submission is committed.
+    """
+    async with client_for(sb) as client:
+        await client.submit_json(invoice(sb, 1))
+        sb.expire_tokens()
+        await client.submit_json(invoice(sb, 2))
+    assert sb.stats.token_requests == 2
+    assert [(r.path, r.status) for r in sb.journal] == [
+        ("/oauth/token", 200),
+        ("/Invoice/json", 201),
+        ("/Invoice/json", 401),
+        ("/oauth/token", 200),
+        ("/Invoice/json", 201),
+    ]
+
+
+async def test_revoked_refresh_tokens_are_refused():
+    """revoke_refresh_tokens() makes the refresh grant fail; the client recovers with
+    its credentials.
+    """
+    clock = FakeClock()
+    sb = Sandbox(clock=clock)
+    async with sb, client_for(sb, token_cache=TokenCache(clock=clock)) as client:
+        await client.token()
+        sb.revoke_refresh_tokens()
+        clock.now += 899
+        await client.token()
+    assert [r.status for r in sb.journal] == [200, 400, 200]
+
+
+async def test_credentials_of_another_environment_are_refused(sb):
+    """Production credentials against the test environment fail exactly like wrong
+    credentials: 400 invalid_request, raised as AuthenticationError.
+    """
+    prod = sb.environment("production")
+    assert prod.client_id != sb.client_id
+    assert prod.client_secret != sb.client_secret
+    for client_id, secret in ((prod.client_id, prod.client_secret), (sb.client_id, "wrong")):
+        async with InvoicingClient(sb.base_url, client_id, secret) as client:
+            with pytest.raises(AuthenticationError) as caught:
+                await client.token()
+        assert caught.value.status == 400
+        assert caught.value.error == "invalid_request"
+
+
+async def test_token_of_another_environment_is_401(sb):
+    """A production token sent to the test environment is refused with 401, as are a
+    missing bearer token and a wrong API key.
+    """
+    prod = sb.environment("production")
+    async with client_for(sb, "production") as client:
+        token = await client.token()
+        await client.submit_json({"Issuer": {"Vat": prod.client_id}, "Series": "P", "Number": 1})
+    url = f"{sb.base_url}/Invoice/json"
+    body = json.dumps({"Series": "A", "Number": 1})
+    headers = {"Content-Type": "application/json", "APIKey": prod.client_secret}
+    for extra in ({"Authorization": f"Bearer {token.value}"}, {}):
+        status, answer = await raw("POST", url, data=body, headers={**headers, **extra})
+        assert status == 401, answer
+    own = sb.environment()
+    async with client_for(sb) as client:
+        own_token = await client.token()
+    status, _ = await raw(
+        "POST",
+        url,
+        data=body,
+        headers={**headers, "Authorization": f"Bearer {own_token.value}", "APIKey": "nope"},
+    )
+    assert status == 401
+    assert (
+        sb.committed[
+            document_key({"Issuer": {"Vat": prod.client_id}, "Series": "P", "Number": 1})
+        ].environment
+        == "production"
+    )
+    assert own.client_id == sb.client_id
+
+
+async def test_seeded_sandboxes_have_reproducible_valid_credentials():
+    """With a seed the credentials are reproducible, and the TIN has a valid check digit."""
+    first, second = Sandbox(seed=42), Sandbox(seed=42)
+    assert (first.client_id, first.client_secret) == (second.client_id, second.client_secret)
+    tin = [int(c) for c in first.client_id]
+    assert len(tin) == 9
+    assert sum(d << (8 - i) for i, d in enumerate(tin[:8])) % 11 % 10 == tin[8]
+
+
+# --- errors ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fault", "error", "retry_after"),
+    [
+        (Fault.status(408), ProviderTimeoutError, None),
+        (Fault.status(429, retry_after=7), RateLimitError, 7.0),
+        (Fault.status(500), ServerError, None),
+        (Fault.status(503, retry_after=2), ServerError, 2.0),
+    ],
+    ids=["408", "429", "500", "503"],
+)
+async def test_error_statuses_map_to_typed_errors(sb, fault, error, retry_after):
+    """Scripted statuses reach the client as their typed errors, nothing committed."""
+    sb.script(fault)
+    async with client_for(sb) as client:
+        with pytest.raises(error) as caught:
+            await client.submit_json(invoice(sb, 1))
+    assert caught.value.status == fault.code
+    assert getattr(caught.value, "retry_after", None) == retry_after
+    assert sb.commit_count == 0
+    assert sb.journal[-1].fault == f"status:{fault.code}"
+
+
+async def test_400_validation_error_carries_the_body_message(sb):
+    """An invalid document is refused with 400; the error's message is the body's,
+    and the body lists the offending fields.
+    """
+    doc = {**invoice(sb, 1), "Details": [], "Summaries": {"TotalGrossValue": -1}}
+    async with client_for(sb) as client:
+        with pytest.raises(ValidationError) as caught:
+            await client.submit_json(doc)
+        with pytest.raises(ValidationError, match="malformed JSON") as malformed:
+            await client.send_prepared(b'{"Series": ', encrypted=False)
+    body = caught.value.body
+    assert body is not None
+    assert caught.value.status == 400
+    assert body["message"] in caught.value.message
+    assert {e["field"] for e in body["errors"]} == {"Details", "Summaries.TotalGrossValue"}
+    assert body["statusCode"] == "BadRequest"
+    assert malformed.value.status == 400
+    assert sb.commit_count == 0
+
+
+async def test_issuer_vat_mismatch_is_401(sb):
+    """A document of another issuer is refused with 401, as the real service does."""
+    async with client_for(sb) as client:
+        with pytest.raises(AuthenticationError, match="VAT number does not match"):
+            await client.submit_json(sample_invoice(1, issuer_vat="094019245"))
+    assert sb.commit_count == 0
+
+
+async def test_duplicate_409_carries_the_original_record(sb):
+    """Sending a committed document again gives 409 whose record equals the original,
+    also across /Invoice/json and /Invoice/secure.
+    """
+    doc = invoice(sb, 1)
+    async with client_for(sb) as client:
+        original = await client.submit_secure(doc)
+        for send in (client.submit_json, client.submit_secure):
+            with pytest.raises(DuplicateDocumentError) as caught:
+                await send(doc)
+            assert caught.value.result == original
+    assert sb.committed[document_key(doc)].commits == 1
+    assert sb.stats.submissions == {201: 1, 409: 2}
+
+
+async def test_concurrent_duplicates_commit_once(sb):
+    """Twenty concurrent submissions of one document: one 201, nineteen 409s."""
+    doc = invoice(sb, 1)
+    async with client_for(sb) as client:
+        outcomes = await asyncio.gather(
+            *(client.submit_json(doc) for _ in range(20)), return_exceptions=True
+        )
+    duplicates = [o for o in outcomes if isinstance(o, DuplicateDocumentError)]
+    assert len(duplicates) == 19
+    assert sb.commit_count == 1
+    assert all(d.result == sb.committed[document_key(doc)].record for d in duplicates)
+
+
+# --- faults ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fault", "error", "committed"),
+    [
+        (Fault.reset(), TransportError, False),
+        (Fault.commit_then_drop(), TransportError, True),
+        (Fault.commit_then_500(), ServerError, True),
+        (Fault.truncated(), MalformedResponseError, True),
+        (Fault.non_json(), MalformedResponseError, True),
+        (Fault.oversized(5_000_000), MalformedResponseError, True),
+        (Fault.oversized(5_000_000, chunked=True), MalformedResponseError, True),
+        (Fault.wrong_content_type(), None, True),
+        (Fault.trickle(0.001, chunk_size=64), None, True),
+        (Fault.latency(0.05), None, True),
+    ],
+    ids=lambda value: value.name if isinstance(value, Fault) else None,
+)
+async def test_faults_as_the_client_sees_them(sb, fault, error, committed):
+    """Each fault reaches the client as the right error (or none), the ground truth
+    says whether it was committed, and re-sending recovers the original record.
+    """
+    doc = invoice(sb, 1)
+    sb.script(fault)
+    async with client_for(sb) as client:
+        if error is None:
+            result = await client.submit_json(doc)
+            assert result == sb.committed[document_key(doc)].record
+        else:
+            with pytest.raises(error) as caught:
+                await client.submit_json(doc)
+            if isinstance(caught.value, TransportError):
+                assert caught.value.maybe_sent
+            if isinstance(caught.value, MalformedResponseError):
+                assert caught.value.status == 201
+        assert (document_key(doc) in sb.committed) == committed
+        if committed and error is not None:
+            with pytest.raises(DuplicateDocumentError) as again:
+                await client.submit_json(doc)
+            assert again.value.result == sb.committed[document_key(doc)].record
+    assert sb.commit_count == int(committed)
+    assert next(r.fault for r in sb.journal if r.path == "/Invoice/json") == fault.name
+
+
+async def test_hang_ends_with_the_clients_timeout(sb):
+    """A hung request fails within the client's timeout and commits nothing."""
+    sb.script(Fault.hang())
+    async with client_for(sb, timeout=0.3) as client:
+        started = time.perf_counter()
+        with pytest.raises(TransportError) as caught:
+            await client.submit_json(invoice(sb, 1))
+        assert time.perf_counter() - started < 2.0
+    assert caught.value.maybe_sent
+    assert sb.commit_count == 0
+
+
+async def test_commit_survives_the_client_leaving():
+    """A client that times out during a slow commit leaves the document committed:
+    the handler is not cancelled, and close() waits for it.
+    """
+    async with Sandbox() as sb:
+        sb.script(Fault.latency(0.3))
+        async with client_for(sb, timeout=0.1) as client:
+            with pytest.raises(TransportError):
+                await client.submit_json(invoice(sb, 1))
+        assert sb.commit_count == 0  # still sleeping
+    assert sb.commit_count == 1
+    assert sb.stats.submissions == {201: 1}
+
+
+async def test_token_faults_are_scripted_separately(sb):
+    """script_token() faults hit /oauth/token only; the client's token retries absorb a
+    503 and the document queue is untouched.
+    """
+    sb.script_token(Fault.status(503, retry_after=0))
+    async with client_for(sb) as client:
+        client._token_backoff = (0.0, 0.0)
+        await client.submit_json(invoice(sb, 1))
+    assert [(r.path, r.status, r.fault) for r in sb.journal] == [
+        ("/oauth/token", 503, "status:503"),
+        ("/oauth/token", 200, None),
+        ("/Invoice/json", 201, None),
+    ]
+
+
+async def test_script_none_skips_a_request_and_reset_forgets(sb):
+    """None in a script lets one request through; reset() forgets documents, journal,
+    stats, tokens and queued faults.
+    """
+    sb.script(None, Fault.status(500))
+    async with client_for(sb) as client:
+        await client.submit_json(invoice(sb, 1))
+        with pytest.raises(ServerError):
+            await client.submit_json(invoice(sb, 2))
+        sb.script(Fault.reset())
+        sb.reset()
+        assert (sb.commit_count, sb.committed, sb.journal) == (0, {}, [])
+        await client.submit_json(invoice(sb, 1))  # old token gone: 401, then a new one
+    assert sb.stats.token_requests == 1
+    assert sb.commit_count == 1
+
+
+def fault_sequences(sb: Sandbox) -> dict[str, list[str | None]]:
+    sequences: dict[str, list[str | None]] = {}
+    for record in sb.journal:
+        if record.identity is not None:
+            sequences.setdefault(record.identity, []).append(record.fault)
+    return sequences
+
+
+async def test_random_faults_are_deterministic_per_document():
+    """The same seed gives every document the same fault sequence whether the batch
+    runs sequentially or concurrently in another order; every document ends committed
+    exactly once.
+    """
+    kinds = (Fault.status(503), Fault.reset(), Fault.commit_then_drop(), Fault.commit_then_500())
+    retry = RetryPolicy(max_attempts=10, base_delay=0, max_delay=0, min_budget=1000)
+    runs = []
+    for concurrency, order in ((1, 1), (16, -1)):
+        async with Sandbox(seed=5) as sb:
+            sb.random_faults(0.5, seed=11, kinds=kinds, max_per_document=3)
+            docs = [invoice(sb, n) for n in range(40)][::order]
+            async with client_for(sb) as client:
+                outcomes = await client.submit_many(
+                    docs, concurrency=concurrency, encrypted=False, retry=retry
+                )
+            assert all(o.status is OutcomeStatus.ACCEPTED for o in outcomes), outcomes
+            assert sb.commit_count == 40
+            assert all(c.commits == 1 for c in sb.committed.values())
+            runs.append(fault_sequences(sb))
+    assert runs[0] == runs[1]
+    faulted = [seq for seq in runs[0].values() if seq[0] is not None]
+    assert 5 < len(faulted) < 35
+    assert max(sum(f is not None for f in seq) for seq in runs[0].values()) <= 3
+
+
+async def test_cut_short_duplicate_answer_still_counts_as_accepted(sb):
+    """A lost answer, then a 409 whose body is cut short: the document is committed,
+    so bulk submission reports it accepted (the 409's status is the answer; found with
+    this sandbox, fixed in 54a6ab4).
+    """
+    doc = invoice(sb, 1)
+    sb.script(Fault.commit_then_drop(), Fault.truncated())
+    retry = RetryPolicy(base_delay=0, max_delay=0)
+    async with client_for(sb) as client:
+        [outcome] = await client.submit_many([doc], encrypted=False, retry=retry)
+    assert document_key(doc) in sb.committed
+    assert [r.status for r in sb.journal if r.identity] == [None, 409]
+    assert outcome.status is OutcomeStatus.ACCEPTED
+
+
+async def test_random_faults_differ_by_seed():
+    """Another seed gives another fault pattern (the seed is not ignored)."""
+    patterns = []
+    for seed in (1, 2):
+        async with Sandbox() as sb:
+            sb.random_faults(0.5, seed=seed, kinds=(Fault.status(500),), max_per_document=1)
+            async with client_for(sb) as client:
+                for n in range(30):
+                    with contextlib.suppress(ServerError):
+                        await client.submit_json(invoice(sb, n))
+            patterns.append([r.fault for r in sb.journal if r.identity])
+    assert patterns[0] != patterns[1]
+
+
+# --- PGP -----------------------------------------------------------------------------------
+
+
+def gpg_encrypt(gpg: str, public_key: str, fingerprint: str, plaintext: bytes) -> bytes:
+    """Encrypt with GnuPG in a throw-away home, trusting the imported key."""
+    with tempfile.TemporaryDirectory() as home:
+        env = {**os.environ, "GNUPGHOME": home}
+        key_path = Path(home) / "provider.asc"
+        key_path.write_text(public_key)
+        run = functools.partial(subprocess.run, env=env, check=True, capture_output=True)
+        run([gpg, "--batch", "--quiet", "--import", str(key_path)])
+        command = [gpg, "--batch", "--quiet", "--trust-model", "always", "--armor"]
+        command += ["--encrypt", "--recipient", fingerprint]
+        return run(command, input=plaintext).stdout
+
+
+@pytest.mark.interop
+async def test_gpg_encrypted_document_is_accepted(sb):
+    """A message GnuPG encrypts to the sandbox's public key (compressed, MDC) is
+    decrypted and committed byte-exact.
+    """
+    gpg = shutil.which("gpg")
+    if gpg is None:
+        pytest.skip("gpg is not installed")
+    doc = invoice(sb, 1)
+    plaintext = serialize_document(doc)
+    encrypted = await asyncio.to_thread(
+        gpg_encrypt, gpg, sb.public_key_armored, sb.provider_key.fingerprint, plaintext
+    )
+    assert encrypted.startswith(b"-----BEGIN PGP MESSAGE-----")
+    async with client_for(sb) as client:
+        result = await client.send_prepared(encrypted, encrypted=True)
+    assert sb.committed[document_key(doc)].body == plaintext
+    assert sb.committed[document_key(doc)].record == result
+
+
+async def test_pgp_refusals_are_400(sb):
+    """Garbage and a message without integrity protection (an old SED packet) are
+    refused with 400 and a clear message.
+    """
+    sed_packet = bytes((0xC0 | 9, 40)) + os.urandom(40)
+    async with client_for(sb) as client:
+        with pytest.raises(ValidationError, match="cannot be decrypted"):
+            await client.send_prepared(b"not a pgp message", encrypted=True)
+        with pytest.raises(ValidationError, match="not integrity protected"):
+            await client.send_prepared(armor(sed_packet), encrypted=True)
+    assert sb.commit_count == 0
+
+
+async def test_key_file_and_cv25519(tmp_path):
+    """A sandbox started from an armored secret key file serves that key's public half."""
+    pair = cached_keypair("cv25519")
+    key_file = tmp_path / "provider-secret.asc"
+    key_file.write_text(pair.private_armored)
+    async with Sandbox(key_file=key_file) as sb:
+        assert sb.provider_key.algorithm == "Curve25519"
+        assert sb.write_public_key(tmp_path / "pub.asc").read_text() == sb.public_key_armored
+        async with client_for(sb) as client:
+            await client.submit_secure(invoice(sb, 1))
+    assert sb.commit_count == 1
+
+
+# --- other operations ---------------------------------------------------------------------
+
+
+async def test_cancel_delivery_note_at_most_once(sb):
+    """A committed document is cancelled once (200 with a cancellation mark); the
+    second request is a 409, an unknown mark a 404.
+    """
+    doc = invoice(sb, 1)
+    async with client_for(sb) as client:
+        result = await client.submit_json(doc)
+        answer = await client.request(
+            "POST", "/Invoice/cancelDeliveryNote", json={"mark": result.mark}
+        )
+        assert answer["success"] is True
+        assert answer["cancellationMark"] > result.mark
+        with pytest.raises(DuplicateDocumentError):
+            await client.request("POST", "/Invoice/cancelDeliveryNote", json={"mark": result.mark})
+        with pytest.raises(ValidationError) as unknown:
+            await client.request("POST", "/Invoice/cancelDeliveryNote", json={"mark": 1})
+        assert unknown.value.status == 404
+    assert sb.committed[document_key(doc)].cancellation_mark == answer["cancellationMark"]
+
+
+async def test_unknown_paths_and_methods(sb):
+    """Operations the sandbox does not implement answer 404 JSON; GET on a POST
+    operation answers 405.
+    """
+    async with client_for(sb) as client:
+        for path in ("/B2GInvoice/GetLastStatus", f"/PosSignatures/{sb.client_id}"):
+            with pytest.raises(ValidationError) as caught:
+                await client.request("GET", path)
+            assert caught.value.status == 404
+            assert caught.value.body is not None
+        with pytest.raises(ValidationError) as wrong_method:
+            await client.request("GET", "/Invoice/json")
+        assert wrong_method.value.status == 405
+    status, body = await raw("POST", f"{sb.url}/staging/oauth/token")
+    assert (status, body["statusCode"]) == (404, "NotFound")
+
+
+async def test_add_client_is_another_issuer(sb):
+    """add_client registers another issuer; its documents are scoped to it."""
+    sb.add_client("test", "094019245", "second-api-key")
+    second = sb.environment("test", client_id="094019245")
+    doc = sample_invoice(1)
+    async with InvoicingClient(second.base_url, second.client_id, second.client_secret) as client:
+        await client.submit_json(doc)
+    assert sb.committed[document_key(doc)].client_id == "094019245"
+    assert list(sb.committed_in("test", "094019245")) == [document_key(doc)]
+    assert sb.committed_in() == {}
+
+
+async def test_close_is_quick_with_requests_in_flight():
+    """Closing with a hung request and a slow trickle in flight takes well under a
+    second and leaves no task behind.
+    """
+    sb = Sandbox()
+    await sb.start()
+    sb.script(Fault.hang(), Fault.trickle(1.0))
+    client = client_for(sb)
+    pending = [asyncio.ensure_future(client.submit_json(invoice(sb, n))) for n in range(2)]
+    await until(lambda: len(sb._inflight) == 2)
+    started = time.perf_counter()
+    await sb.close()
+    assert time.perf_counter() - started < 1.0
+    await asyncio.gather(*pending, return_exceptions=True)
+    await client.close()
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+
+
+async def test_run_forever_serves_until_stopped():
+    """run_forever() starts the sandbox, serves until the event is set, then closes it."""
+    sb = Sandbox(environments=("demo",))
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(sb.run_forever(stop))
+    await until(lambda: sb._runner is not None)
+    async with client_for(sb) as client:
+        await client.submit_json(invoice(sb, 1))
+    stop.set()
+    await task
+    assert sb.commit_count == 1
+    with pytest.raises(RuntimeError, match="not running"):
+        _ = sb.base_url
