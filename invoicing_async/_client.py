@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import functools
 import json
 import logging
 import random
@@ -219,16 +218,21 @@ class InvoicingClient:
         timeout: float | None = None,
     ) -> DocumentResult:
         """Send a body made by :meth:`prepare` once (plus one retry after a 401)."""
-        build = functools.partial(
-            proto.build_document_request,
-            self._base_url,
-            api_key=self._client_secret,
-            body=payload,
-            encrypted=encrypted,
-            send_method=send_method,
-            time_stamp=time_stamp,
-        )
-        response = await self._authorized(lambda token: build(token=token), timeout=timeout)
+
+        # A closure, not functools.partial: a partial's repr shows the API key, and
+        # tracebacks formatted with locals print reprs.
+        def build(token: AccessToken) -> proto.Request:
+            return proto.build_document_request(
+                self._base_url,
+                token=token,
+                api_key=self._client_secret,
+                body=payload,
+                encrypted=encrypted,
+                send_method=send_method,
+                time_stamp=time_stamp,
+            )
+
+        response = await self._authorized(build, timeout=timeout)
         result: DocumentResult = self._checked(proto.parse_document_response, response)
         return result
 
@@ -384,25 +388,38 @@ class InvoicingClient:
     async def _fetch_token(self, current: AccessToken | None) -> AccessToken:
         if current is not None and current.refresh_token:
             try:
-                return await self._token_request(current.refresh_token)
+                return await self._token_request(current)
             except AuthenticationError:
                 log.debug("the refresh token was refused: using client credentials")
         return await self._token_request(None)
 
-    async def _token_request(self, refresh_token: str | None) -> AccessToken:
+    async def _token_request(self, refresh_with: AccessToken | None) -> AccessToken:
+        """One token grant, retried on failures of the idempotent token endpoint.
+
+        The refresh token is read from ``refresh_with`` where it is used and never held
+        in a local variable: tracebacks formatted with locals must not show it.
+        """
         clock = self._cache.clock
         attempt = 0
         while True:
             attempt += 1
             request = proto.build_token_request(
-                self._base_url, self._client_id, self._client_secret, refresh_token
+                self._base_url,
+                self._client_id,
+                self._client_secret,
+                refresh_with.refresh_token if refresh_with is not None else None,
             )
-            parse = functools.partial(
-                proto.parse_token_response, obtained_at=clock(), refresh_token=refresh_token
-            )
+            obtained_at = clock()
             try:
                 response = await self._transport.send(request)
-                token: AccessToken = self._checked(parse, response)
+                token: AccessToken = self._checked(
+                    lambda r: proto.parse_token_response(
+                        r,
+                        obtained_at=obtained_at,  # noqa: B023  (called before the next turn)
+                        refresh_token=refresh_with.refresh_token if refresh_with else None,
+                    ),
+                    response,
+                )
             except (TransportError, ServerError, RateLimitError, MalformedResponseError) as exc:
                 if attempt >= self._token_attempts:
                     raise

@@ -229,6 +229,9 @@ def _new_home(name: str) -> Path:
     return home
 
 
+_GENERATES = {"--quick-gen-key", "--quick-add-key", "--quick-generate-key"}
+
+
 def _gpg(
     home: Path,
     *args: str,
@@ -251,6 +254,12 @@ def _gpg(
         cmd += ["--faked-system-time", faked]
     cmd += list(args)
     proc = subprocess.run(cmd, input=stdin, capture_output=True, env=_ENV, check=False)
+    tries = 1
+    while check and proc.returncode != 0 and tries < 3 and _GENERATES & set(args):
+        # Key generation through gpg-agent occasionally fails on a loaded machine
+        # (ElGamal primes take long); a second try succeeds.
+        tries += 1
+        proc = subprocess.run(cmd, input=stdin, capture_output=True, env=_ENV, check=False)
     if check and proc.returncode != 0:
         raise RuntimeError(
             f"gpg {' '.join(args)} failed ({proc.returncode}):\n"
