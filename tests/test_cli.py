@@ -100,3 +100,153 @@ def test_help_lists_subcommands():
     assert result.returncode == 0
     for name in ("demo", "sandbox", "submit", "token", "key"):
         assert name in result.stdout
+
+
+async def run_cli_async(*args: str, env: dict[str, str], stdin: bytes | None = None):
+    import asyncio  # noqa: PLC0415
+
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "invoicing_async",
+        *args,
+        env={**os.environ, **env},
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(stdin), 120)
+    return process.returncode, stdout.decode(), stderr.decode()
+
+
+@pytest.fixture
+async def sandbox_env(tmp_path):
+    from invoicing_async.sandbox import Sandbox  # noqa: PLC0415
+
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        key_file = sb.write_public_key(tmp_path / "provider.asc")
+        env = {
+            "INVOICING_BASE_URL": sb.base_url,
+            "INVOICING_CLIENT_ID": sb.client_id,
+            "INVOICING_API_KEY": sb.client_secret,
+            "INVOICING_PROVIDER_KEY": str(key_file),
+        }
+        yield sb, env
+
+
+async def test_submit_files_directory_jsonl_and_stdin(sandbox_env, tmp_path):
+    """`submit` reads JSON files, directories, JSON Lines and stdin; one outcome line each;
+    exit 0 when everything was accepted; the API key is never echoed."""
+    from invoicing_async.sandbox import sample_invoices  # noqa: PLC0415
+
+    sb, env = sandbox_env
+    docs = sample_invoices(6, issuer_vat=sb.client_id, lines=1)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.json").write_text(json.dumps(docs[0]))
+    (folder / "b.json").write_text(json.dumps([docs[1], docs[2]]))
+    single = tmp_path / "c.jsonl"
+    single.write_text(json.dumps(docs[3]) + "\n" + json.dumps(docs[4]) + "\n")
+    output = tmp_path / "out.jsonl"
+    code, stdout, stderr = await run_cli_async(
+        "submit", str(folder), str(single), "-", "--output", str(output),
+        env=env, stdin=json.dumps(docs[5]).encode(),
+    )  # fmt: skip
+    assert code == 0, stderr
+    lines = [json.loads(line) for line in output.read_text().splitlines()]
+    assert len(lines) == 6
+    assert all(line["status"] == "accepted" and line["result"]["mark"] for line in lines)
+    assert len(sb.committed) == 6
+    assert sb.client_secret not in stdout + stderr + output.read_text()
+
+
+async def test_submit_malformed_line_is_reported_and_nothing_is_lost(sandbox_env, tmp_path):
+    """A malformed JSON line is one clear stderr line and a rejected outcome; the other
+    documents are submitted and written; the exit status is 1."""
+    from invoicing_async.sandbox import sample_invoices  # noqa: PLC0415
+
+    sb, env = sandbox_env
+    docs = sample_invoices(2, issuer_vat=sb.client_id, lines=1)
+    source = tmp_path / "docs.jsonl"
+    source.write_text(json.dumps(docs[0]) + "\n{not json\n" + json.dumps(docs[1]) + "\n")
+    output = tmp_path / "out.jsonl"
+    code, _, stderr = await run_cli_async(
+        "submit", "--json", str(source), "--output", str(output), env=env
+    )
+    assert code == 1
+    assert "Traceback" not in stderr
+    assert f"{source}:2: invalid JSON" in stderr
+    statuses = [json.loads(line)["status"] for line in output.read_text().splitlines()]
+    assert sorted(statuses) == ["accepted", "accepted", "rejected"]
+    assert len(sb.committed) == 2
+
+
+async def test_token_prints_lifetime_not_the_token(sandbox_env):
+    """`token` checks credentials and prints the lifetime, never the token unless asked."""
+    sb, env = sandbox_env
+    code, stdout, _ = await run_cli_async("token", env=env)
+    assert code == 0
+    assert "valid for 900 s" in stdout
+    assert len(stdout.strip().splitlines()) == 1
+    code, stdout, _ = await run_cli_async("token", "--show-token", env=env)
+    assert code == 0
+    assert len(stdout.strip().splitlines()) == 2
+
+
+async def test_token_wrong_environment_fails_cleanly(sandbox_env):
+    """Credentials of one environment on another: one line, exit 1, invalid_request."""
+    sb, env = sandbox_env
+    other = sb.environment("production")
+    code, _, stderr = await run_cli_async(
+        "token", env={**env, "INVOICING_BASE_URL": other.base_url}
+    )
+    assert code == 1
+    assert "invalid_request" in stderr
+    assert "Traceback" not in stderr
+    assert sb.client_secret not in stderr
+
+
+def test_demo_finishes_and_writes_results(tmp_path):
+    """`demo` runs with zero configuration and writes one result line per invoice."""
+    output = tmp_path / "demo.jsonl"
+    result = run_cli("demo", "--count", "40", "--key-algorithm", "cv25519", "--output", str(output))
+    assert result.returncode == 0, result.stderr
+    assert "accepted:" in result.stdout
+    assert "tokens:      1 request(s)" in result.stdout
+    lines = [json.loads(line) for line in output.read_text().splitlines()]
+    assert len(lines) == 40
+    statuses = {line["status"] for line in lines}
+    assert {"accepted", "rejected"} <= statuses
+
+
+def test_sandbox_command_serves_until_interrupted(tmp_path):
+    """`sandbox` prints its base URL, credentials and key path, serves, stops on SIGINT."""
+    import signal  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    key_file = tmp_path / "sandbox.asc"
+    command = [
+        sys.executable, "-m", "invoicing_async", "sandbox", "--port", str(port),
+        "--key-algorithm", "cv25519", "--public-key-out", str(key_file),
+    ]  # fmt: skip
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as process:
+        try:
+            lines = [process.stdout.readline() for _ in range(4)]
+            assert lines[0].startswith("base URL:")
+            base_url = lines[0].split()[-1]
+            client_id = lines[1].split()[-1]
+            api_key = lines[2].split()[-1]
+            assert key_file.exists()
+            form = f"grant_type=client_credentials&client_id={client_id}&client_secret={api_key}"
+            with urllib.request.urlopen(f"{base_url}/oauth/token", data=form.encode()) as answer:  # noqa: S310
+                assert json.loads(answer.read())["expires_in"] == 900
+        finally:
+            process.send_signal(signal.SIGINT)
+            process.wait(timeout=30)
+    assert process.returncode == 0
