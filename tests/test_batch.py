@@ -26,7 +26,7 @@ from invoicing_async import (
     document_key,
 )
 from invoicing_async._batch import submit_stream
-from invoicing_async._protocol import serialize_document
+from invoicing_async._client import prepare_chunk
 
 FAST = RetryPolicy(base_delay=0, max_delay=0, attempt_timeout=None)
 
@@ -39,6 +39,7 @@ class FakeProvider:
     """
 
     limit = 100
+    encrypt_executor = None
 
     def __init__(self, script: dict[str, list[str]] | None = None) -> None:
         self.script = script or {}
@@ -48,8 +49,8 @@ class FakeProvider:
         self.in_flight = 0
         self.peak_in_flight = 0
 
-    async def prepare(self, document, *, encrypted):
-        return serialize_document(document)
+    async def prepare_many(self, documents, *, encrypted):
+        return prepare_chunk(None, list(documents))
 
     async def send_prepared(self, payload, *, encrypted, send_method, time_stamp, timeout):
         key = document_key(payload)
