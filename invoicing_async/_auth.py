@@ -35,6 +35,10 @@ __all__ = ["CredentialsKey", "TokenCache"]
 Fetch = Callable[[AccessToken | None], Awaitable[AccessToken]]
 
 
+#: Seconds between renewal attempts after one failed while the token is still usable.
+_RENEW_COOLDOWN = 5.0
+
+
 @attrs.frozen
 class CredentialsKey:
     """Which environment and credentials a token belongs to. Holds no secret."""
@@ -55,6 +59,7 @@ class _Entry:
     token: AccessToken | None = None
     pending: asyncio.Future[AccessToken] | None = None
     requests: int = 0
+    renew_not_before: float = float("-inf")
 
 
 class TokenCache:
@@ -91,6 +96,12 @@ class TokenCache:
         entry = self._entries.get(key)
         return entry.token if entry else None
 
+    def fresh(self, key: CredentialsKey) -> AccessToken | None:
+        """The cached token when it needs no renewal yet, without awaiting anything."""
+        entry = self._entries.get(key)
+        token = entry.token if entry else None
+        return token if token is not None and self._clock() < token.renew_at else None
+
     async def get(self, key: CredentialsKey, fetch: Fetch) -> AccessToken:
         """A usable token for ``key``, fetching one (once, for all callers) when needed."""
         entry = self._entries.setdefault(key, _Entry())
@@ -99,11 +110,22 @@ class TokenCache:
             token = entry.token
             if token is not None and now < token.renew_at:
                 return token
+            usable = token is not None and now < token.unusable_at
+            if usable and now < entry.renew_not_before:
+                return token  # type: ignore[return-value]  # a renewal just failed: wait
             pending = self._pending(entry)
             if pending is None:
-                return await self._fetch(entry, token, fetch)
-            if token is not None and now < token.unusable_at:
-                return token  # someone else is renewing; this one is still good
+                try:
+                    return await self._fetch(entry, token, fetch)
+                except Exception:
+                    if token is None or self._clock() >= token.unusable_at:
+                        raise
+                    # The renewal failed but the token is still good: use it, and let
+                    # the next renewal wait a little instead of hammering the endpoint.
+                    entry.renew_not_before = self._clock() + _RENEW_COOLDOWN
+                    return token
+            if usable:
+                return token  # type: ignore[return-value]  # someone else is renewing
             await asyncio.wait([pending])
             if pending.cancelled():
                 continue  # the owner was cancelled: take over on the next turn

@@ -251,6 +251,8 @@ class _Batch:
                 for _ in workers:
                     await inbox.put(None)
                 await asyncio.gather(*workers)
+            except asyncio.CancelledError:
+                raise  # the consumer left: nobody would take an error off a full queue
             except BaseException as exc:  # noqa: BLE001
                 await outbox.put(exc)
             else:
@@ -343,13 +345,22 @@ class _Batch:
                     return end(OutcomeStatus.REJECTED, attempts, error=exc)
                 if attempts >= self._retry.max_attempts:
                     return self._gave_up(end, attempts, maybe_committed, exc, "attempts")
-                await asyncio.sleep(self._delay(exc, attempts))
+                delay = self._delay(exc, attempts)
             except asyncio.CancelledError:
-                if self._journal is not None:
-                    self._journal.settled(end(OutcomeStatus.UNKNOWN, attempts))
+                self._cancelled(end(OutcomeStatus.UNKNOWN, attempts))
                 raise
             else:
                 return end(OutcomeStatus.ACCEPTED, attempts, result=result)
+            try:
+                await asyncio.sleep(delay)  # outside the handler: a cancel here is seen
+            except asyncio.CancelledError:
+                self._cancelled(end(OutcomeStatus.UNKNOWN, attempts))
+                raise
+
+    def _cancelled(self, outcome: Outcome) -> None:
+        """Journal a document whose request may be out when the batch is cancelled."""
+        if self._journal is not None:
+            self._journal.settled(outcome)
 
     def _gave_up(
         self,

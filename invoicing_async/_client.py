@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 
 __all__ = ["InvoicingClient"]
 
+#: A token younger than this (seconds) is not suspected when a 401 comes back.
+_FRESH_TOKEN_AGE = 10.0
+
 log = logging.getLogger("invoicing_async")
 
 
@@ -407,15 +410,63 @@ class InvoicingClient:
     async def _authorized(
         self, build: Callable[[AccessToken], proto.Request], *, timeout: float | None
     ) -> proto.Response:
-        """Send with a token; after a 401, drop that token, fetch one, retry once."""
-        token = await self.token()
+        """Send with a token; after a 401 that may be the token's fault, retry once.
+
+        The token that failed is dropped (unless already replaced), one new token is
+        fetched and the call is retried once: a second 401 is the caller's answer.
+        """
+        token = await self._token_within(timeout)
         response = await self._transport.send(build(token), timeout=timeout)
-        if response.status != 401:
+        if response.status != 401 or not self._token_may_be_at_fault(response, token):
             return response
-        log.debug("401 with a cached token: fetching a new one and retrying once")
+        log.debug("401 with a token that may have expired: fetching a new one, retrying once")
         self._cache.invalidate(self._credentials, token)
-        token = await self.token()
+        token = await self._token_within(timeout)
         return await self._transport.send(build(token), timeout=timeout)
+
+    async def _token_within(self, timeout: float | None) -> AccessToken:
+        """A token for a document call, in the call's time budget.
+
+        A failure to get one means the document was certainly not sent: it is reported
+        as a :class:`TransportError` with ``maybe_sent=False`` (refused credentials stay
+        an :class:`AuthenticationError`), so bulk submission neither rejects the document
+        nor calls it possibly committed.
+        """
+        token = self._cache.fresh(self._credentials)
+        if token is not None:
+            return token  # the common case: no task, no timer
+        # asyncio.wait, not wait_for: wait_for on 3.10/3.11 can swallow a cancellation
+        # that arrives as the token does, and a cancelled batch would keep running.
+        fetch = asyncio.ensure_future(self.token())
+        try:
+            done, _ = await asyncio.wait({fetch}, timeout=timeout)
+        except asyncio.CancelledError:
+            fetch.cancel()
+            raise
+        if not done:
+            fetch.cancel()
+            raise TransportError(
+                "timed out waiting for an access token, nothing sent", maybe_sent=False
+            )
+        try:
+            return fetch.result()
+        except AuthenticationError:
+            raise
+        except InvoicingError as exc:
+            raise TransportError(f"no access token, nothing sent: {exc}", maybe_sent=False) from exc
+
+    def _token_may_be_at_fault(self, response: proto.Response, token: AccessToken) -> bool:
+        """Whether a 401 could be cured by a new token.
+
+        Yes when the provider says so (``WWW-Authenticate: … error="invalid_token"``) or
+        when the token is more than a few seconds old; a 401 to a token just issued is
+        about something else (the real service answers an issuer VAT that does not match
+        the API key with 401), and a new token would only cost a request.
+        """
+        challenge = response.headers.get("WWW-Authenticate") or ""
+        if "invalid_token" in challenge.lower():
+            return True
+        return self._cache.clock() - token.obtained_at > _FRESH_TOKEN_AGE
 
     async def _fetch_token(self, current: AccessToken | None) -> AccessToken:
         if current is not None and current.refresh_token:
@@ -448,7 +499,7 @@ class InvoicingClient:
                     lambda r: proto.parse_token_response(
                         r,
                         obtained_at=obtained_at,  # noqa: B023  (called before the next turn)
-                        refresh_token=refresh_with.refresh_token if refresh_with else None,
+                        previous=refresh_with,
                     ),
                     response,
                 )

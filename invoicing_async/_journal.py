@@ -159,17 +159,28 @@ class Journal:
         self._entries[key] = JournalEntry(key, index, in_flight=False, outcome=outcome)
 
     def _truncate_torn_tail(self) -> None:
-        """Cut a last line without its newline (a write interrupted by a crash)."""
+        """Cut a last line without its newline (a write interrupted by a crash).
+
+        The file is scanned backwards block by block until the newline that ends the last
+        whole record, however long the torn line is.
+        """
         if not self.path.exists():
             return
         with self.path.open("rb+") as file:
-            file.seek(0, os.SEEK_END)
-            size = file.tell()
-            if size == 0:
+            end = file.seek(0, os.SEEK_END)
+            if end == 0:
                 return
-            file.seek(max(0, size - 65536))
-            tail = file.read()
-            if tail.endswith(b"\n"):
+            file.seek(end - 1)
+            if file.read(1) == b"\n":
                 return
-            cut = tail.rfind(b"\n")
-            file.truncate(size - len(tail) + cut + 1 if cut >= 0 else max(0, size - len(tail)))
+            position = end
+            while position > 0:
+                start = max(0, position - 65536)
+                file.seek(start)
+                block = file.read(position - start)
+                newline = block.rfind(b"\n")
+                if newline >= 0:
+                    file.truncate(start + newline + 1)
+                    return
+                position = start
+            file.truncate(0)  # one torn line and nothing else

@@ -190,41 +190,53 @@ def _token_type(token: AccessToken) -> str:
 
 
 def parse_token_response(
-    response: Response, *, obtained_at: float, refresh_token: str | None = None
+    response: Response, *, obtained_at: float, previous: AccessToken | None = None
 ) -> AccessToken:
     """Read the token endpoint's answer; ``obtained_at`` is the clock read before sending.
 
-    A refresh answer without a new refresh token keeps the old one (rotation is optional).
+    ``previous`` is the token whose refresh token was used: a refresh answer without a new
+    refresh token keeps that one (rotation is optional). Secrets are passed inside
+    :class:`AccessToken` objects (whose repr hides them), never as bare strings, and are
+    out of every local variable when an error is raised: tracebacks formatted with
+    locals must not show them.
     """
     if response.status != 200:
         raise token_error(response)
     data = _json_object(response)
-    value = data.get("access_token")
-    expires_in = data.get("expires_in", 900)
-    if isinstance(expires_in, str) and expires_in.isdigit():
-        expires_in = int(expires_in)
+    expires_in = _lifetime(data.get("expires_in", 900))
     if (
-        not isinstance(value, str)
-        or not value
-        or not isinstance(expires_in, (int, float))
-        or isinstance(expires_in, bool)
-        or not math.isfinite(expires_in)
-        or expires_in <= 0
+        expires_in is None
+        or not isinstance(data.get("access_token"), str)
+        or not data["access_token"]
     ):
+        del data
         raise MalformedResponseError(
             "the token endpoint answered without a usable access_token/expires_in",
             status=response.status,
         )
-    new_refresh = data.get("refresh_token")
+    rotated = data.get("refresh_token")
     return AccessToken(
-        value=value,
+        value=data["access_token"],
         token_type=str(data.get("token_type") or "Bearer"),
-        expires_in=float(expires_in),
+        expires_in=expires_in,
         obtained_at=obtained_at,
-        refresh_token=new_refresh
-        if isinstance(new_refresh, str) and new_refresh
-        else refresh_token,
+        refresh_token=rotated
+        if isinstance(rotated, str) and rotated
+        else (previous.refresh_token if previous is not None else None),
     )
+
+
+def _lifetime(value: Any) -> float | None:
+    """``expires_in`` as positive finite seconds, or None (an int, float or digit string)."""
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        value = int(value)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
 
 
 def token_error(response: Response) -> InvoicingError:
@@ -348,7 +360,7 @@ def retry_after_seconds(
     if value is None:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # "²".isdigit() is true, float("²") fails
         return min(float(value), MAX_RETRY_AFTER)
     try:
         when = email.utils.parsedate_to_datetime(value)
@@ -404,9 +416,9 @@ def _json_object(response: Response) -> dict[str, Any]:
             status=response.status,
         ) from None
     if not isinstance(data, dict):
-        raise MalformedResponseError(
-            f"expected a JSON object, got {type(data).__name__}", status=response.status
-        )
+        kind = type(data).__name__
+        del data  # it may hold secrets: out of the traceback's locals
+        raise MalformedResponseError(f"expected a JSON object, got {kind}", status=response.status)
     return data
 
 

@@ -180,23 +180,21 @@ class Transport:
             )
         chunks: list[bytes] = []
         size = 0
+        problem = None
         try:
-            while True:
-                chunk = await response.content.read(_CHUNK)
-                if not chunk:
-                    break
+            while chunk := await response.content.read(_CHUNK):
                 size += len(chunk)
                 if size > self._max_response_size:
-                    raise MalformedResponseError(
-                        f"the response body is over the {self._max_response_size}-byte cap",
-                        status=status,
-                    )
+                    problem = f"the response body is over the {self._max_response_size}-byte cap"
+                    break
                 chunks.append(chunk)
         except aiohttp.ClientPayloadError:
-            raise MalformedResponseError(
-                "the response body was cut short or is not valid for its encoding",
-                status=status,
-            ) from None
+            problem = "the response body was cut short or is not valid for its encoding"
+        if problem is not None:
+            # The body may be a token answer: keep it out of the traceback's locals.
+            chunks.clear()
+            chunk = b""
+            raise MalformedResponseError(problem, status=status)
         return b"".join(chunks)
 
 

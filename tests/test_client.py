@@ -145,7 +145,12 @@ async def test_401_fetches_a_new_token_and_retries_once(mock):
     """A 401 drops the token, fetches one new token and retries the call once."""
     mock.post(TOKEN_URL, payload=token_body(1))
     mock.post(TOKEN_URL, payload=token_body(2))
-    mock.post(JSON_URL, status=401, payload={"message": "token expired"})
+    mock.post(
+        JSON_URL,
+        status=401,
+        payload={"message": "token expired"},
+        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+    )
     mock.post(JSON_URL, status=201, payload=RECORD)
     async with client() as c:
         result = await c.submit_json(INVOICE)
@@ -161,7 +166,13 @@ async def test_second_401_raises_without_looping(mock):
     """Two 401s in a row raise AuthenticationError after exactly two attempts."""
     mock.post(TOKEN_URL, payload=token_body(1))
     mock.post(TOKEN_URL, payload=token_body(2))
-    mock.post(JSON_URL, status=401, payload={"message": "VAT does not match"}, repeat=True)
+    mock.post(
+        JSON_URL,
+        status=401,
+        payload={"message": "VAT does not match"},
+        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+        repeat=True,
+    )
     async with client() as c:
         with pytest.raises(AuthenticationError, match="VAT does not match") as info:
             await c.submit_json(INVOICE)
@@ -180,7 +191,11 @@ async def test_concurrent_401s_on_one_token_cause_one_token_request(mock):
         auth = kwargs["headers"]["Authorization"]
         seen.append(auth)
         if auth.endswith("-1"):
-            return CallbackResult(status=401, payload={"message": "expired"})
+            return CallbackResult(
+                status=401,
+                payload={"message": "expired"},
+                headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+            )
         return CallbackResult(status=201, payload=RECORD)
 
     mock.post(JSON_URL, callback=answer, repeat=True)
@@ -188,6 +203,28 @@ async def test_concurrent_401s_on_one_token_cause_one_token_request(mock):
         results = await asyncio.gather(*(c.submit_json(INVOICE) for _ in range(20)))
     assert len(results) == 20
     assert len(calls(mock, "POST", TOKEN_URL)) == 2
+
+
+async def test_401_to_a_fresh_token_is_not_blamed_on_the_token(mock):
+    """A 401 to a token just issued, without an invalid_token challenge, is the answer:
+    no new token is fetched (an issuer VAT mismatch is not cured by a new token)."""
+    mock.post(TOKEN_URL, payload=token_body(1))
+    mock.post(JSON_URL, status=401, payload={"message": "VAT does not match"})
+    async with client() as c:
+        with pytest.raises(AuthenticationError, match="VAT"):
+            await c.submit_json(INVOICE)
+    assert len(calls(mock, "POST", TOKEN_URL)) == 1
+    assert len(calls(mock, "POST", JSON_URL)) == 1
+
+
+async def test_token_outage_means_not_sent(mock):
+    """When no token can be had, the document call fails as certainly not sent."""
+    mock.post(TOKEN_URL, status=503, repeat=True)
+    async with client(token_attempts=2) as c:
+        with pytest.raises(TransportError) as info:
+            await c.submit_json(INVOICE)
+    assert info.value.maybe_sent is False
+    assert not calls(mock, "POST", JSON_URL)
 
 
 async def test_token_400_is_authentication_error_not_retried(mock):
@@ -344,6 +381,7 @@ async def test_secrets_never_in_errors_reprs_or_logs(mock, caplog):
         JSON_URL,
         status=401,
         payload={"message": f"key {API_KEY} / token TOKEN-SENTINEL-1 refused"},
+        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
         repeat=True,
     )
     c = client()

@@ -178,8 +178,11 @@ def test_parse_token_response():
 
 def test_refresh_without_rotation_keeps_old_refresh_token():
     """A refresh answer without a new refresh token keeps the one that was used."""
+    previous = AccessToken(
+        value="x", token_type="Bearer", expires_in=1, obtained_at=0, refresh_token="old"
+    )
     token = proto.parse_token_response(
-        response(200, {"access_token": "a", "expires_in": 60}), obtained_at=0, refresh_token="old"
+        response(200, {"access_token": "a", "expires_in": 60}), obtained_at=0, previous=previous
     )
     assert token.refresh_token == "old"
 

@@ -1,0 +1,21 @@
+"""Benchmarks of invoicing_async: ``python -m benchmarks [--quick] [--only NAME]``.
+
+Every number is reported as a ratio against a floor measured in the same run (the machine
+is shared and noisy, absolute times drift). One module per benchmark, each with a
+``run(settings) -> Section``:
+
+========  ================================================================================
+pgp       PGP stage, µs per invoice: library vs raw ``cryptography`` floor, PGPy, gpg
+e2e       ``submit_many`` throughput against a provider in another process, vs raw aiohttp
+token     token requests made by 10,000 cold callers; cost of a warm lookup
+lag       event-loop lag while a batch runs (encryption in threads vs on the loop)
+memory    peak RSS streaming 10k / 100k (/ 1M) documents through ``submit_stream``
+procpool  encryption throughput in a process pool (per-document tasks vs chunked map)
+========  ================================================================================
+
+Results go to ``benchmarks/RESULTS.rst`` and ``benchmarks/results.png``.
+"""
+
+from __future__ import annotations
+
+BENCHMARKS = ["pgp", "e2e", "token", "lag", "memory", "procpool"]

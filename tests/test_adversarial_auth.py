@@ -1,0 +1,217 @@
+"""Adversarial: authentication under pressure, against the sandbox.
+
+A herd of requests failing on one expired token, a client whose requests are always
+refused, and a refresh token revoked in the middle of a batch while the clock moves into
+the renewal window. The token cache must stay single-flight, never loop, and fall back
+to client credentials without losing a document.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+
+import pytest
+
+from invoicing_async import (
+    AuthenticationError,
+    InvoicingClient,
+    OutcomeStatus,
+    RetryPolicy,
+    TokenCache,
+)
+from invoicing_async.sandbox import Fault, Sandbox, sample_invoice, sample_invoices
+
+QUICK = RetryPolicy(base_delay=0.002, max_delay=0.01, attempt_timeout=5)
+
+
+class FakeClock:
+    """A monotonic clock moved by hand, shared by the sandbox and the token cache."""
+
+    def __init__(self) -> None:
+        self.now = 5000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def token_statuses(sb) -> list[int | None]:
+    return [r.status for r in sb.journal if r.path == "/oauth/token"]
+
+
+async def test_concurrent_401s_on_one_expired_token_cause_one_token_request():
+    """64 concurrent submissions all meet 401 with the same token the provider expired:
+    the cache drops it once and fetches once (2 token requests in all), and every
+    submission succeeds on its single retry.
+    """
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        documents = sample_invoices(65, issuer_vat=sb.client_id, lines=1)
+        async with InvoicingClient(sb.base_url, sb.client_id, sb.client_secret) as client:
+            await client.submit_json(documents[0])
+            sb.expire_tokens()
+            results = await asyncio.gather(*(client.submit_json(d) for d in documents[1:]))
+        assert len(results) == 64
+        assert sb.stats.token_requests == 2
+        assert token_statuses(sb) == [200, 200]
+        statuses = collections.Counter(r.status for r in sb.journal if r.path == "/Invoice/json")
+        assert statuses[401] == 64
+        assert statuses[201] == 65
+        assert sb.commit_count == 65
+
+
+async def test_persistent_401_raises_after_exactly_two_attempts_without_looping():
+    """A document whose issuer VAT does not match the API key is always answered 401. With
+    a token old enough to be suspected, the client sends it twice (the retry with a new
+    token), then raises AuthenticationError.
+    """
+    clock = FakeClock()
+    async with Sandbox(key_algorithm="cv25519", clock=clock) as sb:
+        foreign = sample_invoice(1, issuer_vat="999999999", lines=1)
+        async with InvoicingClient(
+            sb.base_url, sb.client_id, sb.client_secret, token_cache=TokenCache(clock=clock)
+        ) as client:
+            await client.token()
+            clock.now += 60  # still valid, but no longer just issued
+            with pytest.raises(AuthenticationError) as caught:
+                await asyncio.wait_for(client.submit_json(foreign), 10)
+        assert caught.value.status == 401
+        documents = [r for r in sb.journal if r.path == "/Invoice/json"]
+        assert [r.status for r in documents] == [401, 401]
+        assert sb.stats.token_requests == 2
+        assert sb.commit_count == 0
+
+
+async def test_persistent_401_in_a_batch_is_rejected_without_retry():
+    """In bulk submission the always-refused document ends REJECTED after one request (a
+    401 to a token just issued is not blamed on the token), the others are accepted.
+    """
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        documents = sample_invoices(6, issuer_vat=sb.client_id, lines=1)
+        documents[3] = sample_invoice(3, issuer_vat="999999999", lines=1)
+        async with InvoicingClient(sb.base_url, sb.client_id, sb.client_secret) as client:
+            outcomes = await client.submit_many(
+                documents, concurrency=3, encrypted=False, retry=QUICK
+            )
+        assert [o.status for o in outcomes] == [OutcomeStatus.ACCEPTED] * 3 + [
+            OutcomeStatus.REJECTED
+        ] + [OutcomeStatus.ACCEPTED] * 2
+        assert isinstance(outcomes[3].error, AuthenticationError)
+        assert outcomes[3].attempts == 1
+        refused = [r for r in sb.journal if r.path == "/Invoice/json" and r.status == 401]
+        assert len(refused) == 1
+        assert sb.stats.token_requests == 1
+        assert sb.commit_count == 5
+
+
+async def test_many_always_refused_documents_do_not_cost_a_token_request_each():
+    """A batch with 20 documents that the provider refuses with 401 for the issuer VAT
+    (not for the token) does not fetch a token per document.
+    """
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        documents = [sample_invoice(n, issuer_vat="999999999", lines=1) for n in range(20)]
+        async with InvoicingClient(sb.base_url, sb.client_id, sb.client_secret) as client:
+            outcomes = await client.submit_many(
+                documents, concurrency=4, encrypted=False, retry=QUICK
+            )
+        assert all(o.status is OutcomeStatus.REJECTED for o in outcomes)
+        assert sb.stats.token_requests <= 3, sb.stats.token_requests
+
+
+async def test_refresh_token_revoked_in_the_renewal_window_falls_back_to_credentials():
+    """Mid-batch the clock enters the renewal window and the provider has revoked every
+    refresh token: one caller's refresh grant is refused (400 invalid_grant), it falls
+    back to client credentials, the others keep using the still valid token, and the
+    batch completes with every document accepted.
+    """
+    clock = FakeClock()
+    async with Sandbox(key_algorithm="cv25519", clock=clock) as sb:
+        documents = sample_invoices(80, issuer_vat=sb.client_id, lines=1)
+        cache = TokenCache(clock=clock)
+        moved = False
+
+        def on_progress(progress) -> None:
+            nonlocal moved
+            if progress.settled == 20 and not moved:
+                moved = True
+                sb.revoke_refresh_tokens()
+                clock.now += 900 - 30  # inside the renewal window, still valid
+
+        async with InvoicingClient(
+            sb.base_url, sb.client_id, sb.client_secret, token_cache=cache
+        ) as client:
+            outcomes = await client.submit_many(
+                documents,
+                concurrency=8,
+                encrypted=False,
+                retry=QUICK,
+                on_progress=on_progress,
+            )
+        assert moved
+        assert all(o.status is OutcomeStatus.ACCEPTED for o in outcomes), outcomes
+        assert sb.commit_count == 80
+        assert sb.stats.refresh_requests == 1
+        assert token_statuses(sb) == [200, 400, 200]
+        assert not [r for r in sb.journal if r.path == "/Invoice/json" and r.status == 401]
+
+
+async def test_refresh_token_revoked_after_expiry_costs_one_refresh_and_one_grant():
+    """The clock jumps past expiry and refresh tokens are revoked: every worker waits for
+    one fetch (a refused refresh, then client credentials); no 401, no herd.
+    """
+    clock = FakeClock()
+    async with Sandbox(key_algorithm="cv25519", clock=clock) as sb:
+        documents = sample_invoices(60, issuer_vat=sb.client_id, lines=1)
+        cache = TokenCache(clock=clock)
+        async with InvoicingClient(
+            sb.base_url, sb.client_id, sb.client_secret, token_cache=cache
+        ) as client:
+            first = await client.submit_many(
+                documents[:30], concurrency=16, encrypted=False, retry=QUICK
+            )
+            sb.revoke_refresh_tokens()
+            clock.now += 2000
+            second = await client.submit_many(
+                documents[30:], concurrency=16, encrypted=False, retry=QUICK
+            )
+        assert all(o.status is OutcomeStatus.ACCEPTED for o in first + second)
+        assert token_statuses(sb) == [200, 400, 200]
+        assert not [r for r in sb.journal if r.status == 401]
+
+
+@pytest.mark.parametrize("resend", [False, True])
+async def test_token_endpoint_outage_leaves_documents_not_sent_not_unknown(resend):
+    """The token endpoint answers 503 throughout: no document request ever leaves, so
+    every document ends NOT_SENT (safe to submit again), never UNKNOWN.
+    """
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        sb.script_token(*[Fault.status(503, retry_after=0)] * 100)
+        documents = sample_invoices(3, issuer_vat=sb.client_id, lines=1)
+        async with InvoicingClient(
+            sb.base_url, sb.client_id, sb.client_secret, token_attempts=2
+        ) as client:
+            client._token_backoff = (0.0, 0.0)
+            retry = RetryPolicy(max_attempts=2, base_delay=0, max_delay=0, resend_ambiguous=resend)
+            outcomes = await client.submit_many(
+                documents, concurrency=3, encrypted=False, retry=retry
+            )
+        assert not [r for r in sb.journal if r.path == "/Invoice/json"]  # nothing left
+        assert [o.status for o in outcomes] == [OutcomeStatus.NOT_SENT] * 3
+
+
+async def test_failed_renewal_in_the_window_keeps_using_the_still_valid_token():
+    """In the renewal window the token endpoint fails: the caller that tried to renew
+    still sends its document with the current, still valid token.
+    """
+    clock = FakeClock()
+    async with Sandbox(key_algorithm="cv25519", clock=clock) as sb:
+        documents = sample_invoices(2, issuer_vat=sb.client_id, lines=1)
+        cache = TokenCache(clock=clock)
+        async with InvoicingClient(
+            sb.base_url, sb.client_id, sb.client_secret, token_cache=cache, token_attempts=2
+        ) as client:
+            client._token_backoff = (0.0, 0.0)
+            await client.submit_json(documents[0])
+            clock.now += 900 - 30  # renewal window; the token is valid for 25 s more
+            sb.script_token(*[Fault.status(503, retry_after=0)] * 4)
+            await client.submit_json(documents[1])
+        assert sb.commit_count == 2
