@@ -21,6 +21,7 @@ a budget shared by the batch, so an outage does not multiply traffic.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import hashlib
 import json
@@ -189,11 +190,15 @@ class _Batch:
         self._send_method = send_method
         self._time_stamp = time_stamp
         self._key = key
-        # Prepare in chunks, with as many chunks under way as the pool has workers (two
-        # keep one thread busy while the next chunk is handed over).
-        self._chunk_size = 16
-        pool_size = getattr(client.encrypt_executor, "_max_workers", None)
-        self._preparers = max(2, min(pool_size or 2, 64))
+        # Prepare in chunks. A process pool gets bigger chunks and two per worker in
+        # flight, so no worker idles while the parent pickles the next chunk; threads
+        # share the GIL, and two chunks under way keep one busy.
+        executor = client.encrypt_executor
+        pool_size = max(1, min(int(getattr(executor, "_max_workers", 1) or 1), 32))
+        if isinstance(executor, concurrent.futures.ProcessPoolExecutor):
+            self._chunk_size, self._preparers = 32, 2 * pool_size
+        else:
+            self._chunk_size, self._preparers = 16, 2
         self._counts: Counter[OutcomeStatus] = Counter()
         self._random = random.Random()
 

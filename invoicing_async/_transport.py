@@ -72,6 +72,7 @@ class Transport:
             total=total_timeout, sock_connect=connect_timeout, sock_read=read_timeout
         )
         self._max_response_size = max_response_size
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
         self._ssl: _ssl.SSLContext | bool = ssl if ssl is not None else True
         self._closed = False
 
@@ -120,13 +121,7 @@ class Transport:
         :param timeout: overrides the total timeout for this request.
         """
         session = self._ensure_session()
-        client_timeout = self._timeout
-        if timeout is not None:
-            client_timeout = aiohttp.ClientTimeout(
-                total=timeout,
-                sock_connect=self._timeout.sock_connect,
-                sock_read=self._timeout.sock_read,
-            )
+        client_timeout = self._timeout if timeout is None else self._timeout_for(timeout)
         started = time.perf_counter()
         path = request.url.split("?", 1)[0]
         error: InvoicingError
@@ -134,14 +129,14 @@ class Transport:
             async with session.request(
                 request.method,
                 request.url,
-                headers=dict(request.headers),
+                headers=request.headers,
                 data=request.body,
                 allow_redirects=False,
                 timeout=client_timeout,
                 ssl=self._ssl,
             ) as response:
                 status = response.status
-                headers = dict(response.headers.items())
+                headers = response.headers  # case-insensitive, immutable
                 try:
                     body = await self._read_body(response, status)
                 except MalformedResponseError:
@@ -166,9 +161,22 @@ class Transport:
                 len(body),
                 (time.perf_counter() - started) * 1000,
             )
-            return Response(status, _CaseInsensitive(headers), body)
+            return Response(status, headers, body)
         log.debug("%s %s failed: %s", request.method, path, error)
         raise error  # outside the except block: no __context__ pointing at aiohttp
+
+    def _timeout_for(self, total: float) -> aiohttp.ClientTimeout:
+        """The session's timeouts with another total; one object per distinct total."""
+        cached = self._timeouts.get(total)
+        if cached is None:
+            if len(self._timeouts) > 64:  # deadlines make many distinct totals
+                self._timeouts.clear()
+            cached = self._timeouts[total] = aiohttp.ClientTimeout(
+                total=total,
+                sock_connect=self._timeout.sock_connect,
+                sock_read=self._timeout.sock_read,
+            )
+        return cached
 
     async def _read_body(self, response: aiohttp.ClientResponse, status: int) -> bytes:
         declared = response.content_length
@@ -178,6 +186,14 @@ class Transport:
                 f"{self._max_response_size}-byte cap",
                 status=status,
             )
+        if declared is not None:  # known and under the cap: one read
+            try:
+                return await response.read()
+            except aiohttp.ClientPayloadError:
+                raise MalformedResponseError(
+                    "the response body was cut short or is not valid for its encoding",
+                    status=status,
+                ) from None
         chunks: list[bytes] = []
         size = 0
         problem = None
@@ -196,22 +212,6 @@ class Transport:
             chunk = b""
             raise MalformedResponseError(problem, status=status)
         return b"".join(chunks)
-
-
-class _CaseInsensitive(dict[str, str]):
-    """Response headers, looked up regardless of case (HTTP header names are)."""
-
-    def __init__(self, headers: dict[str, str]) -> None:
-        super().__init__({key.lower(): value for key, value in headers.items()})
-
-    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
-        return super().get(key.lower(), default)
-
-    def __getitem__(self, key: str) -> str:
-        return super().__getitem__(key.lower())
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and super().__contains__(key.lower())
 
 
 def _classify(exc: BaseException) -> TransportError:
