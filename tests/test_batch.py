@@ -26,7 +26,7 @@ from invoicing_async import (
     document_key,
 )
 from invoicing_async._batch import submit_stream
-from invoicing_async._client import prepare_chunk
+from invoicing_async._client import _serialized
 
 FAST = RetryPolicy(base_delay=0, max_delay=0, attempt_timeout=None)
 
@@ -50,7 +50,7 @@ class FakeProvider:
         self.peak_in_flight = 0
 
     async def prepare_many(self, documents, *, encrypted):
-        return prepare_chunk(None, list(documents))
+        return [_serialized(document) for document in documents]
 
     async def send_prepared(self, payload, *, encrypted, send_method, time_stamp, timeout):
         key = document_key(payload)
