@@ -8,18 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from invoicing_async._crypto import armor, crc24
-
-
-def reference_crc24(data: bytes) -> int:
-    """RFC 4880 section 6.1, bit by bit."""
-    crc = 0xB704CE
-    for byte in data:
-        crc ^= byte << 16
-        for _ in range(8):
-            crc <<= 1
-            if crc & 0x1000000:
-                crc ^= 0x1864CFB
-    return crc & 0xFFFFFF
+from keyfactory import _crc24 as reference_crc24  # RFC 4880 section 6.1, bit by bit
 
 
 @settings(max_examples=300)

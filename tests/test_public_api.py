@@ -1,0 +1,57 @@
+"""The public API: what users import is exactly what __all__ promises, documented."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+MODULES = ["invoicing_async", "invoicing_async.sandbox"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_all_is_sorted_and_importable(name):
+    """__all__ is sorted, and every name in it exists and has a docstring."""
+    module = importlib.import_module(name)
+    assert list(module.__all__) == sorted(module.__all__)
+    for public in module.__all__:
+        value = getattr(module, public)
+        if callable(value):
+            assert value.__doc__, f"{name}.{public} has no docstring"
+
+
+def test_contract_names_are_exported():
+    """The names the issue tracker promised users are all importable from the top."""
+    from invoicing_async import (  # noqa: F401, PLC0415
+        AuthenticationError,
+        DocumentResult,
+        DocumentStatus,
+        DuplicateDocumentError,
+        InvoicingClient,
+        InvoicingError,
+        MalformedResponseError,
+        Outcome,
+        OutcomeStatus,
+        ProviderKey,
+        ProviderKeyError,
+        ProviderTimeoutError,
+        ServerError,
+        TransportError,
+        ValidationError,
+    )
+
+
+def test_every_error_derives_from_invoicing_error():
+    """One except clause catches every error the library raises."""
+    import invoicing_async  # noqa: PLC0415
+
+    errors = [getattr(invoicing_async, n) for n in invoicing_async.__all__ if n.endswith("Error")]
+    assert len(errors) >= 10
+    assert all(issubclass(e, invoicing_async.InvoicingError) for e in errors)
+
+
+def test_version_is_lazy_and_known():
+    """__version__ comes from the installed metadata."""
+    import invoicing_async  # noqa: PLC0415
+
+    assert invoicing_async.__version__
