@@ -6,9 +6,9 @@ import base64
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from keyfactory import _crc24 as reference_crc24  # RFC 4880 section 6.1, bit by bit
 
 from invoicing_async._crypto import armor, crc24
-from keyfactory import _crc24 as reference_crc24  # RFC 4880 section 6.1, bit by bit
 
 
 @settings(max_examples=300)

@@ -30,7 +30,7 @@ def check_exactly_once(sb, documents, outcomes):
     """The invariants every batch must keep, whatever the faults."""
     assert [o.index for o in outcomes] == list(range(len(documents)))
     committed = {c.record.internal_id: c for c in sb.committed.values()}
-    for document, outcome in zip(documents, outcomes):
+    for document, outcome in zip(documents, outcomes, strict=True):
         internal_id = document["DistributionDetails"]["InternalDocumentId"]
         holder = committed.get(internal_id)
         if holder is not None:

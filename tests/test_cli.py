@@ -57,7 +57,7 @@ def test_key_pin_mismatch(provider_key_file, capsys):
 
 def test_submit_without_credentials_is_one_clear_line():
     """Missing credentials: one line on stderr naming what is missing, exit 2, no traceback."""
-    env = {k: "" for k in ("INVOICING_BASE_URL", "INVOICING_CLIENT_ID", "INVOICING_API_KEY")}
+    env = dict.fromkeys(("INVOICING_BASE_URL", "INVOICING_CLIENT_ID", "INVOICING_API_KEY"), "")
     result = run_cli("submit", "--json", "-", env=env, stdin="{}")
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
@@ -183,7 +183,7 @@ async def test_submit_malformed_line_is_reported_and_nothing_is_lost(sandbox_env
 
 async def test_token_prints_lifetime_not_the_token(sandbox_env):
     """`token` checks credentials and prints the lifetime, never the token unless asked."""
-    sb, env = sandbox_env
+    _, env = sandbox_env
     code, stdout, _ = await run_cli_async("token", env=env)
     assert code == 0
     assert "valid for 900 s" in stdout
