@@ -226,8 +226,6 @@ async def _cmd_demo(args: argparse.Namespace) -> int:
     output = Path(args.output)
     started = time.perf_counter()
     async with sandbox.Sandbox(key_algorithm=args.key_algorithm) as sb:
-        if args.faults:
-            sb.random_faults(rate=args.faults, seed=args.seed, kinds=sandbox.DEFAULT_RANDOM_KINDS)
         documents = sandbox.sample_invoices(args.count, issuer_vat=sb.client_id, seed=args.seed)
         # Show every outcome: a few documents were sent before, a few are invalid.
         duplicates = max(1, args.count // 50)
@@ -245,6 +243,10 @@ async def _cmd_demo(args: argparse.Namespace) -> int:
         ) as client:
             for document in documents[:duplicates]:  # "sent by yesterday's run"
                 await client.submit_json(document)
+            if args.faults:  # only the batch meets faults; it retries them safely
+                sb.random_faults(
+                    rate=args.faults, seed=args.seed, kinds=sandbox.DEFAULT_RANDOM_KINDS
+                )
             with output.open("w", encoding="utf-8") as out:
                 counts, elapsed = await _run_batch(
                     client,

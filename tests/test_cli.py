@@ -214,9 +214,11 @@ def test_demo_finishes_and_writes_results(tmp_path):
     assert "accepted:" in result.stdout
     assert "tokens:      1 request(s)" in result.stdout
     lines = [json.loads(line) for line in output.read_text().splitlines()]
-    assert len(lines) == 40
+    assert len(lines) == 300
     statuses = {line["status"] for line in lines}
-    assert {"accepted", "rejected"} <= statuses
+    assert {"accepted", "duplicate", "rejected"} <= statuses
+    assert "unknown" not in statuses
+    assert "not_sent" not in statuses
 
 
 def test_sandbox_command_serves_until_interrupted(tmp_path):
