@@ -134,12 +134,15 @@ async def _run_batch(
 # --- documents from files ------------------------------------------------------------
 
 
-class _BadDocument:
-    """A document that could not be read: submitted as nothing, reported as rejected."""
+class _Unreadable:
+    """A document that could not be read: refused locally, it still gets an outcome."""
 
     def __init__(self, where: str, why: str) -> None:
         self.where = where
         self.why = why
+
+    def __repr__(self) -> str:
+        return f"<unreadable document {self.where}: {self.why}>"
 
 
 def _documents(sources: list[str]) -> Iterator[Any]:
@@ -159,7 +162,7 @@ def _documents(sources: list[str]) -> Iterator[Any]:
             try:
                 text = file.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
-                yield _BadDocument(str(file), f"cannot read: {exc}")
+                yield _Unreadable(str(file), f"cannot read: {exc}")
                 continue
             yield from _parse_stream(text, str(file))
 
@@ -182,34 +185,21 @@ def _parse_stream(text: str, where: str) -> Iterator[Any]:
         try:
             yield json.loads(line)
         except json.JSONDecodeError as exc:
-            yield _BadDocument(f"{where}:{number}", f"invalid JSON ({exc.msg})")
+            yield _Unreadable(f"{where}:{number}", f"invalid JSON ({exc.msg})")
 
 
 def _prepare_documents(sources: list[str]) -> Iterator[Any]:
-    """Turn unreadable documents into values the library refuses with a clear error."""
+    """The documents, with one stderr line for each that cannot be read."""
     for document in _documents(sources):
-        if isinstance(document, _BadDocument):
+        if isinstance(document, _Unreadable):
             print(f"invoicing-async: {document.where}: {document.why}", file=sys.stderr)
-            yield _Unreadable(document.where, document.why)
-        else:
-            yield document
+        yield document
 
 
 def _document_key(document: Any) -> str:
     if isinstance(document, _Unreadable):
         return f"unreadable:{document.where}"
     return document_key(document)
-
-
-class _Unreadable:
-    """Serialises to nothing: the library rejects it locally (status None, not sent)."""
-
-    def __init__(self, where: str, why: str) -> None:
-        self.where = where
-        self.why = why
-
-    def __repr__(self) -> str:
-        return f"<unreadable document {self.where}: {self.why}>"
 
 
 # --- subcommands ---------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from invoicing_async._batch import document_key
 from invoicing_async._convert import parse_timestamp, result_to_json
 from invoicing_async._models import DocumentResult, DocumentStatus
 
@@ -288,21 +289,13 @@ def issuer_vat(document: dict[str, Any]) -> str | None:
 
 
 def document_identity(document: dict[str, Any]) -> str:
-    """What duplicates are detected by (the same rule as :func:`invoicing_async.document_key`).
+    """What duplicates are detected by: the rule of :func:`invoicing_async.document_key`.
 
     ``DistributionDetails.InternalDocumentId`` when present, else issuer VAT, series and
-    number, else a SHA-256 of the canonical JSON (sorted keys).
+    number, else a SHA-256 of the canonical JSON. One definition, so that
+    ``sandbox.committed[document_key(doc)]`` finds what the client sent.
     """
-    distribution = document.get("DistributionDetails")
-    if isinstance(distribution, dict) and distribution.get("InternalDocumentId"):
-        return f"id:{distribution['InternalDocumentId']}"
-    issuer = document.get("Issuer")
-    vat = issuer.get("Vat") if isinstance(issuer, dict) else None
-    series, number = document.get("Series"), document.get("Number")
-    if vat and series is not None and number is not None:
-        return f"doc:{vat}/{series}/{number}"
-    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(canonical.encode("utf-8", "replace")).hexdigest()
+    return document_key(document)
 
 
 def _issue_datetime(text: str) -> dt.datetime:
