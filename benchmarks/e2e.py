@@ -24,7 +24,7 @@ import json
 import aiohttp
 
 from invoicing_async import InvoicingClient, InvoicingError, OutcomeStatus
-from invoicing_async._protocol import serialize_document
+from invoicing_async._documents import serialize_document
 from invoicing_async.sandbox._samples import sample_invoice
 
 from ._common import Chart, Section, Settings, fmt, keypair, median, provider_key, stopwatch

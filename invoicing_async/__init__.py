@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from ._auth import TokenCache
-from ._batch import BatchProgress, RetryPolicy, document_key
 from ._client import InvoicingClient
 from ._crypto import ProviderKey
+from ._documents import document_key
 from ._errors import (
     AuthenticationError,
     DuplicateDocumentError,
@@ -25,7 +25,8 @@ from ._errors import (
     ValidationError,
 )
 from ._journal import Journal
-from ._models import AccessToken, DocumentResult, DocumentStatus, Outcome, OutcomeStatus
+from ._models import AccessToken, DocumentResult, DocumentStatus
+from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
 
 __all__ = [
     "AccessToken",

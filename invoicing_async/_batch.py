@@ -23,8 +23,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import hashlib
-import json
 import logging
 import random
 from collections import Counter
@@ -34,12 +32,12 @@ from collections.abc import (
     AsyncIterator,
     Callable,
     Iterable,
-    Mapping,
 )
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ._documents import document_key
 from ._errors import (
     DuplicateDocumentError,
     InvoicingError,
@@ -49,76 +47,17 @@ from ._errors import (
     may_have_committed,
 )
 from ._journal import Journal
-from ._models import Outcome, OutcomeStatus
+from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
 
 if TYPE_CHECKING:
     import datetime as dt
     import os
 
     from ._client import InvoicingClient
-    from ._protocol import Document
 
-__all__ = ["BatchProgress", "RetryPolicy", "document_key", "submit_stream"]
+__all__ = ["submit_stream"]
 
 log = logging.getLogger("invoicing_async")
-
-
-@attrs.frozen(kw_only=True)
-class RetryPolicy:
-    """How bulk submission retries.
-
-    .. versionadded:: 0.1.0
-    """
-
-    #: Requests per document at most (the first one included).
-    max_attempts: int = 6
-    #: Backoff: a random delay up to ``base_delay * 2**(attempt-1)``, at most ``max_delay``.
-    base_delay: float = 0.25
-    max_delay: float = 15.0
-    #: Re-send after an ambiguous failure. Safe only with a provider that detects
-    #: duplicates (the real service does); without it such documents end ``UNKNOWN``.
-    resend_ambiguous: bool = True
-    #: Retries the whole batch may spend: ``min_budget`` plus ``budget_ratio`` per document.
-    budget_ratio: float = 0.5
-    min_budget: int = 20
-    #: Seconds for one request, body included (``None``: the client's own timeout).
-    attempt_timeout: float | None = 30.0
-
-
-@attrs.frozen
-class BatchProgress:
-    """Passed to the progress callback after every settled document."""
-
-    settled: int
-    counts: Mapping[OutcomeStatus, int]
-
-
-def document_key(document: Document) -> str:
-    """The identity the provider detects duplicates by.
-
-    ``DistributionDetails.InternalDocumentId`` when present, else issuer VAT, series and
-    number, else a SHA-256 of the serialised document.
-    """
-    data: Any = document
-    if isinstance(document, (bytes, bytearray, memoryview, str)):
-        raw = document.encode() if isinstance(document, str) else bytes(document)
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            return "sha256:" + hashlib.sha256(raw).hexdigest()
-    if isinstance(data, Mapping):
-        distribution = data.get("DistributionDetails")
-        if isinstance(distribution, Mapping) and distribution.get("InternalDocumentId"):
-            return f"id:{distribution['InternalDocumentId']}"
-        issuer = data.get("Issuer")
-        vat = issuer.get("Vat") if isinstance(issuer, Mapping) else None
-        if vat and data.get("Series") is not None and data.get("Number") is not None:
-            return f"doc:{vat}/{data['Series']}/{data['Number']}"
-    try:
-        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    except (TypeError, ValueError):
-        canonical = repr(data)
-    return "sha256:" + hashlib.sha256(canonical.encode("utf-8", "replace")).hexdigest()
 
 
 class _Budget:

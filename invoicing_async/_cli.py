@@ -21,12 +21,12 @@ from collections import Counter
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from ._batch import document_key
 from ._client import InvoicingClient
 from ._convert import outcome_to_json
 from ._crypto import ProviderKey
+from ._documents import document_key
 from ._errors import InvoicingError, ProviderKeyError, ValidationError
-from ._models import Outcome, OutcomeStatus
+from ._outcomes import Outcome, OutcomeStatus
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

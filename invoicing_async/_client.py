@@ -14,7 +14,8 @@ from urllib.parse import urlencode
 
 from . import _protocol as proto
 from ._auth import CredentialsKey, TokenCache
-from ._batch import BatchProgress, RetryPolicy, document_key, submit_stream
+from ._batch import submit_stream
+from ._documents import Document, document_key, serialize_document
 from ._errors import (
     AuthenticationError,
     InvoicingError,
@@ -44,7 +45,8 @@ if TYPE_CHECKING:
 
     from ._crypto import ProviderKey
     from ._journal import Journal
-    from ._models import AccessToken, DocumentResult, Outcome
+    from ._models import AccessToken, DocumentResult
+    from ._outcomes import BatchProgress, Outcome, RetryPolicy
 
 __all__ = ["InvoicingClient"]
 
@@ -175,7 +177,7 @@ class InvoicingClient:
 
     async def submit_secure(
         self,
-        document: proto.Document,
+        document: Document,
         *,
         send_method: str | None = None,
         time_stamp: dt.datetime | str | None = None,
@@ -197,7 +199,7 @@ class InvoicingClient:
 
     async def submit_json(
         self,
-        document: proto.Document,
+        document: Document,
         *,
         send_method: str | None = None,
         time_stamp: dt.datetime | str | None = None,
@@ -208,7 +210,7 @@ class InvoicingClient:
             payload, encrypted=False, send_method=send_method, time_stamp=time_stamp
         )
 
-    async def prepare(self, document: proto.Document, *, encrypted: bool) -> bytes:
+    async def prepare(self, document: Document, *, encrypted: bool) -> bytes:
         """Serialise (and encrypt) ``document`` into the body to send.
 
         Runs in ``encrypt_executor`` (a thread by default), never on the event loop.
@@ -224,7 +226,7 @@ class InvoicingClient:
         return payload
 
     async def prepare_many(
-        self, documents: Sequence[proto.Document], *, encrypted: bool
+        self, documents: Sequence[Document], *, encrypted: bool
     ) -> list[bytes | InvoicingError]:
         """Prepare several documents in one executor call.
 
@@ -543,7 +545,7 @@ def prepare_chunk(key: ProviderKey, documents: list[Any]) -> list[bytes | Invoic
             prepared.append(document)
             continue
         try:
-            body = proto.serialize_document(document)
+            body = serialize_document(document)
             prepared.append(key.encrypt(body))
         except InvoicingError as exc:  # one document's error, kept in its place
             prepared.append(exc)
@@ -555,7 +557,7 @@ def prepare_chunk(key: ProviderKey, documents: list[Any]) -> list[bytes | Invoic
 
 def _serialized(document: Any) -> bytes | InvoicingError:
     try:
-        return proto.serialize_document(document)
+        return serialize_document(document)
     except InvoicingError as exc:
         return exc
 

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from ._models import DocumentResult, DocumentStatus, Outcome
+from ._models import DocumentResult, DocumentStatus
+
+if TYPE_CHECKING:
+    from ._outcomes import Outcome
 
 __all__ = [
     "format_timestamp",

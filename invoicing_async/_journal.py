@@ -28,7 +28,7 @@ import attrs
 
 from ._convert import format_timestamp, outcome_to_json, result_from_json
 from ._errors import InvoicingError
-from ._models import Outcome, OutcomeStatus
+from ._outcomes import Outcome, OutcomeStatus
 
 if TYPE_CHECKING:
     from types import TracebackType

@@ -12,9 +12,7 @@ from typing import Any
 
 import attrs
 
-from ._errors import InvoicingError  # noqa: TC001
-
-__all__ = ["AccessToken", "DocumentResult", "DocumentStatus", "Outcome", "OutcomeStatus"]
+__all__ = ["AccessToken", "DocumentResult", "DocumentStatus"]
 
 
 class DocumentStatus(enum.Enum):
@@ -103,46 +101,3 @@ class AccessToken:
         expires on the way.
         """
         return self.expires_at - min(5.0, self.expires_in / 20)
-
-
-class OutcomeStatus(enum.Enum):
-    """How one document of a batch ended.
-
-    ``ACCEPTED`` and ``DUPLICATE`` mean the provider holds the document (``Outcome.ok``).
-    """
-
-    #: 201, or a 409 answering this batch's own earlier attempt whose response was lost.
-    ACCEPTED = "accepted"
-    #: 409 on the first attempt: the document was sent before this batch.
-    DUPLICATE = "duplicate"
-    #: A definite refusal (400, persistent 401, a document that cannot be serialised).
-    REJECTED = "rejected"
-    #: It may or may not have been committed: retries were exhausted on an ambiguous failure.
-    UNKNOWN = "unknown"
-    #: Certainly not committed, but not refused either: every attempt failed before reaching
-    #: the provider (connection refused, rate limited), or the deadline or retry budget ran
-    #: out before it was sent. Safe to submit again later.
-    NOT_SENT = "not_sent"
-
-
-@attrs.frozen(kw_only=True)
-class Outcome:
-    """The single outcome of one document handed to bulk submission.
-
-    .. versionadded:: 0.1.0
-    """
-
-    #: Position of the document in the input.
-    index: int
-    #: The document's identity (internal document id, issuer/series/number, or content hash).
-    key: str
-    status: OutcomeStatus
-    result: DocumentResult | None = None
-    error: InvoicingError | None = None
-    #: Requests sent for this document in this run.
-    attempts: int = 0
-
-    @property
-    def ok(self) -> bool:
-        """True exactly when the provider holds the document."""
-        return self.status in (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE)

@@ -43,7 +43,6 @@ __all__ = [
     "parse_json_response",
     "parse_token_response",
     "retry_after_seconds",
-    "serialize_document",
 ]
 
 PGP_CONTENT_TYPE = "application/pgp-encrypted"
@@ -54,8 +53,6 @@ JSON_PATH = "/Invoice/json"
 TOKEN_PATH = "/oauth/token"  # noqa: S105  (a path, not a password)
 #: Longest ``Retry-After`` honoured, in seconds; a provider asking for an hour is capped.
 MAX_RETRY_AFTER = 120.0
-
-Document = Mapping[str, Any] | bytes | bytearray | memoryview | str
 
 
 @attrs.frozen
@@ -104,30 +101,6 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def serialize_document(document: Document) -> bytes:
-    """The exact bytes to send for ``document``.
-
-    A mapping becomes compact UTF-8 JSON (non-ASCII kept as is); bytes are sent unchanged,
-    so a caller that already serialised (or signed) the document controls every byte.
-    Anything else, or a mapping that is not JSON-serialisable, raises
-    :class:`ValidationError` with ``status=None``: nothing was sent.
-    """
-    if isinstance(document, (bytes, bytearray, memoryview)):
-        return bytes(document)
-    if isinstance(document, str):
-        return document.encode("utf-8")
-    if not isinstance(document, Mapping):
-        raise ValidationError(
-            f"a document must be a mapping or bytes, not {type(document).__name__}"
-        )
-    try:
-        return json.dumps(
-            document, ensure_ascii=False, separators=(",", ":"), allow_nan=False
-        ).encode("utf-8")
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(f"the document cannot be serialised to JSON: {exc}") from None
 
 
 def build_token_request(

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from invoicing_async import InvoicingClient, document_key
-from invoicing_async._protocol import serialize_document
+from invoicing_async._documents import serialize_document
 from invoicing_async.sandbox import Sandbox, sample_invoice
 
 pytestmark = pytest.mark.interop

@@ -23,6 +23,7 @@ from invoicing_async import (
     ValidationError,
 )
 from invoicing_async import _protocol as proto
+from invoicing_async._documents import serialize_document
 from invoicing_async._errors import may_have_committed
 
 SAMPLES = Path(__file__).parent / "samples"
@@ -71,22 +72,22 @@ def test_base_url_refused(url):
 
 def test_serialize_mapping_is_compact_utf8():
     """A mapping becomes compact UTF-8 JSON with non-ASCII text kept as is."""
-    body = proto.serialize_document({"Issuer": {"City": "Αθήνα"}, "Total": 12.5})
+    body = serialize_document({"Issuer": {"City": "Αθήνα"}, "Total": 12.5})
     assert body == '{"Issuer":{"City":"Αθήνα"},"Total":12.5}'.encode()
 
 
 def test_serialize_bytes_unchanged():
     """Bytes are sent exactly as given, so callers control every byte."""
     raw = b'{ "already":  "serialised" }'
-    assert proto.serialize_document(raw) == raw
-    assert proto.serialize_document(bytearray(raw)) == raw
+    assert serialize_document(raw) == raw
+    assert serialize_document(bytearray(raw)) == raw
 
 
 @pytest.mark.parametrize("document", [{"when": dt.datetime.now()}, {"x": float("nan")}, [1, 2], 5])
 def test_serialize_refuses_what_json_cannot_carry(document):
     """Non-serialisable documents raise ValidationError with no status: nothing was sent."""
     with pytest.raises(ValidationError) as info:
-        proto.serialize_document(document)
+        serialize_document(document)
     assert info.value.status is None
 
 

@@ -39,7 +39,7 @@ from invoicing_async import (
     document_key,
 )
 from invoicing_async._crypto import armor
-from invoicing_async._protocol import serialize_document
+from invoicing_async._documents import serialize_document
 from invoicing_async.sandbox import (
     Fault,
     Sandbox,

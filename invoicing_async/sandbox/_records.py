@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from invoicing_async._batch import document_key
 from invoicing_async._convert import parse_timestamp, result_to_json
+from invoicing_async._documents import document_key
 from invoicing_async._models import DocumentResult, DocumentStatus
 
 from ._faults import Reply

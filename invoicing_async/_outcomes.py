@@ -1,0 +1,136 @@
+"""What the library decides about a document: its outcome, and how it retries to get one.
+
+:class:`Outcome` is the one truthful answer per document; :class:`RetryPolicy` holds the
+retry rules and computes every backoff delay of the package (documents and the token
+endpoint alike) in :meth:`RetryPolicy.delay`. :func:`set_instant_retries` is the switch
+behind :mod:`invoicing_async.testing`: with it on, every delay is zero.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from typing import TYPE_CHECKING
+
+import attrs
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ._errors import InvoicingError
+    from ._models import DocumentResult
+
+__all__ = [
+    "BatchProgress",
+    "Outcome",
+    "OutcomeStatus",
+    "RetryPolicy",
+    "retries_are_instant",
+    "set_instant_retries",
+]
+
+_instant = False
+
+
+def set_instant_retries(enabled: bool) -> None:
+    """Make every backoff delay zero (``True``) or restore them (``False``)."""
+    global _instant  # noqa: PLW0603  (one process-wide switch, like stamina's testing mode)
+    _instant = enabled
+
+
+def retries_are_instant() -> bool:
+    """Whether backoff delays are switched off."""
+    return _instant
+
+
+class OutcomeStatus(enum.Enum):
+    """How one document of a batch ended.
+
+    ``ACCEPTED`` and ``DUPLICATE`` mean the provider holds the document (``Outcome.ok``).
+    """
+
+    #: 201, or a 409 answering this batch's own earlier attempt whose response was lost.
+    ACCEPTED = "accepted"
+    #: 409 on the first attempt: the document was sent before this batch.
+    DUPLICATE = "duplicate"
+    #: A definite refusal (400, persistent 401, a document that cannot be serialised).
+    REJECTED = "rejected"
+    #: It may or may not have been committed: retries were exhausted on an ambiguous failure.
+    UNKNOWN = "unknown"
+    #: Certainly not committed, but not refused either: every attempt failed before reaching
+    #: the provider (connection refused, rate limited), or the deadline or retry budget ran
+    #: out before it was sent. Safe to submit again later.
+    NOT_SENT = "not_sent"
+
+
+@attrs.frozen(kw_only=True)
+class Outcome:
+    """The single outcome of one document handed to bulk submission.
+
+    .. versionadded:: 0.1.0
+    """
+
+    #: Position of the document in the input.
+    index: int
+    #: The document's identity (internal document id, issuer/series/number, or content hash).
+    key: str
+    status: OutcomeStatus
+    result: DocumentResult | None = None
+    error: InvoicingError | None = None
+    #: Requests sent for this document in this run.
+    attempts: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True exactly when the provider holds the document."""
+        return self.status in (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE)
+
+
+@attrs.frozen(kw_only=True)
+class RetryPolicy:
+    """How a document (or a token request) is retried.
+
+    .. versionadded:: 0.1.0
+    """
+
+    #: Requests per document at most (the first one included).
+    max_attempts: int = 6
+    #: Backoff: a random delay up to ``base_delay * 2**(attempt-1)``, at most ``max_delay``.
+    base_delay: float = 0.25
+    max_delay: float = 15.0
+    #: Re-send after an ambiguous failure. Safe only with a provider that detects
+    #: duplicates (the real service does); without it such documents end ``UNKNOWN``.
+    resend_ambiguous: bool = True
+    #: Retries the whole batch may spend: ``min_budget`` plus ``budget_ratio`` per document.
+    budget_ratio: float = 0.5
+    min_budget: int = 20
+    #: Seconds for one request, body included (``None``: the client's own timeout).
+    attempt_timeout: float | None = 30.0
+
+    def delay(
+        self,
+        attempt: int,
+        *,
+        retry_after: float | None = None,
+        rng: random.Random | None = None,
+    ) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (from 1).
+
+        ``Retry-After`` when the provider sent one, else capped exponential backoff with
+        full jitter: uniform in ``[0, min(max_delay, base_delay * 2**(attempt-1))]``.
+        Always zero while :func:`set_instant_retries` is on.
+        """
+        if _instant:
+            return 0.0
+        if retry_after is not None:
+            return max(0.0, float(retry_after))
+        cap = min(self.max_delay, self.base_delay * 2 ** max(0, attempt - 1))
+        return (rng or random).uniform(0, cap)
+
+
+@attrs.frozen
+class BatchProgress:
+    """Passed to the progress callback after every settled document."""
+
+    settled: int
+    counts: Mapping[OutcomeStatus, int]
