@@ -1,0 +1,105 @@
+"""The package's shape: no import circles, one owner per third-party library, small modules.
+
+These rules keep the layout one a maintainer can hold in their head (see the design
+guide): every module can be read after the modules it imports, and a library such as
+aiohttp or PGPy can be replaced by changing one module.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "invoicing_async"
+
+#: Third-party libraries and the only modules allowed to import them.
+OWNERS = {
+    "aiohttp": {"invoicing_async._transport", "invoicing_async.sandbox._app"},
+    "pgpy": {"invoicing_async._pgp._keys"},
+    "cattrs": {"invoicing_async._convert"},
+    "redis": {"invoicing_async.redis"},
+    "asyncpg": {"invoicing_async._ledger._postgres"},
+    "psycopg": {"invoicing_async._ledger._postgres"},
+}
+MAX_LINES = 450
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """Every module ``name`` imports, at run time or for type checking, absolute names."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            found.add(module)
+            # ``from . import _protocol`` imports a module, not a name.
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return {module for module in found if module}
+
+
+GRAPH = {
+    name: {
+        module
+        for module in _imports(name, path)
+        if module in MODULES and module != name and not name.startswith(module + ".")
+    }
+    for name, path in MODULES.items()
+}
+
+
+def _cycle_from(start: str) -> list[str] | None:
+    stack: list[tuple[str, list[str]]] = [(start, [start])]
+    seen: set[str] = set()
+    while stack:
+        node, trail = stack.pop()
+        for nxt in GRAPH[node]:
+            if nxt == start:
+                return [*trail, start]
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append((nxt, [*trail, nxt]))
+    return None
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_import_circle(module):
+    """No module reaches itself through its imports (``TYPE_CHECKING`` imports count)."""
+    assert _cycle_from(module) is None, " -> ".join(_cycle_from(module) or [])
+
+
+@pytest.mark.parametrize("library", sorted(OWNERS))
+def test_each_third_party_library_has_one_owner(library):
+    """aiohttp, PGPy, cattrs … are imported only by the modules that own them."""
+    importers = {
+        name
+        for name, path in MODULES.items()
+        if any(m == library or m.startswith(library + ".") for m in _imports(name, path))
+    }
+    assert importers <= OWNERS[library]
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_modules_stay_small(module):
+    """A module a maintainer reads in one sitting: at most ~450 lines."""
+    lines = MODULES[module].read_text(encoding="utf-8").count("\n")
+    assert lines <= MAX_LINES, f"{module} has {lines} lines"
