@@ -120,7 +120,7 @@ async def _run_batch(
             journal=journal,
             key=_document_key,
         )
-        async with contextlib.aclosing(stream) as outcomes:  # type: ignore[type-var]
+        async with contextlib.aclosing(stream) as outcomes:
             async for outcome in outcomes:
                 counts[outcome.status] += 1
                 output.write(json.dumps(outcome_to_json(outcome), ensure_ascii=False) + "\n")
