@@ -18,11 +18,12 @@ The embedded provider to test against is :mod:`invoicing_async.sandbox`.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+import typing
 
-from ._outcomes import retries_are_instant, set_instant_retries
+from . import _outcomes
+from ._outcomes import set_instant_retries
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:  # the module's namespace holds only its public names
     from collections.abc import Iterator
 
 __all__ = ["instant_retries", "set_instant_retries"]
@@ -34,7 +35,7 @@ def instant_retries() -> Iterator[None]:
 
     The previous setting is restored on exit, so blocks nest.
     """
-    previous = retries_are_instant()
+    previous = _outcomes.retries_are_instant()
     set_instant_retries(True)
     try:
         yield
