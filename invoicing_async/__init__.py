@@ -12,7 +12,10 @@ from ._crypto import ProviderKey
 from ._documents import document_key
 from ._errors import (
     AuthenticationError,
+    ClientStateError,
+    CredentialsError,
     DuplicateDocumentError,
+    ForeignRecordError,
     InvoicingError,
     MalformedResponseError,
     ProviderKeyError,
@@ -20,6 +23,8 @@ from ._errors import (
     RateLimitError,
     ServerError,
     TransportError,
+    UnexpectedStatusError,
+    UnknownOutcomeError,
     ValidationError,
 )
 from ._journal import Journal
@@ -30,9 +35,12 @@ __all__ = [
     "AccessToken",
     "AuthenticationError",
     "BatchProgress",
+    "ClientStateError",
+    "CredentialsError",
     "DocumentResult",
     "DocumentStatus",
     "DuplicateDocumentError",
+    "ForeignRecordError",
     "InvoicingClient",
     "InvoicingError",
     "Journal",
@@ -47,6 +55,8 @@ __all__ = [
     "ServerError",
     "TokenCache",
     "TransportError",
+    "UnexpectedStatusError",
+    "UnknownOutcomeError",
     "ValidationError",
     "document_key",
 ]

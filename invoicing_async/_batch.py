@@ -1,21 +1,15 @@
-"""Bulk submission: bounded fan-out, one truthful outcome per document, safe retries.
+"""Bulk submission: bounded fan-out, one truthful outcome per document.
 
 A fixed pool of worker coroutines takes documents from a bounded queue fed lazily from
 the caller's (async) iterable, so memory follows the concurrency, not the input. Each
-document ends in exactly one :class:`~invoicing_async.Outcome`.
+document ends in exactly one :class:`~invoicing_async.Outcome`, decided by its
+:class:`~._delivery.Delivery` (the retry rules single calls use too); the documents of a
+batch share a retry budget, a circuit breaker and an adaptive in-flight limit, so an
+outage or a misconfiguration does not multiply traffic.
 
-Retrying a non-idempotent POST is safe here because the provider detects duplicates: a
-document it already holds is answered with 409 and its original record. Every failure
-is classified (see :func:`~._errors.may_have_committed`):
-
-* definite (400, persistent 401, refused locally): *rejected*, never retried;
-* not sent (connection refused, 429): retried;
-* ambiguous (reset after sending, read timeout, 408, 5xx, unreadable 2xx): retried, and a
-  later 409 then means *our own* earlier attempt was committed: *accepted*, with the
-  original record. Without retries (``resend_ambiguous=False``) it ends *unknown*.
-
-Retries back off exponentially with full jitter (or as ``Retry-After`` asks) and draw on
-a budget shared by the batch, so an outage does not multiply traffic.
+A document that cannot be identified or prepared ends alone (rejected locally); once the
+breaker is open or the deadline has passed, the documents still to come end NOT_SENT
+without being prepared.
 """
 
 from __future__ import annotations
@@ -37,13 +31,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from ._documents import document_key
+from ._delivery import Breaker, Budget, Delivery, Limiter, Shared, stops_everything
+from ._documents import Identity, describe, document_key
 from ._errors import (
-    DuplicateDocumentError,
     InvoicingError,
-    RateLimitError,
-    TransportError,
-    may_have_committed,
+    ValidationError,
 )
 from ._journal import Journal
 from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
@@ -61,6 +53,9 @@ log = logging.getLogger("invoicing_async.batch")
 
 class Sender(Protocol):
     """What a batch needs of a session: prepare documents, send one, and two sizes."""
+
+    def ensure_usable(self) -> None:
+        """Raise :class:`~invoicing_async.ClientStateError` if nothing can be sent."""
 
     @property
     def limit(self) -> int:
@@ -102,22 +97,14 @@ class BatchOptions:
     key: Callable[[Any], str] = document_key
 
 
-class _Budget:
-    def __init__(self, policy: RetryPolicy) -> None:
-        self._tokens = float(policy.min_budget)
-        self._ratio = policy.budget_ratio
-
-    def started(self) -> None:
-        self._tokens += self._ratio
-
-    def take(self) -> bool:
-        if self._tokens >= 1:
-            self._tokens -= 1
-            return True
-        return False
-
-
 _END = object()
+
+
+@attrs.frozen
+class _Failed:
+    """A stage failed: the batch ends with this exception."""
+
+    error: BaseException
 
 
 @attrs.frozen
@@ -126,6 +113,7 @@ class _Pending:
 
     index: int
     key: str
+    identity: Identity
     document: Any = attrs.field(repr=False)
     maybe_committed: bool
 
@@ -148,24 +136,23 @@ class _Batch:
         pool = sender.limit  # 0: a caller's session without a connection limit
         concurrency = options.concurrency
         self._workers = min(concurrency, pool) if pool > 0 else concurrency
-        self._encrypted = options.encrypted
+        self._options = options
         self._journal = journal
-        self._retry = options.retry
-        self._budget = _Budget(options.retry)
-        self._deadline_at = (
+        self._shared = Shared(
+            Budget(options.retry),
+            Breaker(options.retry.circuit_breaker),
+            Limiter(self._workers),
+        )
+        self._deadline = (
             None
             if options.deadline is None
             else asyncio.get_running_loop().time() + options.deadline
         )
-        self._on_progress = options.on_progress
-        self._send_method = options.send_method
-        self._time_stamp = options.time_stamp
-        self._key = options.key
         self._chunk_size, self._preparers = sender.prepare_parallelism
         self._counts: Counter[OutcomeStatus] = Counter()
         self._random = random.Random()
 
-    async def run(  # noqa: C901, PLR0915
+    async def run(
         self, documents: Iterable[Any] | AsyncIterable[Any]
     ) -> AsyncGenerator[Outcome, None]:
         """Three stages joined by bounded queues: read, prepare (in chunks), send.
@@ -175,78 +162,112 @@ class _Batch:
         encryption itself for a 4 KB invoice. Chunks are formed only from plain
         iterables; an async iterable may block between items, so its documents are
         prepared one at a time rather than wait for company.
+
+        A supervisor watches every stage: the first one to fail (a bug, the caller's
+        iterable or callback raising, the journal's disk filling) cancels the others and
+        the failure reaches the consumer, whatever queue was full at that moment.
         """
         chunk_size = 1 if isinstance(documents, AsyncIterable) else self._chunk_size
-        chunks: asyncio.Queue[list[_Pending] | None] = asyncio.Queue(self._preparers)
-        inbox: asyncio.Queue[_Ready | None] = asyncio.Queue(self._workers)
-        outbox: asyncio.Queue[Any] = asyncio.Queue(self._workers * 2)
-
-        async def read() -> None:
-            chunk: list[_Pending] = []
-            index = 0
-            async for document in _aiter(documents):
-                pending = self._pending(index, document)
-                index += 1
-                if isinstance(pending, Outcome):  # settled by an earlier run
-                    await outbox.put(self._settled(pending, journal=False))
-                    continue
-                chunk.append(pending)
-                if len(chunk) >= chunk_size:
-                    await chunks.put(chunk)
-                    chunk = []
-            if chunk:
-                await chunks.put(chunk)
-            for _ in range(self._preparers):
-                await chunks.put(None)
-
-        async def prepare() -> None:
-            while (chunk := await chunks.get()) is not None:
-                payloads = await self._sender.prepare_many(
-                    [pending.document for pending in chunk], encrypted=self._encrypted
-                )
-                for pending, payload in zip(chunk, payloads, strict=True):
-                    await inbox.put(_Ready(pending, payload))
-
-        async def work() -> None:
-            while (ready := await inbox.get()) is not None:
-                await outbox.put(self._settled(await self._process(ready)))
-
-        async def supervise() -> None:
-            # Every stage must finish; the first failure (a bug, or the caller's
-            # iterable raising) is passed on to the consumer.
-            try:
-                await asyncio.gather(reader, *preparers)
-                for _ in workers:
-                    await inbox.put(None)
-                await asyncio.gather(*workers)
-            except asyncio.CancelledError:
-                raise  # the consumer left: nobody would take an error off a full queue
-            except BaseException as exc:  # noqa: BLE001
-                await outbox.put(exc)
-            else:
-                await outbox.put(_END)
-
-        reader = asyncio.ensure_future(read())
-        preparers = [asyncio.ensure_future(prepare()) for _ in range(self._preparers)]
-        workers = [asyncio.ensure_future(work()) for _ in range(self._workers)]
-        supervisor = asyncio.ensure_future(supervise())
+        self._chunks: asyncio.Queue[list[_Pending] | None] = asyncio.Queue(self._preparers)
+        self._inbox: asyncio.Queue[_Ready | None] = asyncio.Queue(self._workers)
+        self._outbox: asyncio.Queue[Any] = asyncio.Queue(self._workers * 2)
+        reader = asyncio.ensure_future(self._read_all(documents, chunk_size))
+        preparers = [asyncio.ensure_future(self._prepare()) for _ in range(self._preparers)]
+        workers = [asyncio.ensure_future(self._work()) for _ in range(self._workers)]
+        supervisor = asyncio.ensure_future(self._supervise(reader, preparers, workers))
         tasks = [reader, *preparers, *workers, supervisor]
         try:
             while True:
-                item = await outbox.get()
+                item = await self._outbox.get()
                 if item is _END:
                     break
-                if isinstance(item, BaseException):
-                    raise item
+                if isinstance(item, _Failed):
+                    raise item.error
                 yield item
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _pending(self, index: int, document: Any) -> _Pending | Outcome:
-        """Look the document up in the journal: its earlier outcome, or what to send."""
-        key = self._key(document)
+    async def _read_all(self, documents: Iterable[Any] | AsyncIterable[Any], size: int) -> None:
+        chunk: list[_Pending] = []
+        index = 0
+        async for document in _aiter(documents):
+            item = self._read(index, document)
+            index += 1
+            if isinstance(item, Outcome):  # settled already, or cannot be sent
+                await self._outbox.put(self._settled(item, journal=item.attempts > 0))
+                continue
+            chunk.append(item)
+            if len(chunk) >= size:
+                await self._chunks.put(chunk)
+                chunk = []
+        if chunk:
+            await self._chunks.put(chunk)
+        for _ in range(self._preparers):
+            await self._chunks.put(None)
+
+    async def _prepare(self) -> None:
+        while (chunk := await self._chunks.get()) is not None:
+            payloads = await self._sender.prepare_many(
+                [pending.document for pending in chunk], encrypted=self._options.encrypted
+            )
+            for pending, payload in zip(chunk, payloads, strict=True):
+                await self._inbox.put(_Ready(pending, payload))
+
+    async def _work(self) -> None:
+        while (ready := await self._inbox.get()) is not None:
+            await self._outbox.put(self._settled(await self._deliver(ready)))
+
+    async def _supervise(
+        self,
+        reader: asyncio.Future[None],
+        preparers: Sequence[asyncio.Future[None]],
+        workers: Sequence[asyncio.Future[None]],
+    ) -> None:
+        """Wait for every stage; on the first failure, stop them all and pass it on."""
+
+        async def stop_workers() -> None:
+            for _ in workers:
+                await self._inbox.put(None)
+
+        stages = [reader, *preparers, *workers]
+        watched: set[asyncio.Future[None]] = set(stages)
+        stopping = False
+        failure: BaseException | None = None
+        while watched and failure is None:
+            done, watched = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+            failure = next(
+                (task.exception() for task in done if not task.cancelled() and task.exception()),
+                None,
+            )
+            if not stopping and reader.done() and all(p.done() for p in preparers):
+                stopping = True
+                watched.add(asyncio.ensure_future(stop_workers()))
+        if failure is None:
+            await self._outbox.put(_END)
+            return
+        for task in [*stages, *watched]:
+            task.cancel()
+        await asyncio.gather(*stages, *watched, return_exceptions=True)
+        await self._outbox.put(_Failed(failure))
+
+    def _read(self, index: int, document: Any) -> _Pending | Outcome:
+        """What to do with a document just read: send it, or its outcome already."""
+        try:
+            if self._options.key is document_key:
+                key, identity = describe(document)
+            else:
+                key, identity = self._options.key(document), describe(document)[1]
+        except Exception as exc:  # noqa: BLE001  (a caller's key function may raise anything)
+            error = ValidationError(
+                f"the document's identity cannot be computed: {type(exc).__name__}: "
+                f"{str(exc)[:200]}"
+            )
+            key = f"index:{index}"
+            return Delivery(key=key, index=index, identity=Identity(), policy=RetryPolicy()).refuse(
+                error
+            )
         entry = self._journal.get(key) if self._journal is not None else None
         if entry is not None and entry.settled and entry.outcome is not None:
             return attrs.evolve(entry.outcome, index=index, attempts=0)
@@ -255,103 +276,68 @@ class _Batch:
             entry.in_flight
             or (entry.outcome is not None and entry.outcome.status is OutcomeStatus.UNKNOWN)
         )
-        return _Pending(index, key, document, maybe_committed)
+        pending = _Pending(index, key, identity, document, maybe_committed)
+        if self._shared.breaker.error is not None or self._expired():
+            # Nothing more will be sent: say so without preparing the document.
+            return self._delivery(pending).give_up("stop", self._shared.breaker.error)
+        return pending
+
+    def _expired(self) -> bool:
+        return self._deadline is not None and asyncio.get_running_loop().time() >= self._deadline
+
+    def _delivery(self, pending: _Pending) -> Delivery:
+        return Delivery(
+            key=pending.key,
+            index=pending.index,
+            identity=pending.identity,
+            policy=self._options.retry,
+            maybe_committed=pending.maybe_committed,
+            deadline=self._deadline,
+        )
 
     def _settled(self, outcome: Outcome, *, journal: bool = True) -> Outcome:
         """Journal (unless it came from the journal), count and report an outcome."""
         if journal and self._journal is not None:
             self._journal.settled(outcome)
         self._counts[outcome.status] += 1
-        if self._on_progress is not None:
-            self._on_progress(BatchProgress(sum(self._counts.values()), dict(self._counts)))
+        if self._options.on_progress is not None:
+            self._options.on_progress(BatchProgress(sum(self._counts.values()), dict(self._counts)))
         return outcome
 
-    async def _process(self, ready: _Ready) -> Outcome:  # noqa: C901, PLR0912
+    async def _deliver(self, ready: _Ready) -> Outcome:
         pending = ready.pending
-        index, key, maybe_committed = pending.index, pending.key, pending.maybe_committed
-        self._budget.started()
-
-        def end(status: OutcomeStatus, attempts: int, **fields: Any) -> Outcome:
-            return Outcome(index=index, key=key, status=status, attempts=attempts, **fields)
-
+        delivery = self._delivery(pending)
+        self._shared.budget.started()
         if isinstance(ready.payload, InvoicingError):  # refused before sending
-            return end(OutcomeStatus.REJECTED, 0, error=ready.payload)
+            if stops_everything(ready.payload):
+                self._shared.breaker.trip(ready.payload)
+                return delivery.give_up("stop", ready.payload)
+            return delivery.refuse(ready.payload)
         payload = ready.payload
-        attempts = 0
-        last_error: InvoicingError | None = None
-        while True:
-            timeout = self._retry.attempt_timeout
-            if self._deadline_at is not None:
-                remaining = self._deadline_at - asyncio.get_running_loop().time()
-                if remaining <= 0:
-                    return self._gave_up(end, attempts, maybe_committed, last_error, "deadline")
-                timeout = remaining if timeout is None else min(timeout, remaining)
-            if attempts and not self._budget.take():
-                return self._gave_up(end, attempts, maybe_committed, last_error, "retry budget")
-            attempts += 1
-            if self._journal is not None and attempts == 1:
-                self._journal.sending(key, index)
-            try:
-                result = await self._sender.send_prepared(
-                    payload,
-                    encrypted=self._encrypted,
-                    send_method=self._send_method,
-                    time_stamp=self._time_stamp,
-                    timeout=timeout,
-                )
-            except DuplicateDocumentError as exc:
-                if maybe_committed:
-                    return end(OutcomeStatus.ACCEPTED, attempts, result=exc.result)
-                return end(OutcomeStatus.DUPLICATE, attempts, result=exc.result, error=exc)
-            except InvoicingError as exc:
-                last_error = exc
-                if may_have_committed(exc):
-                    maybe_committed = True
-                    if not self._retry.resend_ambiguous:
-                        return end(OutcomeStatus.UNKNOWN, attempts, error=exc)
-                elif not _not_sent(exc):
-                    return end(OutcomeStatus.REJECTED, attempts, error=exc)
-                if attempts >= self._retry.max_attempts:
-                    return self._gave_up(end, attempts, maybe_committed, exc, "attempts")
-                delay = self._retry.delay(
-                    attempts, retry_after=getattr(exc, "retry_after", None), rng=self._random
-                )
-            except asyncio.CancelledError:
-                self._cancelled(end(OutcomeStatus.UNKNOWN, attempts))
-                raise
-            else:
-                return end(OutcomeStatus.ACCEPTED, attempts, result=result)
-            try:
-                await asyncio.sleep(delay)  # outside the handler: a cancel here is seen
-            except asyncio.CancelledError:
-                self._cancelled(end(OutcomeStatus.UNKNOWN, attempts))
-                raise
+        options = self._options
 
-    def _cancelled(self, outcome: Outcome) -> None:
-        """Journal a document whose request may be out when the batch is cancelled."""
-        if self._journal is not None:
-            self._journal.settled(outcome)
+        async def send(timeout: float | None) -> DocumentResult:
+            return await self._sender.send_prepared(
+                payload,
+                encrypted=options.encrypted,
+                send_method=options.send_method,
+                time_stamp=options.time_stamp,
+                timeout=timeout,
+            )
 
-    def _gave_up(
-        self,
-        end: Callable[..., Outcome],
-        attempts: int,
-        maybe_committed: bool,
-        error: InvoicingError | None,
-        why: str,
-    ) -> Outcome:
-        log.debug("giving up after %d attempts (%s): %s", attempts, why, error)
-        status = OutcomeStatus.UNKNOWN if maybe_committed else OutcomeStatus.NOT_SENT
-        if error is None:
-            error = TransportError(f"not sent: the batch's {why} ran out", maybe_sent=False)
-        return end(status, attempts, error=error)
+        async def sending() -> None:
+            if self._journal is not None:
+                self._journal.sending(pending.key, pending.index)
 
-
-def _not_sent(error: InvoicingError) -> bool:
-    """Failures that certainly left nothing at the provider and may pass: retry them."""
-    if isinstance(error, TransportError):
-        return not error.maybe_sent
-    return isinstance(error, RateLimitError)
+        try:
+            return await delivery.run(
+                send, shared=self._shared, before_first=sending, rng=self._random
+            )
+        except asyncio.CancelledError:
+            if self._journal is not None and delivery.attempts:
+                with contextlib.suppress(Exception):  # the journal may be what failed
+                    self._journal.settled(delivery.interrupted())
+            raise
 
 
 async def _aiter(documents: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Any]:
@@ -367,6 +353,7 @@ async def stream(
     sender: Sender, documents: Iterable[Any] | AsyncIterable[Any], options: BatchOptions
 ) -> AsyncGenerator[Outcome, None]:
     """Yield one outcome per document as it settles (see ``InvoicingClient.submit_stream``)."""
+    sender.ensure_usable()
     journal = options.journal
     opened: Journal | None = None
     if journal is not None and not isinstance(journal, Journal):

@@ -8,17 +8,19 @@ batch does lives in the batch; this module only wires and documents.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from . import _batch
 from . import _protocol as proto
 from ._auth import TokenCache
 from ._batch import BatchOptions
-from ._documents import Document, document_key
+from ._delivery import Delivery
+from ._documents import Document, describe, document_key
 from ._errors import InvoicingError
-from ._outcomes import RetryPolicy
+from ._outcomes import OutcomeStatus, RetryPolicy
 from ._session import Session
-from ._transport import DEFAULT_MAX_RESPONSE_SIZE, Transport
+from ._transport import DEFAULT_MAX_RESPONSE_SIZE, ClientSession, Transport
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -34,8 +36,6 @@ if TYPE_CHECKING:
         Sequence,
     )
     from types import TracebackType
-
-    import aiohttp
 
     from ._crypto import ProviderKey
     from ._journal import Journal
@@ -71,6 +71,10 @@ class InvoicingClient:
     :param encrypt_executor: where encryption runs: by default the loop's thread pool. A
         :class:`concurrent.futures.ProcessPoolExecutor` uses every core for bulk work.
     :param token_attempts: tries at the token endpoint on connection failures and 5xx.
+    :param retry: the :class:`~invoicing_async.RetryPolicy` of single calls
+        (:meth:`submit_secure`, :meth:`submit_json`) unless a call gives its own; by
+        default ``RetryPolicy()``: up to 6 attempts of at most 30 s each, backing off up
+        to 15 s (or as ``Retry-After`` asks, at most 120 s).
 
     .. versionadded:: 0.1.0
     """
@@ -82,7 +86,7 @@ class InvoicingClient:
         client_secret: str,
         *,
         provider_key: ProviderKey | None = None,
-        session: aiohttp.ClientSession | None = None,
+        session: ClientSession | None = None,
         token_cache: TokenCache | None = None,
         limit: int = 100,
         connect_timeout: float = 10.0,
@@ -92,10 +96,14 @@ class InvoicingClient:
         ssl: ssl.SSLContext | None = None,
         encrypt_executor: concurrent.futures.Executor | None = None,
         token_attempts: int = 4,
+        retry: RetryPolicy | None = None,
     ) -> None:
-        if not client_id or not client_secret:
-            raise ValueError("client_id (TIN) and client_secret (API key) are required")
+        problem = _credentials_problem(client_id, client_secret)
+        if problem is not None:
+            del client_secret  # a traceback formatted with locals must not show it
+            raise ValueError(problem)
         self._base_url = proto.check_base_url(base_url)
+        self._retry = retry if retry is not None else RetryPolicy()
         self._client_id = client_id
         self._cache = token_cache if token_cache is not None else TokenCache()
         self._transport = Transport(
@@ -122,7 +130,9 @@ class InvoicingClient:
         )
 
     def __repr__(self) -> str:
-        return f"<InvoicingClient {self._base_url} client_id={self._client_id!r}>"
+        # getattr: a traceback formatted with locals shows a client whose __init__ failed.
+        base_url = getattr(self, "_base_url", "(not configured)")
+        return f"<InvoicingClient {base_url} client_id={getattr(self, '_client_id', None)!r}>"
 
     async def __aenter__(self) -> InvoicingClient:
         await self._transport.__aenter__()
@@ -173,20 +183,39 @@ class InvoicingClient:
         *,
         send_method: str | None = None,
         time_stamp: dt.datetime | str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
     ) -> DocumentResult:
         """Encrypt ``document`` to the provider and ``POST /Invoice/secure``.
+
+        Failures that may pass are retried as :class:`~invoicing_async.RetryPolicy`
+        says, safely: the provider answers a document it already holds with 409 and its
+        record, and a 409 after this call's own earlier attempt returns that record.
 
         :param document: a JSON-serialisable mapping, or the exact bytes to send.
         :param send_method: passed through as the ``sendMethod`` query parameter.
         :param time_stamp: ``timeStamp`` query parameter; an aware datetime is sent as
             ISO 8601 UTC with milliseconds.
-        :returns: the provider's result record.
-        :raises DuplicateDocumentError: the provider already holds the document; its
-            ``result`` is the original record when the provider sends it.
+        :param retry: this call's retry policy (default: the client's ``retry``).
+        :param timeout: seconds for the whole call, retries and waits included; no
+            attempt or backoff outlasts it. ``None``: bounded by the policy alone.
+        :returns: the provider's result record for this document.
+        :raises DuplicateDocumentError: the provider held the document before this call;
+            its ``result`` is the original record when the provider sends it.
+        :raises UnknownOutcomeError: retries ran out after a failure that may have been
+            committed; re-send the identical document later to find out.
+        :raises InvoicingError: any other failure, typed (see the error tree): the
+            document was refused, or certainly not committed.
+
+        .. versionchanged:: 0.2.0 retries safely; ``retry`` and ``timeout``.
         """
-        payload = await self.prepare(document, encrypted=True)
-        return await self.send_prepared(
-            payload, encrypted=True, send_method=send_method, time_stamp=time_stamp
+        return await self._submit(
+            document,
+            encrypted=True,
+            send_method=send_method,
+            time_stamp=time_stamp,
+            retry=retry,
+            timeout=timeout,
         )
 
     async def submit_json(
@@ -195,12 +224,55 @@ class InvoicingClient:
         *,
         send_method: str | None = None,
         time_stamp: dt.datetime | str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
     ) -> DocumentResult:
         """``POST /Invoice/json``: the same as :meth:`submit_secure`, unencrypted."""
-        payload = await self.prepare(document, encrypted=False)
-        return await self.send_prepared(
-            payload, encrypted=False, send_method=send_method, time_stamp=time_stamp
+        return await self._submit(
+            document,
+            encrypted=False,
+            send_method=send_method,
+            time_stamp=time_stamp,
+            retry=retry,
+            timeout=timeout,
         )
+
+    async def _submit(
+        self,
+        document: Document,
+        *,
+        encrypted: bool,
+        send_method: str | None,
+        time_stamp: dt.datetime | str | None,
+        retry: RetryPolicy | None,
+        timeout: float | None,
+    ) -> DocumentResult:
+        self._session.ensure_usable()
+        payload = await self.prepare(document, encrypted=encrypted)
+        key, identity = describe(document)
+        loop = asyncio.get_running_loop()
+        delivery = Delivery(
+            key=key,
+            index=0,
+            identity=identity,
+            policy=retry or self._retry,
+            deadline=None if timeout is None else loop.time() + timeout,
+        )
+
+        async def send(attempt_timeout: float | None) -> DocumentResult:
+            return await self._session.send_prepared(
+                payload,
+                encrypted=encrypted,
+                send_method=send_method,
+                time_stamp=time_stamp,
+                timeout=attempt_timeout,
+            )
+
+        outcome = await delivery.run(send)
+        if outcome.status is OutcomeStatus.ACCEPTED and outcome.result is not None:
+            return outcome.result
+        assert outcome.error is not None  # noqa: S101  (every other outcome carries one)
+        raise outcome.error
 
     async def prepare(self, document: Document, *, encrypted: bool) -> bytes:
         """Serialise (and encrypt) ``document`` into the body to send.
@@ -347,3 +419,16 @@ class InvoicingClient:
     async def token(self) -> AccessToken:
         """A valid access token from the shared cache (fetched once for all callers)."""
         return await self._session.token()
+
+
+def _credentials_problem(client_id: str, client_secret: str) -> str | None:
+    """Why the credentials cannot be used, in words that do not include them."""
+    if not client_id or not client_secret:
+        return "client_id (TIN) and client_secret (API key) are required"
+    for name, value in (("client_id", client_id), ("client_secret (the API key)", client_secret)):
+        if any(ord(char) < 32 or ord(char) == 127 for char in value):
+            return (
+                f"{name} contains a newline or another control character: check the file "
+                "or variable it was read from"
+            )
+    return None

@@ -6,7 +6,13 @@ bytes to send. Two questions are asked of it, and answered here only:
 * :func:`serialize_document`: which bytes go on the wire (compact UTF-8 JSON, or the
   caller's own bytes unchanged);
 * :func:`document_key`: which identity the provider detects duplicates by, so that a
-  re-sent document is recognised and a resumed batch skips what it already settled.
+  re-sent document is recognised and a resumed batch skips what it already settled;
+* :func:`foreign_fields`: whether a result record belongs to the document sent (its
+  series, number and internal document id, when both sides have them).
+
+Documents come from callers and may be anything: every failure to read one becomes that
+document's :class:`~invoicing_async.ValidationError` (or, for identity, a content hash),
+never an exception that would stop a batch.
 
 :func:`dumps` is the one compact JSON encoder of the package (documents, request bodies,
 the sandbox's replies).
@@ -17,11 +23,24 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from ._errors import ValidationError
 
-__all__ = ["Document", "document_key", "dumps", "serialize_document"]
+if TYPE_CHECKING:
+    from ._models import DocumentResult
+
+__all__ = [
+    "Document",
+    "Identity",
+    "describe",
+    "document_key",
+    "dumps",
+    "foreign_fields",
+    "serialize_document",
+]
 
 #: What the library accepts as a document.
 Document = Mapping[str, Any] | bytes | bytearray | memoryview | str
@@ -43,21 +62,71 @@ def serialize_document(document: Document) -> bytes:
 
     A mapping becomes compact UTF-8 JSON (non-ASCII kept as is); bytes are sent unchanged,
     so a caller that already serialised (or signed) the document controls every byte.
-    Anything else, or a mapping that is not JSON-serialisable, raises
+    Anything else, a mapping that is not JSON-serialisable or whose keys collide in JSON
+    (``{1: …, "1": …}``), or one that fails while being read, raises
     :class:`~invoicing_async.ValidationError` with ``status=None``: nothing was sent.
     """
     if isinstance(document, (bytes, bytearray, memoryview)):
         return bytes(document)
-    if isinstance(document, str):
-        return document.encode("utf-8")
-    if not isinstance(document, Mapping):
+    if not isinstance(document, (str, Mapping)):
         raise ValidationError(
             f"a document must be a mapping or bytes, not {type(document).__name__}"
         )
     try:
-        return dumps(document)
+        if isinstance(document, str):
+            return document.encode("utf-8")
+        body = dumps(document)
+        collision = _key_collision(document)
+    except RecursionError:
+        raise ValidationError("the document is nested too deeply to serialise") from None
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"the document cannot be serialised to JSON: {exc}") from None
+    except Exception as exc:  # noqa: BLE001  (a caller's mapping may raise anything)
+        raise ValidationError(
+            f"the document cannot be read: {type(exc).__name__}: {str(exc)[:200]}"
+        ) from None
+    if collision is not None:
+        raise ValidationError(
+            f"the document has keys that become the same JSON key {collision!r}: "
+            "a JSON object must not repeat a key"
+        )
+    return body
+
+
+_CONTAINERS = (dict, list, tuple)
+
+
+def _key_collision(document: Mapping[str, Any]) -> str | None:
+    """A JSON key two of a mapping's keys turn into, or ``None``.
+
+    ``json`` writes the keys ``1`` and ``"1"`` both as ``"1"``; only a mapping with a
+    key that is not a string can collide, and the walk finds those with the key types
+    collected in C, pushing containers only (about 25 µs for a 4 KB invoice).
+    """
+    stack: list[Any] = [document]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            if set(map(type, value)) - {str}:
+                seen: set[str] = set()
+                for key in value:
+                    text = key if isinstance(key, str) else json.dumps(key).strip('"')
+                    if text in seen:
+                        return text
+                    seen.add(text)
+            stack.extend([item for item in value.values() if isinstance(item, _CONTAINERS)])
+        else:
+            stack.extend([item for item in value if isinstance(item, _CONTAINERS)])
+    return None
+
+
+@attrs.frozen
+class Identity:
+    """The fields of a document a result record must agree with (``None``: absent)."""
+
+    series: str | None = None
+    number: str | None = None
+    internal_id: str | None = None
 
 
 def document_key(document: Document) -> str:
@@ -65,25 +134,68 @@ def document_key(document: Document) -> str:
 
     ``DistributionDetails.InternalDocumentId`` when present (``id:…``), else issuer VAT,
     series and number (``doc:…``), else a SHA-256 of the serialised document
-    (``sha256:…``).
+    (``sha256:…``). Never raises: a document that cannot be read has a content hash.
     """
+    return describe(document)[0]
+
+
+def describe(document: Any) -> tuple[str, Identity]:
+    """The document's key (as :func:`document_key`) and its identity fields, in one read."""
+    try:
+        return _describe(document)
+    except Exception:  # noqa: BLE001  (a caller's mapping may raise anything)
+        return "sha256:" + hashlib.sha256(repr(type(document)).encode()).hexdigest(), Identity()
+
+
+def _describe(document: Any) -> tuple[str, Identity]:
     data: Any = document
     if isinstance(document, (bytes, bytearray, memoryview, str)):
-        raw = document.encode() if isinstance(document, str) else bytes(document)
+        raw = (
+            document.encode("utf-8", "surrogatepass")
+            if isinstance(document, str)
+            else bytes(document)
+        )
         try:
             data = json.loads(raw)
         except ValueError:
-            return "sha256:" + hashlib.sha256(raw).hexdigest()
+            return "sha256:" + hashlib.sha256(raw).hexdigest(), Identity()
+    identity = Identity()
     if isinstance(data, Mapping):
         distribution = data.get("DistributionDetails")
-        if isinstance(distribution, Mapping) and distribution.get("InternalDocumentId"):
-            return f"id:{distribution['InternalDocumentId']}"
+        internal = (
+            distribution.get("InternalDocumentId") if isinstance(distribution, Mapping) else None
+        )
+        series, number = data.get("Series"), data.get("Number")
+        identity = Identity(
+            series=None if series is None else str(series),
+            number=None if number is None else str(number),
+            internal_id=str(internal) if internal else None,
+        )
+        if internal:
+            return f"id:{internal}", identity
         issuer = data.get("Issuer")
         vat = issuer.get("Vat") if isinstance(issuer, Mapping) else None
-        if vat and data.get("Series") is not None and data.get("Number") is not None:
-            return f"doc:{vat}/{data['Series']}/{data['Number']}"
+        if vat and series is not None and number is not None:
+            return f"doc:{vat}/{series}/{number}", identity
     try:
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         canonical = repr(data)
-    return "sha256:" + hashlib.sha256(canonical.encode("utf-8", "replace")).hexdigest()
+    digest = hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+    return "sha256:" + digest, identity
+
+
+def foreign_fields(identity: Identity, record: DocumentResult) -> tuple[str, ...]:
+    """The identity fields on which ``record`` and the document sent disagree.
+
+    A field counts only when both sides have it: a record without a series says nothing
+    about the series.
+    """
+    pairs = (
+        ("series", identity.series, record.series),
+        ("number", identity.number, record.number),
+        ("internal_id", identity.internal_id, record.internal_id),
+    )
+    return tuple(
+        name for name, sent, got in pairs if sent is not None and got is not None and sent != got
+    )

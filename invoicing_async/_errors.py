@@ -3,22 +3,27 @@
 Every failure the library reports derives from :class:`InvoicingError`::
 
     InvoicingError                   .status, .body, .message
-    ├── ProviderKeyError             .reason: the provider key cannot be used (raised on load)
-    ├── AuthenticationError          401/403 or a refused token request: .error, .error_description
+    ├── ProviderKeyError             .reason: the provider key cannot be used
+    ├── AuthenticationError          401/403 from an operation: .error, .error_description
+    │   └── CredentialsError         the token endpoint refused the credentials: nothing sent
     ├── ValidationError              400 and other definite refusals; status None: refused locally
     ├── DuplicateDocumentError       409: already transmitted; .result is the original record
     ├── ProviderTimeoutError         408: the tax authority's service did not answer in time
     ├── RateLimitError               429: .retry_after
     ├── ServerError                  5xx: .retry_after (503)
     ├── TransportError               no usable HTTP exchange: .maybe_sent
-    └── MalformedResponseError       a response that cannot be read, is oversized or unexpected
+    ├── MalformedResponseError       a response that cannot be read or is oversized
+    ├── UnexpectedStatusError        a status the API does not define (404, 405, 415 …)
+    ├── ForeignRecordError           a record that belongs to another document: .result
+    ├── UnknownOutcomeError          retries ran out: the provider may or may not hold it
+    └── ClientStateError             the client is closed, or bound to another event loop
 
 Messages are built from status codes and the provider's own ``message`` /
 ``error_description`` text, never from request headers, so the API key and tokens cannot
 appear in them (the client additionally scrubs its own secrets from provider text).
 
-Whether an attempt *may have been committed* by the provider is the question bulk
-submission asks of every failure; :func:`may_have_committed` answers it in one place.
+Whether an attempt *may have been committed* by the provider is the question retrying
+asks of every failure; :func:`may_have_committed` answers it in one place.
 """
 
 from __future__ import annotations
@@ -32,7 +37,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AuthenticationError",
+    "ClientStateError",
+    "CredentialsError",
     "DuplicateDocumentError",
+    "ForeignRecordError",
     "InvoicingError",
     "MalformedResponseError",
     "ProviderKeyError",
@@ -40,6 +48,8 @@ __all__ = [
     "RateLimitError",
     "ServerError",
     "TransportError",
+    "UnexpectedStatusError",
+    "UnknownOutcomeError",
     "ValidationError",
     "may_have_committed",
 ]
@@ -123,6 +133,16 @@ class AuthenticationError(InvoicingError):
         self.error_description = error_description
 
 
+class CredentialsError(AuthenticationError):
+    """The token endpoint refused the client id and API key.
+
+    Wrong credentials, or credentials of another environment. Nothing was sent, and no
+    document can be until the credentials are fixed.
+
+    .. versionadded:: 0.2.0
+    """
+
+
 class ValidationError(InvoicingError):
     """The document or request was refused as invalid (400 and other definite 4xx).
 
@@ -199,6 +219,69 @@ class MalformedResponseError(InvoicingError):
     """
 
 
+class UnexpectedStatusError(InvoicingError):
+    """A status the API does not define for the operation (404, 405, 415 …).
+
+    It usually means a wrong base URL or path: the provider did not process the request,
+    and the document was not refused either.
+
+    .. versionadded:: 0.2.0
+    """
+
+
+class ForeignRecordError(InvoicingError):
+    """The provider answered with a record that belongs to another document.
+
+    Its series, number or internal document id differ from the document sent, so it is
+    never taken as this document's result; whether the provider holds this document is
+    unknown.
+
+    :ivar result: the foreign record, kept for inspection.
+    :ivar mismatches: the fields that differ, e.g. ``("number",)``.
+
+    .. versionadded:: 0.2.0
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        result: DocumentResult | None = None,
+        mismatches: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(message, status=status)
+        self.result = result
+        self.mismatches = mismatches
+
+
+class UnknownOutcomeError(InvoicingError):
+    """Retries ran out after a failure that may have been committed.
+
+    The provider may or may not hold the document. Sending the identical document again
+    later is safe and tells: a provider that holds it answers 409 with its record.
+
+    :ivar last_error: the last attempt's error.
+    :ivar attempts: requests sent.
+
+    .. versionadded:: 0.2.0
+    """
+
+    def __init__(self, message: str, *, last_error: InvoicingError, attempts: int) -> None:
+        super().__init__(message, status=last_error.status)
+        self.last_error = last_error
+        self.attempts = attempts
+
+
+class ClientStateError(InvoicingError):
+    """The client cannot send: it is closed, or bound to another event loop.
+
+    Build a client inside the ``asyncio.run`` (the event loop) that uses it.
+
+    .. versionadded:: 0.2.0
+    """
+
+
 def may_have_committed(error: BaseException) -> bool:
     """Say whether the provider may hold the document despite ``error``.
 
@@ -212,4 +295,4 @@ def may_have_committed(error: BaseException) -> bool:
         return True
     if isinstance(error, MalformedResponseError):
         return error.status is None or 200 <= error.status < 300
-    return False
+    return isinstance(error, (ForeignRecordError, UnknownOutcomeError))

@@ -106,6 +106,11 @@ class RetryPolicy:
     min_budget: int = 20
     #: Seconds for one request, body included (``None``: the client's own timeout).
     attempt_timeout: float | None = 30.0
+    #: Consecutive answers blaming the configuration (401/403 to documents, unknown
+    #: endpoints, redirects) after which a batch stops sending: the documents not sent
+    #: end ``NOT_SENT``. ``None``: never. Refused credentials, a missing or expired
+    #: provider key and a closed client stop a batch at once, whatever this says.
+    circuit_breaker: int | None = 10
 
     def delay(
         self,

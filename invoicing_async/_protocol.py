@@ -13,8 +13,7 @@ import email.utils
 import ipaddress
 import json
 import math
-from collections.abc import Collection, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
 import attrs
@@ -22,15 +21,20 @@ import attrs
 from ._convert import format_timestamp, result_from_json
 from ._errors import (
     AuthenticationError,
+    CredentialsError,
     DuplicateDocumentError,
     InvoicingError,
     MalformedResponseError,
     ProviderTimeoutError,
     RateLimitError,
     ServerError,
+    UnexpectedStatusError,
     ValidationError,
 )
 from ._models import AccessToken, DocumentResult
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = [
     "Request",
@@ -53,6 +57,8 @@ FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
 SECURE_PATH = "/Invoice/secure"
 JSON_PATH = "/Invoice/json"
 TOKEN_PATH = "/oauth/token"  # noqa: S105  (a path, not a password)
+#: 4xx statuses that refuse the request's content (besides 400): too large, unprocessable.
+_DOCUMENT_REFUSALS = frozenset({413, 422})
 #: Longest ``Retry-After`` honoured, in seconds; a provider asking for an hour is capped.
 MAX_RETRY_AFTER = 120.0
 
@@ -259,7 +265,7 @@ def token_error(response: Response) -> InvoicingError:
             message += f": {error}"
         if description:
             message += f" ({description})"
-        return AuthenticationError(
+        return CredentialsError(
             message,
             status=response.status,
             body=body,
@@ -356,8 +362,12 @@ def error_for_response(response: Response, what: str) -> InvoicingError:  # noqa
             f"{what}: redirect refused (HTTP {status} to {response.headers.get('Location', '?')})",
             status=status,
         )
-    if 400 <= status < 500:
+    if status in _DOCUMENT_REFUSALS:
         return ValidationError(reason, status=status, body=body)
+    if 400 <= status < 500:
+        # 404, 405, 415 …: the request went somewhere that does not take it (a wrong
+        # base URL or path); the provider neither processed nor refused the document.
+        return UnexpectedStatusError(reason, status=status, body=body)
     return MalformedResponseError(f"{what}: unexpected HTTP {status}", status=status)
 
 
@@ -379,41 +389,6 @@ def retry_after_seconds(
         when = when.replace(tzinfo=dt.timezone.utc)
     delta = (when - (now or dt.datetime.now(dt.timezone.utc))).total_seconds()
     return min(max(delta, 0.0), MAX_RETRY_AFTER)
-
-
-def redact(text: str, secrets: Collection[str]) -> str:
-    """Replace every occurrence of a secret in provider-supplied ``text``.
-
-    Providers sometimes echo a bad key back ("API key XYZ is not valid"); the library's
-    own messages never contain secrets, and this keeps the provider's from leaking them.
-    """
-    for secret in secrets:
-        if secret and len(secret) >= 4 and secret in text:
-            text = text.replace(secret, "[redacted]")
-    return text
-
-
-def redact_error(error: InvoicingError, secrets: Collection[str]) -> InvoicingError:
-    """Scrub ``secrets`` from an error's message and body, in place; return it."""
-    error.message = redact(error.message, secrets)
-    error.args = (error.message,)
-    if error.body is not None:
-        error.body = _redact_json(error.body, secrets)
-    for name in ("error_description", "error"):
-        value = getattr(error, name, None)
-        if isinstance(value, str):
-            setattr(error, name, redact(value, secrets))
-    return error
-
-
-def _redact_json(value: Any, secrets: Collection[str]) -> Any:
-    if isinstance(value, str):
-        return redact(value, secrets)
-    if isinstance(value, Mapping):
-        return {k: _redact_json(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redact_json(v, secrets) for v in value]
-    return value
 
 
 def _json_object(response: Response) -> dict[str, Any]:

@@ -26,13 +26,16 @@ from ._auth import CredentialsKey, TokenCache
 from ._documents import dumps, serialize_document
 from ._errors import (
     AuthenticationError,
+    ClientStateError,
     InvoicingError,
     MalformedResponseError,
+    ProviderKeyError,
     RateLimitError,
     ServerError,
     TransportError,
     ValidationError,
 )
+from ._redact import redact_error, redact_record
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -86,6 +89,10 @@ class Session:
     def __repr__(self) -> str:
         return f"<Session {self._base_url} client_id={self._client_id!r}>"
 
+    def ensure_usable(self) -> None:
+        """Raise :class:`~invoicing_async.ClientStateError` if nothing can be sent."""
+        self._transport.ensure_usable()
+
     @property
     def limit(self) -> int:
         """The connection pool size: more documents in flight would only queue for it."""
@@ -124,7 +131,9 @@ class Session:
             return [_serialized(document) for document in documents]
         key = self._provider_key
         if key is None:
-            error = ValidationError("submit_secure needs a provider_key to encrypt to")
+            error = ProviderKeyError(
+                "no provider key to encrypt to: give the client provider_key=", reason="missing"
+            )
             return [error for _ in documents]
         items: list[Any] = list(documents)
         if isinstance(self._executor, concurrent.futures.ProcessPoolExecutor):
@@ -162,7 +171,7 @@ class Session:
 
         response = await self._authorized(build, timeout=timeout)
         result: DocumentResult = self._checked(proto.parse_document_response, response)
-        return result
+        return redact_record(result, self._secrets())
 
     async def call(
         self,
@@ -246,7 +255,7 @@ class Session:
             )
         try:
             return fetch.result()
-        except AuthenticationError:
+        except (AuthenticationError, ClientStateError):
             raise
         except InvoicingError as exc:
             raise TransportError(f"no access token, nothing sent: {exc}", maybe_sent=False) from exc
@@ -313,7 +322,7 @@ class Session:
         try:
             return parse(response)
         except InvoicingError as exc:
-            raise proto.redact_error(exc, self._secrets()) from None
+            raise redact_error(exc, self._secrets()) from None
 
     def _secrets(self) -> list[str]:
         secrets = [self._client_secret, *self._recent_secrets]

@@ -19,14 +19,17 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 
-from ._errors import InvoicingError, MalformedResponseError, TransportError
+from ._errors import ClientStateError, InvoicingError, MalformedResponseError, TransportError
 from ._protocol import Request, Response
 
 if TYPE_CHECKING:
     import ssl as _ssl
     from types import TracebackType
 
-__all__ = ["DEFAULT_MAX_RESPONSE_SIZE", "Transport"]
+__all__ = ["DEFAULT_MAX_RESPONSE_SIZE", "ClientSession", "Transport"]
+
+#: The aiohttp session type a caller may bring (``InvoicingClient(session=...)``).
+ClientSession = aiohttp.ClientSession
 
 log = logging.getLogger("invoicing_async.transport")
 
@@ -75,6 +78,7 @@ class Transport:
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
         self._ssl: _ssl.SSLContext | bool = ssl if ssl is not None else True
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def limit(self) -> int:
@@ -95,9 +99,26 @@ class Transport:
     ) -> None:
         await self.close()
 
-    def _ensure_session(self) -> aiohttp.ClientSession:
+    def ensure_usable(self) -> None:
+        """Raise :class:`~invoicing_async.ClientStateError` if no request can be sent.
+
+        A closed client cannot send, and neither can one whose session was made in
+        another event loop (an earlier ``asyncio.run``): aiohttp sessions belong to one
+        loop, and using one from another fails in obscure ways or hangs.
+        """
         if self._closed:
-            raise RuntimeError("the client is closed")
+            raise ClientStateError("the client is closed")
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif self._loop is not loop:
+            raise ClientStateError(
+                "the client belongs to another event loop: create the client inside the "
+                "asyncio.run (the event loop) that uses it, or one client per loop"
+            )
+
+    def _ensure_session(self) -> aiohttp.ClientSession:
+        self.ensure_usable()
         if self._session is None:
             connector = aiohttp.TCPConnector(limit=self._limit, limit_per_host=0, ssl=self._ssl)
             self._session = aiohttp.ClientSession(
@@ -118,10 +139,13 @@ class Transport:
     async def send(self, request: Request, *, timeout: float | None = None) -> Response:
         """Send ``request`` once; never follows redirects and never retries.
 
-        :param timeout: overrides the total timeout for this request.
+        :param timeout: a shorter total timeout for this request (an attempt timeout or
+            what is left of a deadline); it never extends the transport's own.
         """
         session = self._ensure_session()
-        client_timeout = self._timeout if timeout is None else self._timeout_for(timeout)
+        client_timeout = self._timeout
+        if timeout is not None and (self._timeout.total is None or timeout < self._timeout.total):
+            client_timeout = self._timeout_for(timeout)
         started = time.perf_counter()
         path = request.url.split("?", 1)[0]
         error: InvoicingError

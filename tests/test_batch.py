@@ -41,6 +41,9 @@ class FakeProvider:
     limit = 100
     prepare_parallelism = (16, 2)
 
+    def ensure_usable(self):
+        pass
+
     def __init__(self, script: dict[str, list[str]] | None = None) -> None:
         self.script = script or {}
         self.committed: dict[str, DocumentResult] = {}

@@ -12,16 +12,18 @@ from urllib.parse import parse_qs
 import aiohttp
 import pytest
 from aioresponses import CallbackResult, aioresponses
+from helpers import once
 
 from invoicing_async import (
     AuthenticationError,
+    DuplicateDocumentError,
     InvoicingClient,
     MalformedResponseError,
     ProviderKey,
+    ProviderKeyError,
     ServerError,
     TokenCache,
     TransportError,
-    ValidationError,
 )
 from invoicing_async.sandbox._openpgp import Decryptor, generate_keypair
 from invoicing_async.testing import instant_retries
@@ -136,10 +138,12 @@ async def test_encryption_runs_off_the_event_loop_thread(mock, keypair):
 
 
 async def test_submit_secure_without_key_is_refused_locally(mock):
-    """Without a provider key submit_secure fails before any request is made."""
+    """Without a provider key submit_secure fails before any request is made, with a
+    ProviderKeyError (a configuration problem, not a fault of the document)."""
     async with client() as c:
-        with pytest.raises(ValidationError, match="provider_key"):
+        with pytest.raises(ProviderKeyError, match="provider_key") as info:
             await c.submit_secure(INVOICE)
+    assert info.value.reason == "missing"
     assert not mock.requests
 
 
@@ -338,7 +342,7 @@ async def test_body_over_the_cap_is_refused(mock):
     mock.post(JSON_URL, status=201, body=b'{"message": "' + b"x" * 5000 + b'"}')
     async with client(max_response_size=1024) as c:
         with pytest.raises(MalformedResponseError, match="cap") as info:
-            await c.submit_json(INVOICE)
+            await once(c, INVOICE)
     assert info.value.status == 201
 
 
@@ -372,6 +376,27 @@ async def test_connection_refused_is_not_sent():
         with pytest.raises(TransportError) as info:
             await c.token()
     assert info.value.maybe_sent is False
+
+
+@pytest.mark.parametrize("status", [201, 409])
+async def test_secrets_echoed_into_a_record_are_scrubbed(mock, status):
+    """A provider that echoes the API key or the token inside a result record (201, or
+    the original record of a 409) never gets them into the record the caller sees."""
+    mock.post(TOKEN_URL, payload=token_body(1))
+    echo = f"accepted for key {API_KEY} with token TOKEN-SENTINEL-1"
+    record = {"mark": 400001000000001, "message": echo, "extraInfo": {"seen": [API_KEY]}}
+    mock.post(JSON_URL, status=status, payload=record)
+    async with client() as c:
+        if status == 201:
+            result = await c.submit_json(INVOICE)
+        else:
+            with pytest.raises(DuplicateDocumentError) as info:
+                await c.submit_json(INVOICE)
+            result = info.value.result
+    assert result.mark == 400001000000001
+    assert "SENTINEL" not in repr(result)
+    assert "[redacted]" in result.message
+    assert result.extra == {"extraInfo": {"seen": ["[redacted]"]}}
 
 
 async def test_secrets_never_in_errors_reprs_or_logs(mock, caplog):

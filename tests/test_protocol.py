@@ -18,9 +18,11 @@ from invoicing_async import (
     ProviderTimeoutError,
     RateLimitError,
     ServerError,
+    UnexpectedStatusError,
     ValidationError,
 )
 from invoicing_async import _protocol as proto
+from invoicing_async._redact import redact_error
 
 SAMPLES = Path(__file__).parent / "samples"
 TOKEN = AccessToken(value="tok-SECRET", token_type="bearer", expires_in=900, obtained_at=0.0)
@@ -211,7 +213,10 @@ def test_parse_result_record_sample():
         (400, {"message": "Series is required"}, ValidationError),
         (401, {"message": "VAT does not match"}, AuthenticationError),
         (403, {}, AuthenticationError),
-        (404, {}, ValidationError),
+        (404, {}, UnexpectedStatusError),
+        (405, {}, UnexpectedStatusError),
+        (415, {}, UnexpectedStatusError),
+        (413, {}, ValidationError),
         (408, {"message": "authority down"}, ProviderTimeoutError),
         (409, {"mark": 1}, DuplicateDocumentError),
         (429, {}, RateLimitError),
@@ -282,7 +287,7 @@ def test_redaction_scrubs_echoed_secrets():
         response(401, {"message": "API key KEY-12345 is not valid", "detail": ["KEY-12345"]}),
         "document submission",
     )
-    proto.redact_error(error, ["KEY-12345"])
+    redact_error(error, ["KEY-12345"])
     assert "KEY-12345" not in str(error)
     assert "KEY-12345" not in repr(error)
     assert "KEY-12345" not in json.dumps(error.body)

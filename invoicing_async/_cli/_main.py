@@ -24,7 +24,7 @@ from invoicing_async._cli._output import run_batch, summary
 from invoicing_async._client import InvoicingClient
 from invoicing_async._crypto import ProviderKey
 from invoicing_async._errors import InvoicingError, ProviderKeyError, ValidationError
-from invoicing_async._outcomes import OutcomeStatus
+from invoicing_async._outcomes import OutcomeStatus, RetryPolicy
 
 __all__ = ["main"]
 
@@ -70,16 +70,10 @@ async def _cmd_demo(args: argparse.Namespace) -> int:
                     rate=args.faults, seed=args.seed, kinds=sandbox.DEFAULT_RANDOM_KINDS
                 )
             with output.open("w", encoding="utf-8") as out:
-                counts, elapsed = await run_batch(
-                    client,
-                    iter(documents),
-                    output=out,
-                    total=len(documents),
-                    encrypted=not args.json,
-                    concurrency=args.concurrency,
-                    journal=None,
-                    key=document_identity,
+                stream = client.submit_stream(
+                    documents, concurrency=args.concurrency, encrypted=not args.json
                 )
+                counts, elapsed = await run_batch(stream, output=out, total=len(documents))
             extra = {
                 "tokens": f"{sb.stats.token_requests} request(s)",
                 "committed": f"{sb.commit_count} by the sandbox",
@@ -118,7 +112,8 @@ async def _cmd_sandbox(args: argparse.Namespace) -> int:
 def _credentials(args: argparse.Namespace) -> tuple[str, str, str]:
     base_url = args.base_url or os.environ.get(ENV_BASE_URL)
     client_id = args.client_id or os.environ.get(ENV_CLIENT_ID)
-    api_key = os.environ.get(ENV_API_KEY)
+    # A trailing newline from a shell, a file or a .env line is never part of a key.
+    api_key = (os.environ.get(ENV_API_KEY) or "").strip() or None
     if args.api_key_file:
         try:
             api_key = Path(args.api_key_file).read_text(encoding="utf-8").strip()
@@ -154,20 +149,18 @@ async def _cmd_submit(args: argparse.Namespace) -> int:
         output_cm = contextlib.nullcontext(sys.stdout)
     else:
         output_cm = Path(args.output).open("a", encoding="utf-8")  # noqa: SIM115
-    async with InvoicingClient(
-        base_url, client_id, api_key, provider_key=key, timeout=args.timeout
-    ) as client:
+    async with InvoicingClient(base_url, client_id, api_key, provider_key=key) as client:
         with output_cm as output:
-            counts, elapsed = await run_batch(
-                client,
+            stream = client.submit_stream(
                 documents,
-                output=output,
-                total=None,
-                encrypted=not args.json,
                 concurrency=args.concurrency,
+                encrypted=not args.json,
                 journal=args.journal,
+                retry=RetryPolicy(attempt_timeout=args.timeout),
+                deadline=args.deadline,
                 key=document_identity,
             )
+            counts, elapsed = await run_batch(stream, output=output, total=None)
     print(summary(counts, elapsed, {}), file=sys.stderr)
     failed = sum(n for status, n in counts.items() if status not in _OK)
     return 1 if failed else 0
@@ -247,7 +240,12 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--fingerprint", help="pin the provider key's fingerprint")
     submit.add_argument("--json", action="store_true", help="use /Invoice/json (no encryption)")
     submit.add_argument("--concurrency", type=int, default=16)
-    submit.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    submit.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds for one attempt of a document (30)"
+    )
+    submit.add_argument(
+        "--deadline", type=float, help="seconds for the whole run; unsent documents end not_sent"
+    )
     submit.add_argument("--output", default="-", help="JSON Lines results file, appended (-)")
     submit.add_argument("--journal", help="write-ahead journal: rerun to resume safely")
 

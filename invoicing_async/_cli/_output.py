@@ -13,9 +13,7 @@ from invoicing_async._documents import dumps
 from invoicing_async._outcomes import Outcome, OutcomeStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
-
-    from invoicing_async._client import InvoicingClient
+    from collections.abc import AsyncGenerator
 
 __all__ = ["Progress", "run_batch", "summary"]
 
@@ -74,27 +72,13 @@ def summary(counts: Counter[OutcomeStatus], elapsed: float, extra: dict[str, Any
 
 
 async def run_batch(
-    client: InvoicingClient,
-    documents: Iterator[Any],
-    *,
-    output: IO[str],
-    total: int | None,
-    encrypted: bool,
-    concurrency: int,
-    journal: str | None,
-    key: Callable[[Any], str],
+    stream: AsyncGenerator[Outcome, None], *, output: IO[str], total: int | None
 ) -> tuple[Counter[OutcomeStatus], float]:
+    """Write each outcome of ``stream`` as a JSON line as it settles, with progress."""
     progress = Progress(total, sys.stderr)
     counts: Counter[OutcomeStatus] = Counter()
     started = time.perf_counter()
     try:
-        stream = client.submit_stream(
-            documents,
-            concurrency=concurrency,
-            encrypted=encrypted,
-            journal=journal,
-            key=key,
-        )
         async with contextlib.aclosing(stream) as outcomes:
             async for outcome in outcomes:
                 counts[outcome.status] += 1

@@ -106,7 +106,9 @@ async def test_persistent_401_in_a_batch_is_rejected_without_retry():
 
 async def test_many_always_refused_documents_do_not_cost_a_token_request_each():
     """A batch with 20 documents that the provider refuses with 401 for the issuer VAT
-    (not for the token) does not fetch a token per document.
+    (not for the token) does not fetch a token per document; after a run of 401s the
+    circuit breaker stops it: the documents answered 401 are rejected, the rest were
+    never sent.
     """
     async with Sandbox(key_algorithm="cv25519") as sb:
         documents = [sample_invoice(n, issuer_vat="999999999", lines=1) for n in range(20)]
@@ -114,7 +116,11 @@ async def test_many_always_refused_documents_do_not_cost_a_token_request_each():
             outcomes = await client.submit_many(
                 documents, concurrency=4, encrypted=False, retry=QUICK
             )
-        assert all(o.status is OutcomeStatus.REJECTED for o in outcomes)
+        rejected = [o for o in outcomes if o.status is OutcomeStatus.REJECTED]
+        not_sent = [o for o in outcomes if o.status is OutcomeStatus.NOT_SENT]
+        assert len(rejected) + len(not_sent) == 20
+        assert len(rejected) >= RetryPolicy().circuit_breaker
+        assert all(o.attempts == 0 for o in not_sent)
         assert sb.stats.token_requests <= 3, sb.stats.token_requests
 
 

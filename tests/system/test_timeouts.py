@@ -13,6 +13,7 @@ import asyncio
 import time
 
 import pytest
+from helpers import once
 
 from invoicing_async import (
     InvoicingClient,
@@ -47,7 +48,7 @@ async def test_single_submit_ends_within_the_client_timeout(sb, fault):
         await client.token()
         started = time.perf_counter()
         with pytest.raises(TransportError) as caught:
-            await client.submit_json(sample_invoice(1, issuer_vat=sb.client_id))
+            await once(client, sample_invoice(1, issuer_vat=sb.client_id))
         elapsed = time.perf_counter() - started
     assert caught.value.maybe_sent is True
     assert elapsed < timeout + SLACK, elapsed
