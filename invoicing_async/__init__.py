@@ -10,7 +10,6 @@ from typing import Any
 
 from ._auth import TokenCache
 from ._client import InvoicingClient
-from ._crypto import ProviderKey
 from ._documents import document_key
 from ._errors import (
     AuthenticationError,
@@ -27,6 +26,7 @@ from ._errors import (
 from ._journal import Journal
 from ._models import AccessToken, DocumentResult, DocumentStatus
 from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
+from ._pgp import ProviderKey
 
 __all__ = [
     "AccessToken",

@@ -23,10 +23,10 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ._client import InvoicingClient
 from ._convert import outcome_to_json
-from ._crypto import ProviderKey
 from ._documents import document_key
 from ._errors import InvoicingError, ProviderKeyError, ValidationError
 from ._outcomes import Outcome, OutcomeStatus
+from ._pgp import ProviderKey
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

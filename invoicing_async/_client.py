@@ -43,10 +43,10 @@ if TYPE_CHECKING:
 
     import aiohttp
 
-    from ._crypto import ProviderKey
     from ._journal import Journal
     from ._models import AccessToken, DocumentResult
     from ._outcomes import BatchProgress, Outcome, RetryPolicy
+    from ._pgp import ProviderKey
 
 __all__ = ["InvoicingClient"]
 

@@ -24,7 +24,7 @@ from aioresponses import aioresponses
 
 from invoicing_async import InvoicingClient, InvoicingError, RetryPolicy, TokenCache
 from invoicing_async.sandbox import DEFAULT_RANDOM_KINDS, Fault, Sandbox, sample_invoice
-from invoicing_async.sandbox._records import random_tin
+from invoicing_async.sandbox._rules import random_tin
 
 SENTINEL_KEY = "SENTINEL-APIKEY-" + secrets.token_hex(12)
 TIN = random_tin(random.Random("adversarial-secrets"))
@@ -65,7 +65,7 @@ class Leaks:
         self.secrets = {SENTINEL_KEY}
         self.texts: list[tuple[str, str]] = []
         self.errors: list[tuple[str, BaseException]] = []
-        grant = sb._grant
+        grant = sb._provider.grant
 
         def harvesting_grant(form, env, exchange):
             reply = grant(form, env, exchange)
@@ -75,7 +75,7 @@ class Leaks:
                 self.secrets.add(body["refresh_token"])
             return reply
 
-        sb._grant = harvesting_grant  # every token issued, even if its answer is lost
+        sb._provider.grant = harvesting_grant  # every token issued, even if its answer is lost
 
     def error(self, where: str, exc: BaseException) -> None:
         self.errors.append((where, exc))

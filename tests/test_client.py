@@ -23,7 +23,8 @@ from invoicing_async import (
     TransportError,
     ValidationError,
 )
-from invoicing_async.sandbox._openpgp import Decryptor, generate_keypair
+from invoicing_async.sandbox import generate_keypair
+from invoicing_async.sandbox._decrypt import Decryptor
 
 BASE = "https://provider.example"
 TOKEN_URL = f"{BASE}/oauth/token"
