@@ -125,7 +125,7 @@ _BINDING_SUBPACKETS: Final = _subpacket(27, b"\x0c")  # encrypt communications a
 @attrs.frozen
 class _NewKey:
     public: bytes  # the public key packet body
-    secret: bytes  # the secret key packet body
+    secret: bytes = attrs.field(repr=False)  # the secret key packet body
     sign: Callable[[bytes], bytes] | None = None  # SHA-256 digest -> signature MPIs
 
 
