@@ -6,7 +6,7 @@ ciphers no client sends. :class:`Decryptor` parses the secret key once into
 ``cryptography`` key objects, then each message costs one private-key operation plus
 AES: about 0.8 ms for RSA-3072, 0.1 ms for Curve25519.
 
-Accepted, because GnuPG, Sequoia, OpenPGP.js and this library send it: PKESK v3 (RSA,
+Accepted, because GnuPG, Sequoia and this library send it: PKESK v3 (RSA,
 ECDH on Curve25519 and NIST P-256/384/521, also with a hidden recipient), SEIPD v1 with
 MDC, AES-128/192/256, uncompressed, ZIP or ZLIB data (GnuPG compresses by default),
 partial body lengths, literal data in any format. Refused with a precise error: the old
