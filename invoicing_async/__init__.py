@@ -6,8 +6,6 @@ The embedded provider for tests and demos is :mod:`invoicing_async.sandbox`.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ._auth import TokenCache
 from ._client import InvoicingClient
 from ._documents import document_key
@@ -54,7 +52,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> str:
     if name == "__version__":
         from importlib.metadata import version  # noqa: PLC0415  (lazy: costs ~10 ms)
 

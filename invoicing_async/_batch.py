@@ -21,7 +21,6 @@ a budget shared by the batch, so an outage does not multiply traffic.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
 import random
@@ -32,8 +31,9 @@ from collections.abc import (
     AsyncIterator,
     Callable,
     Iterable,
+    Sequence,
 )
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -42,7 +42,6 @@ from ._errors import (
     DuplicateDocumentError,
     InvoicingError,
     RateLimitError,
-    ServerError,
     TransportError,
     may_have_committed,
 )
@@ -53,11 +52,54 @@ if TYPE_CHECKING:
     import datetime as dt
     import os
 
-    from ._client import InvoicingClient
+    from ._models import DocumentResult
 
-__all__ = ["submit_stream"]
+__all__ = ["BatchOptions", "Sender", "collect", "stream"]
 
-log = logging.getLogger("invoicing_async")
+log = logging.getLogger("invoicing_async.batch")
+
+
+class Sender(Protocol):
+    """What a batch needs of a session: prepare documents, send one, and two sizes."""
+
+    @property
+    def limit(self) -> int:
+        """Connection pool size (0: unlimited)."""
+
+    @property
+    def prepare_parallelism(self) -> tuple[int, int]:
+        """``(documents per chunk, chunks in preparation at once)``."""
+
+    async def prepare_many(
+        self, documents: Sequence[Any], *, encrypted: bool
+    ) -> list[bytes | InvoicingError]:
+        """Each document's body, or the error that keeps it from being sent."""
+
+    async def send_prepared(
+        self,
+        payload: bytes,
+        *,
+        encrypted: bool,
+        send_method: str | None,
+        time_stamp: dt.datetime | str | None,
+        timeout: float | None,
+    ) -> DocumentResult:
+        """One attempt; the record, or the typed error."""
+
+
+@attrs.frozen(kw_only=True)
+class BatchOptions:
+    """The options of one batch, as :meth:`InvoicingClient.submit_stream` documents them."""
+
+    concurrency: int = 32
+    encrypted: bool = True
+    journal: str | os.PathLike[str] | Journal | None = None
+    retry: RetryPolicy = attrs.field(factory=RetryPolicy)
+    deadline: float | None = None
+    on_progress: Callable[[BatchProgress], object] | None = None
+    send_method: str | None = None
+    time_stamp: dt.datetime | str | None = None
+    key: Callable[[Any], str] = document_key
 
 
 class _Budget:
@@ -97,47 +139,29 @@ class _Ready:
 
 
 class _Batch:
-    def __init__(
-        self,
-        client: InvoicingClient,
-        *,
-        concurrency: int,
-        encrypted: bool,
-        journal: Journal | None,
-        retry: RetryPolicy,
-        deadline: float | None,
-        on_progress: Callable[[BatchProgress], object] | None,
-        send_method: str | None,
-        time_stamp: dt.datetime | str | None,
-        key: Callable[[Any], str],
-    ) -> None:
-        if concurrency < 1:
+    def __init__(self, sender: Sender, options: BatchOptions, journal: Journal | None) -> None:
+        if options.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
-        self._client = client
+        self._sender = sender
         # More workers than pooled connections would only wait for a slot inside the
         # request's timeout; keep them within the pool.
-        pool = client.limit  # 0: a caller's session without a connection limit
+        pool = sender.limit  # 0: a caller's session without a connection limit
+        concurrency = options.concurrency
         self._workers = min(concurrency, pool) if pool > 0 else concurrency
-        self._encrypted = encrypted
+        self._encrypted = options.encrypted
         self._journal = journal
-        self._retry = retry
-        self._budget = _Budget(retry)
+        self._retry = options.retry
+        self._budget = _Budget(options.retry)
         self._deadline_at = (
-            None if deadline is None else asyncio.get_running_loop().time() + deadline
+            None
+            if options.deadline is None
+            else asyncio.get_running_loop().time() + options.deadline
         )
-        self._on_progress = on_progress
-        self._send_method = send_method
-        self._time_stamp = time_stamp
-        self._key = key
-        # Prepare in chunks. A process pool gets bigger chunks and two per worker in
-        # flight, so no worker idles while the parent pickles the next chunk; threads
-        # share the GIL, and two chunks under way keep one busy.
-        executor = client.encrypt_executor
-        pool_size = max(1, min(int(getattr(executor, "_max_workers", 1) or 1), 32))
-        if isinstance(executor, concurrent.futures.ProcessPoolExecutor):
-            self._chunk_size, self._preparers = 32, 2 * pool_size
-        else:
-            self._chunk_size, self._preparers = 16, 2
+        self._on_progress = options.on_progress
+        self._send_method = options.send_method
+        self._time_stamp = options.time_stamp
+        self._key = options.key
+        self._chunk_size, self._preparers = sender.prepare_parallelism
         self._counts: Counter[OutcomeStatus] = Counter()
         self._random = random.Random()
 
@@ -177,7 +201,7 @@ class _Batch:
 
         async def prepare() -> None:
             while (chunk := await chunks.get()) is not None:
-                payloads = await self._client.prepare_many(
+                payloads = await self._sender.prepare_many(
                     [pending.document for pending in chunk], encrypted=self._encrypted
                 )
                 for pending, payload in zip(chunk, payloads, strict=True):
@@ -268,7 +292,7 @@ class _Batch:
             if self._journal is not None and attempts == 1:
                 self._journal.sending(key, index)
             try:
-                result = await self._client.send_prepared(
+                result = await self._sender.send_prepared(
                     payload,
                     encrypted=self._encrypted,
                     send_method=self._send_method,
@@ -289,7 +313,9 @@ class _Batch:
                     return end(OutcomeStatus.REJECTED, attempts, error=exc)
                 if attempts >= self._retry.max_attempts:
                     return self._gave_up(end, attempts, maybe_committed, exc, "attempts")
-                delay = self._delay(exc, attempts)
+                delay = self._retry.delay(
+                    attempts, retry_after=getattr(exc, "retry_after", None), rng=self._random
+                )
             except asyncio.CancelledError:
                 self._cancelled(end(OutcomeStatus.UNKNOWN, attempts))
                 raise
@@ -320,13 +346,6 @@ class _Batch:
             error = TransportError(f"not sent: the batch's {why} ran out", maybe_sent=False)
         return end(status, attempts, error=error)
 
-    def _delay(self, error: InvoicingError, attempts: int) -> float:
-        retry_after = getattr(error, "retry_after", None)
-        if isinstance(error, (RateLimitError, ServerError)) and retry_after is not None:
-            return float(retry_after)
-        cap = min(self._retry.max_delay, self._retry.base_delay * 2 ** (attempts - 1))
-        return self._random.uniform(0, cap)
-
 
 def _not_sent(error: InvoicingError) -> bool:
     """Failures that certainly left nothing at the provider and may pass: retry them."""
@@ -344,38 +363,17 @@ async def _aiter(documents: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator
             yield document
 
 
-async def submit_stream(
-    client: InvoicingClient,
-    documents: Iterable[Any] | AsyncIterable[Any],
-    *,
-    concurrency: int = 32,
-    encrypted: bool = True,
-    journal: str | os.PathLike[str] | Journal | None = None,
-    retry: RetryPolicy | None = None,
-    deadline: float | None = None,
-    on_progress: Callable[[BatchProgress], object] | None = None,
-    send_method: str | None = None,
-    time_stamp: dt.datetime | str | None = None,
-    key: Callable[[Any], str] = document_key,
-) -> AsyncIterator[Outcome]:
+async def stream(
+    sender: Sender, documents: Iterable[Any] | AsyncIterable[Any], options: BatchOptions
+) -> AsyncGenerator[Outcome, None]:
     """Yield one outcome per document as it settles (see ``InvoicingClient.submit_stream``)."""
+    journal = options.journal
     opened: Journal | None = None
     if journal is not None and not isinstance(journal, Journal):
         journal = opened = Journal(journal)
     if journal is not None:
         journal.open()
-    batch = _Batch(
-        client,
-        concurrency=concurrency,
-        encrypted=encrypted,
-        journal=journal,
-        retry=retry or RetryPolicy(),
-        deadline=deadline,
-        on_progress=on_progress,
-        send_method=send_method,
-        time_stamp=time_stamp,
-        key=key,
-    )
+    batch = _Batch(sender, options, journal)
     try:
         async with contextlib.aclosing(batch.run(documents)) as outcomes:
             async for outcome in outcomes:
@@ -383,3 +381,13 @@ async def submit_stream(
     finally:
         if opened is not None:
             opened.close()
+
+
+async def collect(
+    sender: Sender, documents: Iterable[Any] | AsyncIterable[Any], options: BatchOptions
+) -> list[Outcome]:
+    """Every outcome, in input order (see ``InvoicingClient.submit_many``)."""
+    async with contextlib.aclosing(stream(sender, documents, options)) as outcomes:
+        collected = [outcome async for outcome in outcomes]
+    collected.sort(key=lambda outcome: outcome.index)
+    return collected

@@ -27,6 +27,7 @@ from typing import IO, TYPE_CHECKING, Any
 import attrs
 
 from ._convert import format_timestamp, outcome_to_json, result_from_json
+from ._documents import dumps
 from ._errors import InvoicingError
 from ._outcomes import Outcome, OutcomeStatus
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Journal", "JournalEntry"]
 
-log = logging.getLogger("invoicing_async")
+log = logging.getLogger("invoicing_async.batch")
 
 _VERSION = 1
 _FINAL = frozenset({OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE, OutcomeStatus.REJECTED})
@@ -121,7 +122,7 @@ class Journal:
         if self._file is None:
             raise RuntimeError("the journal is not open")
         record = {"v": _VERSION, **record, "at": format_timestamp(dt.datetime.now(dt.timezone.utc))}
-        self._file.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+        self._file.write(dumps(record).decode("utf-8") + "\n")
         self._file.flush()
         if self._fsync:
             os.fsync(self._file.fileno())

@@ -35,9 +35,11 @@ from ._models import AccessToken, DocumentResult
 __all__ = [
     "Request",
     "Response",
+    "build_call_request",
     "build_document_request",
     "build_token_request",
     "check_base_url",
+    "check_path",
     "error_for_response",
     "parse_document_response",
     "parse_json_response",
@@ -135,8 +137,7 @@ def build_document_request(
 ) -> Request:
     """``POST /Invoice/secure`` (armored PGP body) or ``POST /Invoice/json``.
 
-    Both ``Authorization: Bearer`` and ``APIKey`` are sent: the specification leaves open
-    which one a provider checks. Query parameters appear only when given.
+    Query parameters appear only when given.
     """
     query: dict[str, str] = {}
     if send_method is not None:
@@ -148,13 +149,48 @@ def build_document_request(
     url = base_url + (SECURE_PATH if encrypted else JSON_PATH)
     if query:
         url += "?" + urlencode(query)
+    content_type = PGP_CONTENT_TYPE if encrypted else JSON_CONTENT_TYPE
+    return Request("POST", url, _headers(token, api_key, content_type), body)
+
+
+def build_call_request(
+    base_url: str,
+    method: str,
+    path: str,
+    *,
+    token: AccessToken,
+    api_key: str,
+    body: bytes | None = None,
+    params: Mapping[str, str] | None = None,
+) -> Request:
+    """Any other operation (``/Invoice/cancelDeliveryNote``, ``/PosSignatures/…``).
+
+    Authenticated like the document calls; a body is sent as JSON.
+    """
+    url = base_url + check_path(path)
+    if params:
+        url += "?" + urlencode(dict(params))
+    content_type = None if body is None else JSON_CONTENT_TYPE
+    return Request(method.upper(), url, _headers(token, api_key, content_type), body)
+
+
+def check_path(path: str) -> str:
+    """``path`` if it is a path on the provider (``/Invoice/json``), else ``ValueError``."""
+    if not path.startswith("/") or "://" in path:
+        raise ValueError("path must be a path on the provider, such as '/Invoice/json'")
+    return path
+
+
+def _headers(token: AccessToken, api_key: str, content_type: str | None) -> dict[str, str]:
+    """Bearer token and ``APIKey``: the specification leaves open which one is checked."""
     headers = {
         "Authorization": f"{_token_type(token)} {token.value}",
         "APIKey": api_key,
-        "Content-Type": PGP_CONTENT_TYPE if encrypted else JSON_CONTENT_TYPE,
         "Accept": JSON_CONTENT_TYPE,
     }
-    return Request("POST", url, headers, body)
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    return headers
 
 
 def _token_type(token: AccessToken) -> str:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_MAX_RESPONSE_SIZE", "Transport"]
 
-log = logging.getLogger("invoicing_async")
+log = logging.getLogger("invoicing_async.transport")
 
 #: Largest response body read, in bytes. Result records are a few KB.
 DEFAULT_MAX_RESPONSE_SIZE = 4 * 1024 * 1024

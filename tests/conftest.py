@@ -7,6 +7,9 @@ import types
 
 import aiohttp
 import aioresponses.core
+import pytest
+
+from invoicing_async.testing import set_instant_retries
 
 
 def _patch_aioresponses_for_aiohttp_314() -> None:
@@ -29,6 +32,13 @@ def _patch_aioresponses_for_aiohttp_314() -> None:
 _patch_aioresponses_for_aiohttp_314()
 
 
+@pytest.fixture(autouse=True)
+def _restore_backoff():
+    """A test that switches backoff off with the public hook does not leak it to others."""
+    yield
+    set_instant_retries(False)
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--run-slow", action="store_true", help="also run long soaks marked slow (nox -s soak)"
@@ -36,8 +46,6 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
-    import pytest  # noqa: PLC0415
-
     if config.getoption("--run-slow"):
         return
     skip = pytest.mark.skip(reason="long soak: run with --run-slow (nox -s soak)")

@@ -25,8 +25,8 @@ from invoicing_async import (
     ValidationError,
     document_key,
 )
-from invoicing_async._batch import submit_stream
-from invoicing_async._client import _serialized
+from invoicing_async._batch import BatchOptions, stream
+from invoicing_async._session import _serialized
 
 FAST = RetryPolicy(base_delay=0, max_delay=0, attempt_timeout=None)
 
@@ -39,7 +39,7 @@ class FakeProvider:
     """
 
     limit = 100
-    encrypt_executor = None
+    prepare_parallelism = (16, 2)
 
     def __init__(self, script: dict[str, list[str]] | None = None) -> None:
         self.script = script or {}
@@ -94,7 +94,7 @@ def key(n: int) -> str:
 
 async def run(provider, documents, **kwargs):
     kwargs.setdefault("retry", FAST)
-    outcomes = [o async for o in submit_stream(provider, documents, **kwargs)]
+    outcomes = [o async for o in stream(provider, documents, BatchOptions(**kwargs))]
     outcomes.sort(key=lambda o: o.index)
     return outcomes
 
@@ -298,10 +298,11 @@ async def test_cancellation_journals_in_flight_as_unknown(tmp_path):
 async def test_closing_a_stream_early_stops_the_workers():
     """Leaving submit_stream early (aclose) cancels the workers; no task is left."""
     provider = FakeProvider()
-    stream = submit_stream(provider, (doc(n) for n in range(1000)), retry=FAST, concurrency=4)
-    async for _ in stream:
+    options = BatchOptions(retry=FAST, concurrency=4)
+    outcomes = stream(provider, (doc(n) for n in range(1000)), options)
+    async for _ in outcomes:
         break
-    await stream.aclose()
+    await outcomes.aclose()
     assert {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} == set()
     assert len(provider.requests) < 1000
 
@@ -324,7 +325,9 @@ async def test_streaming_memory_is_flat_in_the_input_size():
         gc.collect()
         tracemalloc.start()
         settled = 0
-        async for _ in submit_stream(Counting(), documents(count), retry=FAST, concurrency=16):
+        async for _ in stream(
+            Counting(), documents(count), BatchOptions(retry=FAST, concurrency=16)
+        ):
             settled += 1
         _, peak_bytes = tracemalloc.get_traced_memory()
         tracemalloc.stop()

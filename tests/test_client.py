@@ -25,6 +25,7 @@ from invoicing_async import (
 )
 from invoicing_async.sandbox import generate_keypair
 from invoicing_async.sandbox._decrypt import Decryptor
+from invoicing_async.testing import instant_retries
 
 BASE = "https://provider.example"
 TOKEN_URL = f"{BASE}/oauth/token"
@@ -68,9 +69,10 @@ def form_of(call) -> dict[str, list[str]]:
 
 
 @pytest.fixture(autouse=True)
-def no_backoff(monkeypatch):
-    """Token retries sleep zero seconds in these tests."""
-    monkeypatch.setattr(InvoicingClient, "_token_backoff", (0.0, 0.0), raising=False)
+def no_backoff():
+    """Token retries sleep zero seconds in these tests (the public testing hook)."""
+    with instant_retries():
+        yield
 
 
 def client(**kwargs) -> InvoicingClient:

@@ -14,17 +14,13 @@ from invoicing_async import (
     AuthenticationError,
     DocumentStatus,
     DuplicateDocumentError,
-    InvoicingError,
     MalformedResponseError,
     ProviderTimeoutError,
     RateLimitError,
     ServerError,
-    TransportError,
     ValidationError,
 )
 from invoicing_async import _protocol as proto
-from invoicing_async._documents import serialize_document
-from invoicing_async._errors import may_have_committed
 
 SAMPLES = Path(__file__).parent / "samples"
 TOKEN = AccessToken(value="tok-SECRET", token_type="bearer", expires_in=900, obtained_at=0.0)
@@ -68,27 +64,6 @@ def test_base_url_refused(url):
     """Plain http to a non-loopback host, other schemes and embedded credentials are refused."""
     with pytest.raises(ValueError, match=r"http|URL|credentials|query"):
         proto.check_base_url(url)
-
-
-def test_serialize_mapping_is_compact_utf8():
-    """A mapping becomes compact UTF-8 JSON with non-ASCII text kept as is."""
-    body = serialize_document({"Issuer": {"City": "Αθήνα"}, "Total": 12.5})
-    assert body == '{"Issuer":{"City":"Αθήνα"},"Total":12.5}'.encode()
-
-
-def test_serialize_bytes_unchanged():
-    """Bytes are sent exactly as given, so callers control every byte."""
-    raw = b'{ "already":  "serialised" }'
-    assert serialize_document(raw) == raw
-    assert serialize_document(bytearray(raw)) == raw
-
-
-@pytest.mark.parametrize("document", [{"when": dt.datetime.now()}, {"x": float("nan")}, [1, 2], 5])
-def test_serialize_refuses_what_json_cannot_carry(document):
-    """Non-serialisable documents raise ValidationError with no status: nothing was sent."""
-    with pytest.raises(ValidationError) as info:
-        serialize_document(document)
-    assert info.value.status is None
 
 
 def test_token_request_client_credentials():
@@ -321,35 +296,3 @@ def test_generic_json_response():
         proto.parse_json_response(response(200, b"<html>"), "op")
     with pytest.raises(ServerError):
         proto.parse_json_response(response(502, b""), "op")
-
-
-@pytest.mark.parametrize(
-    ("error", "committed"),
-    [
-        (TransportError("refused", maybe_sent=False), False),
-        (TransportError("reset", maybe_sent=True), True),
-        (ProviderTimeoutError("t", status=408), True),
-        (ServerError("s", status=500), True),
-        (MalformedResponseError("m", status=201), True),
-        (MalformedResponseError("redirect", status=302), False),
-        (ValidationError("v", status=400), False),
-        (AuthenticationError("a", status=401), False),
-        (RateLimitError("r", status=429), False),
-    ],
-)
-def test_may_have_committed(error, committed):
-    """Failures after the provider may have processed the request count as maybe committed."""
-    assert may_have_committed(error) is committed
-
-
-def test_errors_pickle():
-    """Errors survive pickling (process pools, multiprocessing test runners)."""
-    import pickle  # noqa: PLC0415
-
-    error = DuplicateDocumentError("dup", status=409, body={"a": 1}, result=None)
-    clone = pickle.loads(pickle.dumps(error))  # noqa: S301
-    assert type(clone) is DuplicateDocumentError
-    assert clone.status == 409
-    assert clone.body == {"a": 1}
-    assert str(clone) == str(error)
-    assert isinstance(clone, InvoicingError)

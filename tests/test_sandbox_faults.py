@@ -23,6 +23,7 @@ from invoicing_async import (
 )
 from invoicing_async.sandbox import DEFAULT_RANDOM_KINDS, Fault, Sandbox
 from invoicing_async.sandbox._faults import FaultPlan
+from invoicing_async.testing import set_instant_retries
 
 
 @pytest.fixture
@@ -220,7 +221,7 @@ async def test_token_faults_are_scripted_separately(sb):
     """
     sb.script_token(Fault.status(503, retry_after=0))
     async with client_for(sb) as client:
-        client._token_backoff = (0.0, 0.0)
+        set_instant_retries(True)  # token retries without waiting
         await client.submit_json(invoice(sb, 1))
     assert [(r.path, r.status, r.fault) for r in sb.requests] == [
         ("/oauth/token", 503, "status:503"),

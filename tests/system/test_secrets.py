@@ -25,6 +25,7 @@ from aioresponses import aioresponses
 from invoicing_async import InvoicingClient, InvoicingError, RetryPolicy, TokenCache
 from invoicing_async.sandbox import DEFAULT_RANDOM_KINDS, Fault, Sandbox, sample_invoice
 from invoicing_async.sandbox._rules import random_tin
+from invoicing_async.testing import set_instant_retries
 
 SENTINEL_KEY = "SENTINEL-APIKEY-" + secrets.token_hex(12)
 TIN = random_tin(random.Random("adversarial-secrets"))
@@ -172,7 +173,7 @@ async def run_matrix(sb: Sandbox, leaks: Leaks, clock: FakeClock) -> None:
             async with make_client(
                 sb, clock, timeout=0.5, max_response_size=100_000, token_attempts=attempts
             ) as client:
-                client._token_backoff = (0.0, 0.0)
+                set_instant_retries(True)  # token retries without waiting
                 await attempt(leaks, f"token {fault.name} x{attempts}", client.submit_json(doc()))
 
     # Refresh grants going wrong: in the renewal window and after expiry, the refresh

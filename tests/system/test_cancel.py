@@ -1,6 +1,6 @@
 """Adversarial: cancelling a batch mid-flight, under ``python -X dev -W error``.
 
-``tests/scripts/adv_cancel.py`` runs in a subprocess with asyncio debug mode and every
+``tests/system/scripts/adv_cancel.py`` runs in a subprocess with asyncio debug mode and every
 warning an error, against a sandbox (in its own thread) that holds each request for half
 a second. It cancels ``submit_many`` (or abandons ``submit_stream``) while requests are in
 flight. Cancellation must be re-raised, no task may be left, the session must be closed,

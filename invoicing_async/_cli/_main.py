@@ -13,23 +13,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import sys
 import time
-from collections import Counter
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import Any
 
-from ._client import InvoicingClient
-from ._convert import outcome_to_json
-from ._documents import document_key
-from ._errors import InvoicingError, ProviderKeyError, ValidationError
-from ._outcomes import Outcome, OutcomeStatus
-from ._pgp import ProviderKey
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
+from invoicing_async._cli._input import UsageError, document_identity, read_documents
+from invoicing_async._cli._output import run_batch, summary
+from invoicing_async._client import InvoicingClient
+from invoicing_async._errors import InvoicingError, ProviderKeyError, ValidationError
+from invoicing_async._outcomes import OutcomeStatus
+from invoicing_async._pgp import ProviderKey
 
 __all__ = ["main"]
 
@@ -39,174 +34,11 @@ ENV_API_KEY = "INVOICING_API_KEY"
 ENV_PROVIDER_KEY = "INVOICING_PROVIDER_KEY"
 
 
-class UsageError(Exception):
-    """Bad arguments or input: reported in one line, exit status 2."""
-
-
-# --- output helpers ------------------------------------------------------------------
-
-
-class Progress:
-    """A one-line progress bar on a terminal; silent otherwise."""
-
-    def __init__(self, total: int | None, stream: IO[str]) -> None:
-        self._total = total
-        self._stream = stream
-        self._enabled = stream.isatty()
-        self._counts: Counter[OutcomeStatus] = Counter()
-        self._last = 0.0
-        self._started = time.perf_counter()
-
-    def update(self, outcome: Outcome) -> None:
-        self._counts[outcome.status] += 1
-        now = time.perf_counter()
-        if self._enabled and now - self._last > 0.1:
-            self._last = now
-            self._draw()
-
-    def close(self) -> None:
-        if self._enabled:
-            self._draw()
-            self._stream.write("\n")
-            self._stream.flush()
-
-    def _draw(self) -> None:
-        done = sum(self._counts.values())
-        rate = done / max(time.perf_counter() - self._started, 1e-9)
-        if self._total:
-            width = 30
-            filled = int(width * done / self._total)
-            bar = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{self._total}"
-        else:
-            bar = f"{done} settled"
-        counts = " ".join(f"{s.value} {n}" for s, n in sorted(self._counts.items(), key=str))
-        self._stream.write(f"\r{bar}  {counts}  {rate:.0f}/s ")
-        self._stream.flush()
-
-
-def _summary(counts: Counter[OutcomeStatus], elapsed: float, extra: dict[str, Any]) -> str:
-    total = sum(counts.values())
-    lines = [
-        f"documents:   {total}",
-        f"accepted:    {counts[OutcomeStatus.ACCEPTED]}",
-        f"duplicates:  {counts[OutcomeStatus.DUPLICATE]}",
-        f"rejected:    {counts[OutcomeStatus.REJECTED]}",
-        f"unknown:     {counts[OutcomeStatus.UNKNOWN]}",
-        f"not sent:    {counts[OutcomeStatus.NOT_SENT]}",
-        f"elapsed:     {elapsed:.2f} s ({total / max(elapsed, 1e-9):.0f} documents/s)",
-    ]
-    lines += [f"{name + ':':<12} {value}" for name, value in extra.items()]
-    return "\n".join(lines)
-
-
-async def _run_batch(
-    client: InvoicingClient,
-    documents: Iterator[Any],
-    *,
-    output: IO[str],
-    total: int | None,
-    encrypted: bool,
-    concurrency: int,
-    journal: str | None,
-) -> tuple[Counter[OutcomeStatus], float]:
-    progress = Progress(total, sys.stderr)
-    counts: Counter[OutcomeStatus] = Counter()
-    started = time.perf_counter()
-    try:
-        stream = client.submit_stream(
-            documents,
-            concurrency=concurrency,
-            encrypted=encrypted,
-            journal=journal,
-            key=_document_key,
-        )
-        async with contextlib.aclosing(stream) as outcomes:  # type: ignore[type-var]
-            async for outcome in outcomes:
-                counts[outcome.status] += 1
-                output.write(json.dumps(outcome_to_json(outcome), ensure_ascii=False) + "\n")
-                output.flush()
-                progress.update(outcome)
-    finally:
-        progress.close()
-    return counts, time.perf_counter() - started
-
-
-# --- documents from files ------------------------------------------------------------
-
-
-class _Unreadable:
-    """A document that could not be read: refused locally, it still gets an outcome."""
-
-    def __init__(self, where: str, why: str) -> None:
-        self.where = where
-        self.why = why
-
-    def __repr__(self) -> str:
-        return f"<unreadable document {self.where}: {self.why}>"
-
-
-def _documents(sources: list[str]) -> Iterator[Any]:
-    """Documents from files, directories (``*.json``, ``*.jsonl``) and ``-`` (stdin)."""
-    for source in sources:
-        if source == "-":
-            yield from _parse_stream(sys.stdin.read(), "<stdin>")
-            continue
-        path = Path(source)
-        if path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.suffix in (".json", ".jsonl", ".ndjson"))
-        elif path.exists():
-            files = [path]
-        else:
-            raise UsageError(f"no such file or directory: {source}")
-        for file in files:
-            try:
-                text = file.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                yield _Unreadable(str(file), f"cannot read: {exc}")
-                continue
-            yield from _parse_stream(text, str(file))
-
-
-def _parse_stream(text: str, where: str) -> Iterator[Any]:
-    stripped = text.strip()
-    if not stripped:
-        return
-    if stripped[0] in "[{":
-        try:
-            data = json.loads(stripped)
-        except ValueError:
-            pass  # maybe JSON Lines
-        else:
-            yield from data if isinstance(data, list) else [data]
-            return
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            yield json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield _Unreadable(f"{where}:{number}", f"invalid JSON ({exc.msg})")
-
-
-def _prepare_documents(sources: list[str]) -> Iterator[Any]:
-    """The documents, with one stderr line for each that cannot be read."""
-    for document in _documents(sources):
-        if isinstance(document, _Unreadable):
-            print(f"invoicing-async: {document.where}: {document.why}", file=sys.stderr)
-        yield document
-
-
-def _document_key(document: Any) -> str:
-    if isinstance(document, _Unreadable):
-        return f"unreadable:{document.where}"
-    return document_key(document)
-
-
 # --- subcommands ---------------------------------------------------------------------
 
 
 def _sandbox_module() -> Any:
-    from . import sandbox  # noqa: PLC0415  (aiohttp.web and key generation only when needed)
+    from invoicing_async import sandbox  # noqa: PLC0415  (aiohttp.web and key generation only when needed)
 
     return sandbox
 
@@ -238,7 +70,7 @@ async def _cmd_demo(args: argparse.Namespace) -> int:
                     rate=args.faults, seed=args.seed, kinds=sandbox.DEFAULT_RANDOM_KINDS
                 )
             with output.open("w", encoding="utf-8") as out:
-                counts, elapsed = await _run_batch(
+                counts, elapsed = await run_batch(
                     client,
                     iter(documents),
                     output=out,
@@ -246,13 +78,14 @@ async def _cmd_demo(args: argparse.Namespace) -> int:
                     encrypted=not args.json,
                     concurrency=args.concurrency,
                     journal=None,
+                    key=document_identity,
                 )
             extra = {
                 "tokens": f"{sb.stats.token_requests} request(s)",
                 "committed": f"{sb.commit_count} by the sandbox",
                 "results": str(output),
             }
-    print(_summary(counts, elapsed, extra))
+    print(summary(counts, elapsed, extra))
     return 0
 
 
@@ -315,7 +148,7 @@ def _provider_key(args: argparse.Namespace) -> ProviderKey:
 async def _cmd_submit(args: argparse.Namespace) -> int:
     base_url, client_id, api_key = _credentials(args)
     key = None if args.json else _provider_key(args)
-    documents = _prepare_documents(args.documents or ["-"])
+    documents = read_documents(args.documents or ["-"])
     output_cm: Any
     if args.output == "-":
         output_cm = contextlib.nullcontext(sys.stdout)
@@ -325,7 +158,7 @@ async def _cmd_submit(args: argparse.Namespace) -> int:
         base_url, client_id, api_key, provider_key=key, timeout=args.timeout
     ) as client:
         with output_cm as output:
-            counts, elapsed = await _run_batch(
+            counts, elapsed = await run_batch(
                 client,
                 documents,
                 output=output,
@@ -333,8 +166,9 @@ async def _cmd_submit(args: argparse.Namespace) -> int:
                 encrypted=not args.json,
                 concurrency=args.concurrency,
                 journal=args.journal,
+                key=document_identity,
             )
-    print(_summary(counts, elapsed, {}), file=sys.stderr)
+    print(summary(counts, elapsed, {}), file=sys.stderr)
     failed = sum(n for status, n in counts.items() if status not in _OK)
     return 1 if failed else 0
 

@@ -21,6 +21,7 @@ from invoicing_async import (
     TokenCache,
 )
 from invoicing_async.sandbox import Fault, Sandbox, sample_invoice, sample_invoices
+from invoicing_async.testing import set_instant_retries
 
 QUICK = RetryPolicy(base_delay=0.002, max_delay=0.01, attempt_timeout=5)
 
@@ -189,7 +190,7 @@ async def test_token_endpoint_outage_leaves_documents_not_sent_not_unknown(resen
         async with InvoicingClient(
             sb.base_url, sb.client_id, sb.client_secret, token_attempts=2
         ) as client:
-            client._token_backoff = (0.0, 0.0)
+            set_instant_retries(True)  # token retries without waiting
             retry = RetryPolicy(max_attempts=2, base_delay=0, max_delay=0, resend_ambiguous=resend)
             outcomes = await client.submit_many(
                 documents, concurrency=3, encrypted=False, retry=retry
@@ -209,7 +210,7 @@ async def test_failed_renewal_in_the_window_keeps_using_the_still_valid_token():
         async with InvoicingClient(
             sb.base_url, sb.client_id, sb.client_secret, token_cache=cache, token_attempts=2
         ) as client:
-            client._token_backoff = (0.0, 0.0)
+            set_instant_retries(True)  # token retries without waiting
             await client.submit_json(documents[0])
             clock.now += 900 - 30  # renewal window; the token is valid for 25 s more
             sb.script_token(*[Fault.status(503, retry_after=0)] * 4)

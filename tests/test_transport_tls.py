@@ -23,6 +23,7 @@ from invoicing_async import (
     MalformedResponseError,
     TransportError,
 )
+from invoicing_async.testing import set_instant_retries
 
 TIN = "094019245"
 TOKEN = {"access_token": "t0k3n", "token_type": "Bearer", "expires_in": 900}
@@ -172,7 +173,7 @@ async def test_redirect_of_the_token_request_is_refused_and_the_target_gets_noth
         async with InvoicingClient(
             provider.base_url, TIN, "key", ssl=client_context(ca), token_attempts=2
         ) as client:
-            client._token_backoff = (0.0, 0.0)
+            set_instant_retries(True)  # token retries without waiting
             with pytest.raises(InvoicingError) as caught:
                 await client.token()
     assert not isinstance(caught.value, AuthenticationError)

@@ -1,0 +1,358 @@
+"""One request's life: a token from the shared cache, the 401 policy, prepare, send.
+
+:class:`Session` strings the sans-I/O steps of :mod:`._protocol` together over a
+:class:`~._transport.Transport`: it gets a token (once for all callers, through the
+:class:`~._auth.TokenCache`), builds the request, sends it, recovers from a 401 caused by
+the token, and turns the response into a record or a typed error with the client's
+secrets scrubbed from any provider text. It makes one attempt per call; retrying a
+document is decided by its callers (:mod:`._batch`, the client's single calls).
+
+Preparing documents (serialising and encrypting) is here too, because it is the other
+half of sending one: :func:`prepare_chunk` runs in a worker thread or process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from . import _protocol as proto
+from ._auth import CredentialsKey, TokenCache
+from ._documents import dumps, serialize_document
+from ._errors import (
+    AuthenticationError,
+    InvoicingError,
+    MalformedResponseError,
+    RateLimitError,
+    ServerError,
+    TransportError,
+    ValidationError,
+)
+
+if TYPE_CHECKING:
+    import datetime as dt
+    from collections.abc import Callable, Mapping, Sequence
+
+    from ._documents import Document
+    from ._models import AccessToken, DocumentResult
+    from ._outcomes import RetryPolicy
+    from ._pgp import ProviderKey
+    from ._transport import Transport
+
+__all__ = ["Session", "prepare_chunk"]
+
+#: A token younger than this (seconds) is not suspected when a 401 comes back.
+_FRESH_TOKEN_AGE = 10.0
+
+auth_log = logging.getLogger("invoicing_async.auth")
+
+
+class Session:
+    """Everything one request needs; shared by the client's single calls and batches.
+
+    :param token_retry: how the idempotent token endpoint is retried on connection
+        failures, 429 and 5xx.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        client_id: str,
+        client_secret: str,
+        *,
+        transport: Transport,
+        token_cache: TokenCache,
+        provider_key: ProviderKey | None,
+        encrypt_executor: concurrent.futures.Executor | None,
+        token_retry: RetryPolicy,
+    ) -> None:
+        self._base_url = base_url
+        self._client_id = client_id
+        self._client_secret = client_secret
+        self._transport = transport
+        self._cache = token_cache
+        self._credentials = CredentialsKey.of(base_url, client_id, client_secret)
+        self._provider_key = provider_key
+        self._executor = encrypt_executor
+        self._token_retry = token_retry
+        # Tokens used lately: scrubbed from provider text that echoes them.
+        self._recent_secrets: collections.deque[str] = collections.deque(maxlen=8)
+
+    def __repr__(self) -> str:
+        return f"<Session {self._base_url} client_id={self._client_id!r}>"
+
+    @property
+    def limit(self) -> int:
+        """The connection pool size: more documents in flight would only queue for it."""
+        return self._transport.limit
+
+    @property
+    def prepare_parallelism(self) -> tuple[int, int]:
+        """``(documents per chunk, chunks in preparation at once)`` for bulk preparation.
+
+        A process pool gets bigger chunks and two per core in flight, so no worker idles
+        while the parent pickles the next chunk; threads share the GIL, and two chunks
+        under way keep one busy.
+        """
+        if isinstance(self._executor, concurrent.futures.ProcessPoolExecutor):
+            return 32, 2 * max(1, min(os.cpu_count() or 1, 32))
+        return 16, 2
+
+    @property
+    def provider_key(self) -> ProviderKey | None:
+        """The provider key documents are encrypted to."""
+        return self._provider_key
+
+    # --- preparing -------------------------------------------------------------------------
+
+    async def prepare_many(
+        self, documents: Sequence[Document], *, encrypted: bool
+    ) -> list[bytes | InvoicingError]:
+        """Serialise (and encrypt) documents in one executor call; errors in their places.
+
+        One call per chunk amortises the hand-over to the thread or process pool, which
+        costs as much as encrypting a 4 KB invoice.
+        """
+        if not encrypted:
+            # Serialising alone is a few tens of µs: a hand-over to a thread would cost
+            # more than it saves, and with the GIL it runs no faster there.
+            return [_serialized(document) for document in documents]
+        key = self._provider_key
+        if key is None:
+            error = ValidationError("submit_secure needs a provider_key to encrypt to")
+            return [error for _ in documents]
+        items: list[Any] = list(documents)
+        if isinstance(self._executor, concurrent.futures.ProcessPoolExecutor):
+            # Only bytes cross to another process: any document pickles that way, and a
+            # document that cannot be serialised is refused here, alone.
+            items = [_serialized(document) for document in items]
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, prepare_chunk, key, items)
+
+    # --- sending ---------------------------------------------------------------------------
+
+    async def send_prepared(
+        self,
+        payload: bytes,
+        *,
+        encrypted: bool,
+        send_method: str | None = None,
+        time_stamp: dt.datetime | str | None = None,
+        timeout: float | None = None,
+    ) -> DocumentResult:
+        """Send a prepared body once (plus one retry after a 401 the token may have caused)."""
+
+        # A closure, not functools.partial: a partial's repr shows the API key, and
+        # tracebacks formatted with locals print reprs.
+        def build(token: AccessToken) -> proto.Request:
+            return proto.build_document_request(
+                self._base_url,
+                token=token,
+                api_key=self._client_secret,
+                body=payload,
+                encrypted=encrypted,
+                send_method=send_method,
+                time_stamp=time_stamp,
+            )
+
+        response = await self._authorized(build, timeout=timeout)
+        result: DocumentResult = self._checked(proto.parse_document_response, response)
+        return result
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Another operation: authenticated like documents, JSON in and out."""
+        proto.check_path(path)
+        body = None if json is None else _json_body(json)
+
+        def build(token: AccessToken) -> proto.Request:
+            return proto.build_call_request(
+                self._base_url,
+                method,
+                path,
+                token=token,
+                api_key=self._client_secret,
+                body=body,
+                params=params,
+            )
+
+        what = f"{method.upper()} {path}"
+        response = await self._authorized(build, timeout=timeout)
+        return self._checked(lambda r: proto.parse_json_response(r, what), response)
+
+    # --- tokens ----------------------------------------------------------------------------
+
+    async def token(self) -> AccessToken:
+        """A valid access token from the shared cache (fetched once for all callers)."""
+        token = await self._cache.get(self._credentials, self._fetch_token)
+        if token.value not in self._recent_secrets:
+            self._recent_secrets.append(token.value)
+            if token.refresh_token:
+                self._recent_secrets.append(token.refresh_token)
+        return token
+
+    async def _authorized(
+        self, build: Callable[[AccessToken], proto.Request], *, timeout: float | None
+    ) -> proto.Response:
+        """Send with a token; after a 401 that may be the token's fault, retry once.
+
+        The token that failed is dropped (unless already replaced), one new token is
+        fetched and the call is retried once: a second 401 is the caller's answer.
+        """
+        token = await self._token_within(timeout)
+        response = await self._transport.send(build(token), timeout=timeout)
+        if response.status != 401 or not self._token_may_be_at_fault(response, token):
+            return response
+        auth_log.debug("401 with a token that may have expired: fetching a new one, retrying")
+        self._cache.invalidate(self._credentials, token)
+        token = await self._token_within(timeout)
+        return await self._transport.send(build(token), timeout=timeout)
+
+    async def _token_within(self, timeout: float | None) -> AccessToken:
+        """A token for a call, in the call's time budget.
+
+        A failure to get one means the call was certainly not sent: it is reported as a
+        :class:`TransportError` with ``maybe_sent=False`` (refused credentials stay an
+        :class:`AuthenticationError`), so bulk submission neither rejects the document
+        nor calls it possibly committed.
+        """
+        token = self._cache.fresh(self._credentials)
+        if token is not None:
+            return token  # the common case: no task, no timer
+        # asyncio.wait, not wait_for: wait_for on 3.10/3.11 can swallow a cancellation
+        # that arrives as the token does, and a cancelled batch would keep running.
+        fetch = asyncio.ensure_future(self.token())
+        try:
+            done, _ = await asyncio.wait({fetch}, timeout=timeout)
+        except asyncio.CancelledError:
+            fetch.cancel()
+            raise
+        if not done:
+            fetch.cancel()
+            raise TransportError(
+                "timed out waiting for an access token, nothing sent", maybe_sent=False
+            )
+        try:
+            return fetch.result()
+        except AuthenticationError:
+            raise
+        except InvoicingError as exc:
+            raise TransportError(f"no access token, nothing sent: {exc}", maybe_sent=False) from exc
+
+    def _token_may_be_at_fault(self, response: proto.Response, token: AccessToken) -> bool:
+        """Whether a 401 could be cured by a new token.
+
+        Yes when the provider says so (``WWW-Authenticate: … error="invalid_token"``) or
+        when the token is more than a few seconds old; a 401 to a token just issued is
+        about something else (the real service answers an issuer VAT that does not match
+        the API key with 401), and a new token would only cost a request.
+        """
+        challenge = response.headers.get("WWW-Authenticate") or ""
+        if "invalid_token" in challenge.lower():
+            return True
+        return self._cache.clock() - token.obtained_at > _FRESH_TOKEN_AGE
+
+    async def _fetch_token(self, current: AccessToken | None) -> AccessToken:
+        if current is not None and current.refresh_token:
+            try:
+                return await self._token_request(current)
+            except AuthenticationError:
+                auth_log.debug("the refresh token was refused: using client credentials")
+        return await self._token_request(None)
+
+    async def _token_request(self, refresh_with: AccessToken | None) -> AccessToken:
+        """One token grant, retried on failures of the idempotent token endpoint.
+
+        The refresh token is read from ``refresh_with`` where it is used and never held
+        in a local variable: tracebacks formatted with locals must not show it.
+        """
+        clock = self._cache.clock
+        policy = self._token_retry
+        attempt = 0
+        while True:
+            attempt += 1
+            request = proto.build_token_request(
+                self._base_url,
+                self._client_id,
+                self._client_secret,
+                refresh_with.refresh_token if refresh_with is not None else None,
+            )
+            obtained_at = clock()
+            try:
+                response = await self._transport.send(request)
+                token: AccessToken = self._checked(
+                    lambda r: proto.parse_token_response(
+                        r,
+                        obtained_at=obtained_at,  # noqa: B023  (called before the next turn)
+                        previous=refresh_with,
+                    ),
+                    response,
+                )
+            except (TransportError, ServerError, RateLimitError, MalformedResponseError) as exc:
+                if attempt >= policy.max_attempts:
+                    raise
+                delay = policy.delay(attempt, retry_after=getattr(exc, "retry_after", None))
+                auth_log.debug("token request failed (%s); retrying in %.2f s", exc, delay)
+                await asyncio.sleep(delay)
+            else:
+                return token
+
+    def _checked(self, parse: Callable[[proto.Response], Any], response: proto.Response) -> Any:
+        try:
+            return parse(response)
+        except InvoicingError as exc:
+            raise proto.redact_error(exc, self._secrets()) from None
+
+    def _secrets(self) -> list[str]:
+        secrets = [self._client_secret, *self._recent_secrets]
+        token = self._cache.peek(self._credentials)
+        if token is not None:
+            secrets.append(token.value)
+            if token.refresh_token:
+                secrets.append(token.refresh_token)
+        return secrets
+
+
+def prepare_chunk(key: ProviderKey, documents: list[Any]) -> list[bytes | InvoicingError]:
+    """Serialise and encrypt documents: runs in a worker thread or process."""
+    prepared: list[bytes | InvoicingError] = []
+    for document in documents:
+        if isinstance(document, InvoicingError):  # refused while serialising
+            prepared.append(document)
+            continue
+        try:
+            prepared.append(key.encrypt(serialize_document(document)))
+        except InvoicingError as exc:  # one document's error, kept in its place
+            prepared.append(exc)
+        # Offer the GIL between documents: the event loop's thread, back from a socket
+        # call, would otherwise wait up to the switch interval (5 ms) for it.
+        time.sleep(0)
+    return prepared
+
+
+def _json_body(value: Any) -> bytes:
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    try:
+        return dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"the request body cannot be serialised to JSON: {exc}") from None
+
+
+def _serialized(document: Any) -> bytes | InvoicingError:
+    try:
+        return serialize_document(document)
+    except InvoicingError as exc:
+        return exc

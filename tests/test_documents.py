@@ -1,0 +1,67 @@
+"""A document's bytes (serialize_document, dumps) and its identity (document_key)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from invoicing_async import ValidationError, document_key
+from invoicing_async._documents import dumps, serialize_document
+
+
+def test_serialize_mapping_is_compact_utf8():
+    """A mapping becomes compact UTF-8 JSON with non-ASCII text kept as is."""
+    body = serialize_document({"Issuer": {"City": "Αθήνα"}, "Total": 12.5})
+    assert body == '{"Issuer":{"City":"Αθήνα"},"Total":12.5}'.encode()
+
+
+def test_serialize_bytes_unchanged():
+    """Bytes are sent exactly as given, so callers control every byte."""
+    raw = b'{ "already":  "serialised" }'
+    assert serialize_document(raw) == raw
+    assert serialize_document(bytearray(raw)) == raw
+
+
+@pytest.mark.parametrize("document", [{"when": dt.datetime.now()}, {"x": float("nan")}, [1, 2], 5])
+def test_serialize_refuses_what_json_cannot_carry(document):
+    """Non-serialisable documents raise ValidationError with no status: nothing was sent."""
+    with pytest.raises(ValidationError) as info:
+        serialize_document(document)
+    assert info.value.status is None
+
+
+def test_dumps_is_compact_and_refuses_nan():
+    """The one JSON encoder: compact, UTF-8, and no NaN (which is not JSON)."""
+    assert dumps({"a": [1, "ά"]}) == '{"a":[1,"ά"]}'.encode()
+    with pytest.raises(ValueError, match="Out of range"):
+        dumps({"x": float("inf")})
+
+
+def test_identity_prefers_internal_document_id():
+    """DistributionDetails.InternalDocumentId is the identity when present."""
+    document = {
+        "DistributionDetails": {"InternalDocumentId": "X-1"},
+        "Issuer": {"Vat": "094019245"},
+        "Series": "A",
+        "Number": 1,
+    }
+    assert document_key(document) == "id:X-1"
+
+
+def test_identity_from_issuer_series_number():
+    """Without an internal id: issuer VAT, series and number."""
+    assert document_key({"Issuer": {"Vat": "1"}, "Series": "A", "Number": 7}) == "doc:1/A/7"
+
+
+def test_identity_is_the_same_for_a_mapping_and_its_bytes():
+    """A document sent as bytes has the identity of the mapping it encodes."""
+    document = {"Issuer": {"Vat": "1"}, "Series": "A", "Number": 7}
+    assert document_key(serialize_document(document)) == document_key(document)
+
+
+def test_identity_of_anything_else_is_a_content_hash_independent_of_key_order():
+    """Otherwise a SHA-256 of the canonical JSON: key order does not change it."""
+    assert document_key({"a": 1, "b": 2}) == document_key({"b": 2, "a": 1})
+    assert document_key({"a": 1}).startswith("sha256:")
+    assert document_key(b"not json").startswith("sha256:")

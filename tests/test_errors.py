@@ -1,0 +1,50 @@
+"""The exception tree: classification of failures, and errors that survive pickling."""
+
+from __future__ import annotations
+
+import pytest
+
+from invoicing_async import (
+    AuthenticationError,
+    DuplicateDocumentError,
+    InvoicingError,
+    MalformedResponseError,
+    ProviderTimeoutError,
+    RateLimitError,
+    ServerError,
+    TransportError,
+    ValidationError,
+)
+from invoicing_async._errors import may_have_committed
+
+
+@pytest.mark.parametrize(
+    ("error", "committed"),
+    [
+        (TransportError("refused", maybe_sent=False), False),
+        (TransportError("reset", maybe_sent=True), True),
+        (ProviderTimeoutError("t", status=408), True),
+        (ServerError("s", status=500), True),
+        (MalformedResponseError("m", status=201), True),
+        (MalformedResponseError("redirect", status=302), False),
+        (ValidationError("v", status=400), False),
+        (AuthenticationError("a", status=401), False),
+        (RateLimitError("r", status=429), False),
+    ],
+)
+def test_may_have_committed(error, committed):
+    """Failures after the provider may have processed the request count as maybe committed."""
+    assert may_have_committed(error) is committed
+
+
+def test_errors_pickle():
+    """Errors survive pickling (process pools, multiprocessing test runners)."""
+    import pickle  # noqa: PLC0415
+
+    error = DuplicateDocumentError("dup", status=409, body={"a": 1}, result=None)
+    clone = pickle.loads(pickle.dumps(error))  # noqa: S301
+    assert type(clone) is DuplicateDocumentError
+    assert clone.status == 409
+    assert clone.body == {"a": 1}
+    assert str(clone) == str(error)
+    assert isinstance(clone, InvoicingError)
