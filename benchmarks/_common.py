@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
     from invoicing_async import ProviderKey
-    from invoicing_async.sandbox._openpgp import SandboxKeyPair
+    from invoicing_async.sandbox import SandboxKeyPair
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ def stopwatch() -> Callable[[], float]:
 @functools.cache
 def keypair(algorithm: str) -> SandboxKeyPair:
     """A sandbox provider key pair (``rsa3072`` or ``cv25519``), generated once per process."""
-    from invoicing_async.sandbox._openpgp import generate_keypair  # noqa: PLC0415
+    from invoicing_async.sandbox import generate_keypair  # noqa: PLC0415
 
     return generate_keypair(algorithm)  # type: ignore[arg-type]
 

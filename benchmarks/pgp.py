@@ -20,7 +20,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 
-from invoicing_async._crypto import armor, crc24
+from invoicing_async._pgp import armor, crc24
 
 from ._common import (
     Chart,
@@ -103,7 +103,7 @@ class _Gpg:
 
 
 def run(settings: Settings) -> Section:
-    from invoicing_async.sandbox._openpgp import Decryptor  # noqa: PLC0415
+    from invoicing_async.sandbox._decrypt import Decryptor  # noqa: PLC0415
 
     section = Section(
         NAME,
@@ -210,7 +210,7 @@ def run(settings: Settings) -> Section:
             "for byte once per configuration (all matched)."
         ),
         (
-            "The armored floor reuses invoicing_async._crypto.armor (base64 + CRC24) so that it "
+            "The armored floor reuses invoicing_async._pgp.armor (base64 + CRC24) so that it "
             "writes the same format; 'floor, no armor' is the binary message only."
         ),
         (

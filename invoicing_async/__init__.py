@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from ._auth import TokenCache
 from ._client import InvoicingClient
-from ._crypto import ProviderKey
 from ._documents import document_key
 from ._errors import (
     AuthenticationError,
@@ -30,6 +29,7 @@ from ._errors import (
 from ._journal import Journal
 from ._models import AccessToken, DocumentResult, DocumentStatus
 from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
+from ._pgp import ProviderKey
 
 __all__ = [
     "AccessToken",

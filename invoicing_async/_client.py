@@ -37,10 +37,10 @@ if TYPE_CHECKING:
     )
     from types import TracebackType
 
-    from ._crypto import ProviderKey
     from ._journal import Journal
     from ._models import AccessToken, DocumentResult
     from ._outcomes import BatchProgress, Outcome
+    from ._pgp import ProviderKey
 
 __all__ = ["InvoicingClient"]
 

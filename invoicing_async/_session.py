@@ -41,10 +41,10 @@ if TYPE_CHECKING:
     import datetime as dt
     from collections.abc import Callable, Mapping, Sequence
 
-    from ._crypto import ProviderKey
     from ._documents import Document
     from ._models import AccessToken, DocumentResult
     from ._outcomes import RetryPolicy
+    from ._pgp import ProviderKey
     from ._transport import Transport
 
 __all__ = ["Session", "prepare_chunk"]

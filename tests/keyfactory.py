@@ -307,7 +307,12 @@ def _listing(home: Path, fpr: str) -> tuple[SubkeyInfo, tuple[SubkeyInfo, ...]]:
 
 
 def _gen(home: Path, uid: str, algo: str, usage: str, expire: str, *, faked: str | None) -> str:
-    """``--quick-gen-key``; return the new primary fingerprint."""
+    """``--quick-gen-key``; return the new primary fingerprint.
+
+    A faked time is frozen ("!") for the primary key: a faked clock otherwise runs on,
+    and a slow generation would date the primary a second after a subkey added later
+    at the same faked time, which gpg refuses ("Time conflict").
+    """
     proc = _gpg(
         home,
         "--status-fd",
@@ -317,7 +322,7 @@ def _gen(home: Path, uid: str, algo: str, usage: str, expire: str, *, faked: str
         algo,
         usage,
         expire,
-        faked=faked,
+        faked=None if faked is None else f"{faked}!",
     )
     for line in proc.stdout.decode().splitlines():
         if line.startswith("[GNUPG:] KEY_CREATED"):

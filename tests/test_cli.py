@@ -26,7 +26,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = N
 
 @pytest.fixture(scope="module")
 def provider_key_file(tmp_path_factory):
-    from invoicing_async.sandbox._openpgp import generate_keypair  # noqa: PLC0415
+    from invoicing_async.sandbox import generate_keypair  # noqa: PLC0415
 
     path = tmp_path_factory.mktemp("keys") / "provider.asc"
     path.write_text(generate_keypair("cv25519").public_armored)

@@ -1,86 +1,38 @@
-"""The sandbox against the real InvoicingClient, over loopback HTTP.
+"""The sandbox against the real InvoicingClient, over loopback HTTP: the façade end to end.
 
 Every test goes through the whole stack: the client's token cache, PGP stage, aiohttp
-transport and protocol parsing on one side; the sandbox's aiohttp.web server, decryptor
-and ledger on the other. The sandbox's ground truth (``committed``, ``journal``,
-``stats``) is what the client's view is checked against.
+transport and protocol parsing on one side; the sandbox's aiohttp application,
+decryptor and provider state on the other. The sandbox's ground truth (``committed``,
+``requests``, ``stats``) is what the client's view is checked against. Faults are in
+``test_sandbox_faults.py``, the provider's rules without HTTP in
+``test_sandbox_provider.py``, GnuPG and Sequoia in ``system/test_interop.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import hashlib
 import json
 import os
-import shutil
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 
-import aiohttp
 import pytest
-from helpers import once
+from sandboxtools import FakeClock, client_for, invoice, raw, until
 
 from invoicing_async import (
     AuthenticationError,
     DuplicateDocumentError,
     InvoicingClient,
-    MalformedResponseError,
     OutcomeStatus,
-    ProviderTimeoutError,
-    RateLimitError,
     RetryPolicy,
-    ServerError,
     TokenCache,
-    TransportError,
     UnexpectedStatusError,
     ValidationError,
     document_key,
 )
-from invoicing_async._crypto import armor
 from invoicing_async._documents import serialize_document
-from invoicing_async.sandbox import (
-    Fault,
-    Sandbox,
-    cached_keypair,
-    sample_invoice,
-)
-from invoicing_async.testing import set_instant_retries
-
-
-class FakeClock:
-    """A monotonic clock the test moves by hand, shared by sandbox and token cache."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def client_for(sb: Sandbox, environment: str | None = None, **kwargs) -> InvoicingClient:
-    env = sb.environment(environment)
-    kwargs.setdefault("provider_key", sb.provider_key)
-    return InvoicingClient(env.base_url, env.client_id, env.client_secret, **kwargs)
-
-
-def invoice(sb: Sandbox, number: int, **kwargs) -> dict:
-    return sample_invoice(number, issuer_vat=sb.client_id, lines=2, **kwargs)
-
-
-async def raw(method: str, url: str, **kwargs) -> tuple[int, dict]:
-    """One request outside the client, to look at the wire answer itself."""
-    async with aiohttp.ClientSession() as session, session.request(method, url, **kwargs) as r:
-        return r.status, await r.json(content_type=None)
-
-
-async def until(condition) -> None:
-    """Wait for a condition of the sandbox's state that no event announces."""
-    while not condition():  # noqa: ASYNC110  (polling the state under test is the point)
-        await asyncio.sleep(0.01)
+from invoicing_async._pgp import armor
+from invoicing_async.sandbox import Fault, Sandbox, cached_keypair, sample_invoice
 
 
 @pytest.fixture
@@ -109,7 +61,7 @@ async def test_plugin_fixtures_submit_secure_round_trip(invoicing_sandbox, invoi
     assert result.mark == 400001000000001
     assert result.success is True
     assert result.url == result.qr_code_string == f"{result.domain}/v/{result.signature}"
-    assert [(r.path, r.status) for r in sb.journal] == [
+    assert [(r.path, r.status) for r in sb.requests] == [
         ("/oauth/token", 200),
         ("/Invoice/secure", 201),
     ]
@@ -126,7 +78,7 @@ async def test_submit_json_round_trip_records_query_parameters(sb):
     assert committed.body == serialize_document(doc)
     assert not committed.encrypted
     assert committed.record == result
-    assert sb.journal[-1].query == {"sendMethod": "email", "timeStamp": "2026-11-22T09:15:30.123Z"}
+    assert sb.requests[-1].query == {"sendMethod": "email", "timeStamp": "2026-11-22T09:15:30.123Z"}
 
 
 async def test_result_record_is_realistic(sb):
@@ -161,7 +113,7 @@ async def test_committed_keys_follow_the_documented_identity(sb):
             await client.submit_json(doc)
         changed = {**by_number, "Extra": "different content, same number"}
         with pytest.raises(DuplicateDocumentError):
-            await once(client, changed)
+            await client.submit_json(changed)
     assert set(sb.committed) == {document_key(d) for d in (with_id, by_number, anonymous)}
     assert sb.commit_count == 3
 
@@ -208,7 +160,7 @@ async def test_expired_refresh_token_falls_back_to_client_credentials():
         await client.token()
         clock.now += 200
         await client.submit_json(invoice(sb, 1))
-    token_statuses = [r.status for r in sb.journal if r.path == "/oauth/token"]
+    token_statuses = [r.status for r in sb.requests if r.path == "/oauth/token"]
     assert token_statuses == [200, 400, 200]
     assert sb.stats.refresh_requests == 1
 
@@ -222,7 +174,7 @@ async def test_expire_tokens_causes_one_401_then_recovery(sb):
         sb.expire_tokens()
         await client.submit_json(invoice(sb, 2))
     assert sb.stats.token_requests == 2
-    assert [(r.path, r.status) for r in sb.journal] == [
+    assert [(r.path, r.status) for r in sb.requests] == [
         ("/oauth/token", 200),
         ("/Invoice/json", 201),
         ("/Invoice/json", 401),
@@ -242,7 +194,7 @@ async def test_revoked_refresh_tokens_are_refused():
         sb.revoke_refresh_tokens()
         clock.now += 899
         await client.token()
-    assert [r.status for r in sb.journal] == [200, 400, 200]
+    assert [r.status for r in sb.requests] == [200, 400, 200]
 
 
 async def test_credentials_of_another_environment_are_refused(sb):
@@ -305,28 +257,6 @@ async def test_seeded_sandboxes_have_reproducible_valid_credentials():
 # --- errors ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("fault", "error", "retry_after"),
-    [
-        (Fault.status(408), ProviderTimeoutError, None),
-        (Fault.status(429, retry_after=7), RateLimitError, 7.0),
-        (Fault.status(500), ServerError, None),
-        (Fault.status(503, retry_after=2), ServerError, 2.0),
-    ],
-    ids=["408", "429", "500", "503"],
-)
-async def test_error_statuses_map_to_typed_errors(sb, fault, error, retry_after):
-    """Scripted statuses reach the client as their typed errors, nothing committed."""
-    sb.script(fault)
-    async with client_for(sb) as client:
-        with pytest.raises(error) as caught:
-            await once(client, invoice(sb, 1))
-    assert caught.value.status == fault.code
-    assert getattr(caught.value, "retry_after", None) == retry_after
-    assert sb.commit_count == 0
-    assert sb.journal[-1].fault == f"status:{fault.code}"
-
-
 async def test_400_validation_error_carries_the_body_message(sb):
     """An invalid document is refused with 400; the error's message is the body's,
     and the body lists the offending fields.
@@ -334,7 +264,7 @@ async def test_400_validation_error_carries_the_body_message(sb):
     doc = {**invoice(sb, 1), "Details": [], "Summaries": {"TotalGrossValue": -1}}
     async with client_for(sb) as client:
         with pytest.raises(ValidationError) as caught:
-            await once(client, doc)
+            await client.submit_json(doc)
         with pytest.raises(ValidationError, match="malformed JSON") as malformed:
             await client.send_prepared(b'{"Series": ', encrypted=False)
     body = caught.value.body
@@ -351,7 +281,7 @@ async def test_issuer_vat_mismatch_is_401(sb):
     """A document of another issuer is refused with 401, as the real service does."""
     async with client_for(sb) as client:
         with pytest.raises(AuthenticationError, match="VAT number does not match"):
-            await once(client, sample_invoice(1, issuer_vat="094019245"))
+            await client.submit_json(sample_invoice(1, issuer_vat="094019245"))
     assert sb.commit_count == 0
 
 
@@ -383,206 +313,7 @@ async def test_concurrent_duplicates_commit_once(sb):
     assert all(d.result == sb.committed[document_key(doc)].record for d in duplicates)
 
 
-# --- faults ------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("fault", "error", "committed"),
-    [
-        (Fault.reset(), TransportError, False),
-        (Fault.commit_then_drop(), TransportError, True),
-        (Fault.commit_then_500(), ServerError, True),
-        (Fault.truncated(), MalformedResponseError, True),
-        (Fault.non_json(), MalformedResponseError, True),
-        (Fault.oversized(5_000_000), MalformedResponseError, True),
-        (Fault.oversized(5_000_000, chunked=True), MalformedResponseError, True),
-        (Fault.wrong_content_type(), None, True),
-        (Fault.trickle(0.001, chunk_size=64), None, True),
-        (Fault.latency(0.05), None, True),
-    ],
-    ids=lambda value: value.name if isinstance(value, Fault) else None,
-)
-async def test_faults_as_the_client_sees_them(sb, fault, error, committed):
-    """Each fault reaches the client as the right error (or none), the ground truth
-    says whether it was committed, and re-sending recovers the original record.
-    """
-    doc = invoice(sb, 1)
-    sb.script(fault)
-    async with client_for(sb) as client:
-        if error is None:
-            result = await client.submit_json(doc)
-            assert result == sb.committed[document_key(doc)].record
-        else:
-            with pytest.raises(error) as caught:
-                await once(client, doc)
-            if isinstance(caught.value, TransportError):
-                assert caught.value.maybe_sent
-            if isinstance(caught.value, MalformedResponseError):
-                assert caught.value.status == 201
-        assert (document_key(doc) in sb.committed) == committed
-        if committed and error is not None:
-            with pytest.raises(DuplicateDocumentError) as again:
-                await once(client, doc)
-            assert again.value.result == sb.committed[document_key(doc)].record
-    assert sb.commit_count == int(committed)
-    assert next(r.fault for r in sb.journal if r.path == "/Invoice/json") == fault.name
-
-
-async def test_hang_ends_with_the_clients_timeout(sb):
-    """A hung request fails within the client's timeout and commits nothing."""
-    sb.script(Fault.hang())
-    async with client_for(sb, timeout=0.3) as client:
-        started = time.perf_counter()
-        with pytest.raises(TransportError) as caught:
-            await once(client, invoice(sb, 1))
-        assert time.perf_counter() - started < 2.0
-    assert caught.value.maybe_sent
-    assert sb.commit_count == 0
-
-
-async def test_commit_survives_the_client_leaving():
-    """A client that times out during a slow commit leaves the document committed:
-    the handler is not cancelled, and close() waits for it.
-    """
-    async with Sandbox() as sb:
-        sb.script(Fault.latency(0.3))
-        async with client_for(sb, timeout=0.1) as client:
-            with pytest.raises(TransportError):
-                await once(client, invoice(sb, 1))
-        assert sb.commit_count == 0  # still sleeping
-    assert sb.commit_count == 1
-    assert sb.stats.submissions == {201: 1}
-
-
-async def test_token_faults_are_scripted_separately(sb):
-    """script_token() faults hit /oauth/token only; the client's token retries absorb a
-    503 and the document queue is untouched.
-    """
-    sb.script_token(Fault.status(503, retry_after=0))
-    async with client_for(sb) as client:
-        set_instant_retries(True)  # token retries without waiting
-        await client.submit_json(invoice(sb, 1))
-    assert [(r.path, r.status, r.fault) for r in sb.journal] == [
-        ("/oauth/token", 503, "status:503"),
-        ("/oauth/token", 200, None),
-        ("/Invoice/json", 201, None),
-    ]
-
-
-async def test_script_none_skips_a_request_and_reset_forgets(sb):
-    """None in a script lets one request through; reset() forgets documents, journal,
-    stats, tokens and queued faults.
-    """
-    sb.script(None, Fault.status(500))
-    async with client_for(sb) as client:
-        await client.submit_json(invoice(sb, 1))
-        with pytest.raises(ServerError):
-            await once(client, invoice(sb, 2))
-        sb.script(Fault.reset())
-        sb.reset()
-        assert (sb.commit_count, sb.committed, sb.journal) == (0, {}, [])
-        await client.submit_json(invoice(sb, 1))  # old token gone: 401, then a new one
-    assert sb.stats.token_requests == 1
-    assert sb.commit_count == 1
-
-
-def fault_sequences(sb: Sandbox) -> dict[str, list[str | None]]:
-    sequences: dict[str, list[str | None]] = {}
-    for record in sb.journal:
-        if record.identity is not None:
-            sequences.setdefault(record.identity, []).append(record.fault)
-    return sequences
-
-
-async def test_random_faults_are_deterministic_per_document():
-    """The same seed gives every document the same fault sequence whether the batch
-    runs sequentially or concurrently in another order; every document ends committed
-    exactly once.
-    """
-    kinds = (Fault.status(503), Fault.reset(), Fault.commit_then_drop(), Fault.commit_then_500())
-    retry = RetryPolicy(max_attempts=10, base_delay=0, max_delay=0, min_budget=1000)
-    runs = []
-    for concurrency, order in ((1, 1), (16, -1)):
-        async with Sandbox(seed=5) as sb:
-            sb.random_faults(0.5, seed=11, kinds=kinds, max_per_document=3)
-            docs = [invoice(sb, n) for n in range(40)][::order]
-            async with client_for(sb) as client:
-                outcomes = await client.submit_many(
-                    docs, concurrency=concurrency, encrypted=False, retry=retry
-                )
-            assert all(o.status is OutcomeStatus.ACCEPTED for o in outcomes), outcomes
-            assert sb.commit_count == 40
-            assert all(c.commits == 1 for c in sb.committed.values())
-            runs.append(fault_sequences(sb))
-    assert runs[0] == runs[1]
-    faulted = [seq for seq in runs[0].values() if seq[0] is not None]
-    assert 5 < len(faulted) < 35
-    assert max(sum(f is not None for f in seq) for seq in runs[0].values()) <= 3
-
-
-async def test_cut_short_duplicate_answer_still_counts_as_accepted(sb):
-    """A lost answer, then a 409 whose body is cut short: the document is committed,
-    so bulk submission reports it accepted (the 409's status is the answer; found with
-    this sandbox, fixed in 54a6ab4).
-    """
-    doc = invoice(sb, 1)
-    sb.script(Fault.commit_then_drop(), Fault.truncated())
-    retry = RetryPolicy(base_delay=0, max_delay=0)
-    async with client_for(sb) as client:
-        [outcome] = await client.submit_many([doc], encrypted=False, retry=retry)
-    assert document_key(doc) in sb.committed
-    assert [r.status for r in sb.journal if r.identity] == [None, 409]
-    assert outcome.status is OutcomeStatus.ACCEPTED
-
-
-async def test_random_faults_differ_by_seed():
-    """Another seed gives another fault pattern (the seed is not ignored)."""
-    patterns = []
-    for seed in (1, 2):
-        async with Sandbox() as sb:
-            sb.random_faults(0.5, seed=seed, kinds=(Fault.status(500),), max_per_document=1)
-            async with client_for(sb) as client:
-                for n in range(30):
-                    with contextlib.suppress(ServerError):
-                        await client.submit_json(invoice(sb, n))
-            patterns.append([r.fault for r in sb.journal if r.identity])
-    assert patterns[0] != patterns[1]
-
-
 # --- PGP -----------------------------------------------------------------------------------
-
-
-def gpg_encrypt(gpg: str, public_key: str, fingerprint: str, plaintext: bytes) -> bytes:
-    """Encrypt with GnuPG in a throw-away home, trusting the imported key."""
-    with tempfile.TemporaryDirectory() as home:
-        env = {**os.environ, "GNUPGHOME": home}
-        key_path = Path(home) / "provider.asc"
-        key_path.write_text(public_key)
-        run = functools.partial(subprocess.run, env=env, check=True, capture_output=True)
-        run([gpg, "--batch", "--quiet", "--import", str(key_path)])
-        command = [gpg, "--batch", "--quiet", "--trust-model", "always", "--armor"]
-        command += ["--encrypt", "--recipient", fingerprint]
-        return run(command, input=plaintext).stdout
-
-
-@pytest.mark.interop
-async def test_gpg_encrypted_document_is_accepted(sb):
-    """A message GnuPG encrypts to the sandbox's public key (compressed, MDC) is
-    decrypted and committed byte-exact.
-    """
-    gpg = shutil.which("gpg")
-    if gpg is None:
-        pytest.skip("gpg is not installed")
-    doc = invoice(sb, 1)
-    plaintext = serialize_document(doc)
-    encrypted = await asyncio.to_thread(
-        gpg_encrypt, gpg, sb.public_key_armored, sb.provider_key.fingerprint, plaintext
-    )
-    assert encrypted.startswith(b"-----BEGIN PGP MESSAGE-----")
-    async with client_for(sb) as client:
-        result = await client.send_prepared(encrypted, encrypted=True)
-    assert sb.committed[document_key(doc)].body == plaintext
-    assert sb.committed[document_key(doc)].record == result
 
 
 async def test_pgp_refusals_are_400(sb):
@@ -687,7 +418,7 @@ async def test_run_forever_serves_until_stopped():
     sb = Sandbox(environments=("demo",))
     stop = asyncio.Event()
     task = asyncio.ensure_future(sb.run_forever(stop))
-    await until(lambda: sb._runner is not None)
+    await until(lambda: sb._server is not None)
     async with client_for(sb) as client:
         await client.submit_json(invoice(sb, 1))
     stop.set()
@@ -695,3 +426,50 @@ async def test_run_forever_serves_until_stopped():
     assert sb.commit_count == 1
     with pytest.raises(RuntimeError, match="not running"):
         _ = sb.base_url
+
+
+# --- the façade's own promises -----------------------------------------------------------------
+
+
+async def test_journal_is_a_deprecated_name_of_requests(sb):
+    """Sandbox.journal still answers, with a DeprecationWarning, the same as requests."""
+    async with client_for(sb) as client:
+        await client.submit_json(invoice(sb, 1))
+    with pytest.warns(DeprecationWarning, match="Sandbox.requests"):
+        journal = sb.journal
+    assert journal == sb.requests
+    assert [r.path for r in journal] == ["/oauth/token", "/Invoice/json"]
+
+
+async def test_without_duplicate_detection_a_resent_document_is_committed_again():
+    """duplicate_detection=False answers a re-sent document 201 with a new mark and
+    counts the commits, like a provider without duplicate detection.
+    """
+    async with Sandbox(duplicate_detection=False) as sb:
+        doc = invoice(sb, 1)
+        async with client_for(sb) as client:
+            first = await client.submit_json(doc)
+            second = await client.submit_json(doc)
+        committed = sb.committed[document_key(doc)]
+        assert second.mark == first.mark + 1
+        assert committed.commits == 2
+        assert committed.record == second
+        assert sb.commit_count == 2
+        assert sb.stats.submissions == {201: 2}
+
+
+@pytest.mark.parametrize("resend", [True, False], ids=["resend", "no-resend"])
+async def test_a_lost_answer_without_duplicate_detection(resend):
+    """After a lost answer, re-sending to a provider without duplicate detection commits
+    the document twice; RetryPolicy(resend_ambiguous=False) leaves it committed once and
+    reports it unknown.
+    """
+    async with Sandbox(duplicate_detection=False) as sb:
+        doc = invoice(sb, 1)
+        sb.script(Fault.commit_then_drop())
+        retry = RetryPolicy(base_delay=0, max_delay=0, resend_ambiguous=resend)
+        async with client_for(sb) as client:
+            [outcome] = await client.submit_many([doc], encrypted=False, retry=retry)
+        assert sb.committed[document_key(doc)].commits == (2 if resend else 1)
+        expected = OutcomeStatus.ACCEPTED if resend else OutcomeStatus.UNKNOWN
+        assert outcome.status is expected

@@ -22,9 +22,9 @@ from typing import Any
 from invoicing_async._cli._input import UsageError, document_identity, read_documents
 from invoicing_async._cli._output import run_batch, summary
 from invoicing_async._client import InvoicingClient
-from invoicing_async._crypto import ProviderKey
 from invoicing_async._errors import InvoicingError, ProviderKeyError, ValidationError
 from invoicing_async._outcomes import OutcomeStatus, RetryPolicy
+from invoicing_async._pgp import ProviderKey
 
 __all__ = ["main"]
 

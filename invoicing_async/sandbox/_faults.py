@@ -1,4 +1,4 @@
-"""Injected failures: what they are, which request gets one, and how each is written.
+"""Injected failures: what they are and which request gets one. Pure: no I/O.
 
 A :class:`Fault` is a frozen description. Which request receives one is decided by a
 :class:`FaultPlan`: scripted faults are taken in arrival order; random faults are decided
@@ -13,25 +13,23 @@ Faults act at one of two points, mirroring where real failures happen:
 * *after the commit* (everything else): the document is committed (or recognised as a
   duplicate) and then the *response* goes wrong, the case where a client cannot know
   whether it succeeded and must re-send to find out.
+
+How a fault is written on the wire (a reset, a half body, a trickle) is the aiohttp
+application's business (:mod:`._app`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import contextlib
 import random
-import socket
-import struct
 from typing import TYPE_CHECKING, Literal
 
 import attrs
-from aiohttp import web
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["Fault", "FaultPlan", "Reply", "abort", "sleep_unless", "write_reply"]
+__all__ = ["BEFORE_COMMIT", "DEFAULT_RANDOM_KINDS", "Fault", "FaultKind", "FaultPlan"]
 
 FaultKind = Literal[
     "latency",
@@ -49,21 +47,6 @@ FaultKind = Literal[
 
 #: Kinds applied before the request is processed; the others mangle the response.
 BEFORE_COMMIT: frozenset[str] = frozenset({"latency", "status", "reset", "hang"})
-
-_STATUS_TEXT = {
-    408: ("RequestTimeout", "the tax authority's service did not respond in time"),
-    429: ("TooManyRequests", "too many requests: slow down"),
-    500: ("InternalServerError", "internal server error"),
-    502: ("BadGateway", "bad gateway"),
-    503: ("ServiceUnavailable", "the service is temporarily unavailable"),
-    504: ("GatewayTimeout", "gateway timeout"),
-}
-
-_HTML = (
-    b"<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head>"
-    b"<body><h1>Bad Gateway</h1><p>The upstream server is unavailable.</p></body></html>"
-)
-_CHUNK = 64 * 1024
 
 
 @attrs.frozen(kw_only=True)
@@ -150,7 +133,7 @@ class Fault:
 
     @property
     def name(self) -> str:
-        """A short label for the journal: ``status:503``, ``latency:0.2``, ``reset``."""
+        """A short label for the request log: ``status:503``, ``latency:0.2``, ``reset``."""
         if self.kind == "status":
             return f"status:{self.code}"
         if self.kind in ("latency", "trickle"):
@@ -234,176 +217,3 @@ class FaultPlan:
     def random_fault(self, identity: str, attempt: int) -> Fault | None:
         """The random fault for this attempt of this document, if any."""
         return self.random.decide(identity, attempt) if self.random is not None else None
-
-
-@attrs.frozen
-class Reply:
-    """A response the sandbox means to send, before any fault mangles it."""
-
-    status: int
-    body: bytes
-    content_type: str = "application/json"
-    headers: tuple[tuple[str, str], ...] = ()
-
-    def response(self, *, content_type: str | None = None) -> web.Response:
-        """The plain aiohttp response."""
-        response = web.Response(
-            status=self.status, body=self.body, content_type=content_type or self.content_type
-        )
-        if self.content_type == "application/json" and content_type is None:
-            response.charset = "utf-8"
-        for name, value in self.headers:
-            response.headers[name] = value
-        return response
-
-
-def status_reply(fault: Fault, body: bytes | None = None) -> Reply:
-    """The answer of a ``status`` fault (or of ``commit_then_500``)."""
-    status = fault.code or 500
-    code, message = _STATUS_TEXT.get(status, ("Error", f"HTTP {status}"))
-    if body is None:
-        body = f'{{"success":false,"message":"{message}","statusCode":"{code}"}}'.encode("ascii")
-    headers: tuple[tuple[str, str], ...] = ()
-    if fault.retry_after is not None:
-        headers = (("Retry-After", str(fault.retry_after)),)
-    return Reply(status, body, headers=headers)
-
-
-def abort(request: web.BaseRequest, *, rst: bool = False) -> None:
-    """Close the client's connection at once, discarding anything unsent.
-
-    With ``rst`` the socket lingers zero seconds, so the peer sees a TCP reset
-    ("connection reset by peer") rather than an orderly close.
-    """
-    transport = request.transport
-    if transport is None or transport.is_closing():
-        return
-    if rst:
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    transport.abort()
-
-
-def connection_gone(request: web.BaseRequest) -> bool:
-    """Whether the client's connection is closed (or closing)."""
-    transport = request.transport
-    return transport is None or transport.is_closing()
-
-
-async def sleep_unless(seconds: float | None, stop: asyncio.Event) -> bool:
-    """Sleep ``seconds`` (``None``: forever) or until ``stop`` is set; True if stopped."""
-    if stop.is_set():
-        return True
-    try:
-        await asyncio.wait_for(stop.wait(), seconds)
-    except asyncio.TimeoutError:
-        return False
-    return True
-
-
-async def hang(request: web.BaseRequest, stop: asyncio.Event) -> None:
-    """Hold the request until the client goes away or the sandbox stops, then drop it.
-
-    The handler is not cancelled when the client disconnects (aiohttp's default), so the
-    connection is polled; a fraction of a second of delay in noticing costs nothing.
-    """
-    while not connection_gone(request):
-        if await sleep_unless(0.05, stop):
-            break
-    abort(request)
-
-
-async def write_reply(
-    request: web.BaseRequest, reply: Reply, fault: Fault | None, stop: asyncio.Event
-) -> tuple[web.StreamResponse, int | None]:
-    """Send ``reply`` as ``fault`` (an after-commit fault, or ``None``) dictates.
-
-    Returns the response for aiohttp and the status line actually written (``None`` when
-    the connection was dropped without one). Once the connection is closed, aiohttp's
-    attempt to finish the response fails with a ``ConnectionError`` it handles quietly.
-    """
-    kind = fault.kind if fault is not None and not fault.before_commit else None
-    if kind is None:
-        return reply.response(), reply.status
-    if kind == "commit_then_drop":
-        abort(request)
-        return web.Response(status=reply.status), None
-    if kind == "commit_then_500":
-        return status_reply(Fault.status(500)).response(), 500
-    if kind == "non_json":
-        return web.Response(status=reply.status, body=_HTML, content_type="text/html"), (
-            reply.status
-        )
-    if kind == "wrong_content_type":
-        return reply.response(content_type="text/html"), reply.status
-    assert fault is not None  # noqa: S101  (kind is not None only with a fault)
-    response = web.StreamResponse(status=reply.status)
-    response.content_type = reply.content_type
-    with contextlib.suppress(ConnectionError):
-        if kind == "truncated":
-            await _truncated(request, response, reply.body)
-        elif kind == "trickle":
-            await _trickle(request, response, reply.body, fault, stop)
-        else:
-            await _oversized(request, response, reply.body, fault, stop)
-    return response, reply.status
-
-
-async def _truncated(request: web.BaseRequest, response: web.StreamResponse, body: bytes) -> None:
-    response.content_length = len(body) + 64
-    await response.prepare(request)
-    await response.write(body[: len(body) // 2])
-    # close(), not abort(): the half body already written must reach the client first.
-    transport = request.transport
-    if transport is not None:
-        transport.close()
-
-
-async def _trickle(
-    request: web.BaseRequest,
-    response: web.StreamResponse,
-    body: bytes,
-    fault: Fault,
-    stop: asyncio.Event,
-) -> None:
-    response.content_length = len(body)
-    await response.prepare(request)
-    step = max(1, fault.size)
-    for start in range(0, len(body), step):
-        if connection_gone(request):
-            return
-        await response.write(body[start : start + step])
-        if start + step < len(body) and await sleep_unless(fault.seconds, stop):
-            abort(request)
-            return
-
-
-async def _oversized(
-    request: web.BaseRequest,
-    response: web.StreamResponse,
-    body: bytes,
-    fault: Fault,
-    stop: asyncio.Event,
-) -> None:
-    # The record, with a padding member in front: valid JSON of exactly ``size`` bytes
-    # when the size allows, so only the size is wrong with it.
-    head = b'{"padding":"'
-    tail = b'",' + body[1:] if body.startswith(b"{") and len(body) > 2 else b'"}'
-    padding = max(0, fault.size - len(head) - len(tail))
-    if fault.chunked:
-        response.enable_chunked_encoding()
-    else:
-        response.content_length = len(head) + padding + len(tail)
-    await response.prepare(request)
-    await response.write(head)
-    filler = b"x" * _CHUNK
-    while padding > 0:
-        if connection_gone(request) or stop.is_set():
-            abort(request)
-            return
-        n = min(padding, _CHUNK)
-        await response.write(filler[:n])
-        padding -= n
-    await response.write(tail)

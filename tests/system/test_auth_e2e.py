@@ -37,7 +37,7 @@ class FakeClock:
 
 
 def token_statuses(sb) -> list[int | None]:
-    return [r.status for r in sb.journal if r.path == "/oauth/token"]
+    return [r.status for r in sb.requests if r.path == "/oauth/token"]
 
 
 async def test_concurrent_401s_on_one_expired_token_cause_one_token_request():
@@ -54,7 +54,7 @@ async def test_concurrent_401s_on_one_expired_token_cause_one_token_request():
         assert len(results) == 64
         assert sb.stats.token_requests == 2
         assert token_statuses(sb) == [200, 200]
-        statuses = collections.Counter(r.status for r in sb.journal if r.path == "/Invoice/json")
+        statuses = collections.Counter(r.status for r in sb.requests if r.path == "/Invoice/json")
         assert statuses[401] == 64
         assert statuses[201] == 65
         assert sb.commit_count == 65
@@ -76,7 +76,7 @@ async def test_persistent_401_raises_after_exactly_two_attempts_without_looping(
             with pytest.raises(AuthenticationError) as caught:
                 await asyncio.wait_for(client.submit_json(foreign), 10)
         assert caught.value.status == 401
-        documents = [r for r in sb.journal if r.path == "/Invoice/json"]
+        documents = [r for r in sb.requests if r.path == "/Invoice/json"]
         assert [r.status for r in documents] == [401, 401]
         assert sb.stats.token_requests == 2
         assert sb.commit_count == 0
@@ -98,7 +98,7 @@ async def test_persistent_401_in_a_batch_is_rejected_without_retry():
         ] + [OutcomeStatus.ACCEPTED] * 2
         assert isinstance(outcomes[3].error, AuthenticationError)
         assert outcomes[3].attempts == 1
-        refused = [r for r in sb.journal if r.path == "/Invoice/json" and r.status == 401]
+        refused = [r for r in sb.requests if r.path == "/Invoice/json" and r.status == 401]
         assert len(refused) == 1
         assert sb.stats.token_requests == 1
         assert sb.commit_count == 5
@@ -158,7 +158,7 @@ async def test_refresh_token_revoked_in_the_renewal_window_falls_back_to_credent
         assert sb.commit_count == 80
         assert sb.stats.refresh_requests == 1
         assert token_statuses(sb) == [200, 400, 200]
-        assert not [r for r in sb.journal if r.path == "/Invoice/json" and r.status == 401]
+        assert not [r for r in sb.requests if r.path == "/Invoice/json" and r.status == 401]
 
 
 async def test_refresh_token_revoked_after_expiry_costs_one_refresh_and_one_grant():
@@ -182,7 +182,7 @@ async def test_refresh_token_revoked_after_expiry_costs_one_refresh_and_one_gran
             )
         assert all(o.status is OutcomeStatus.ACCEPTED for o in first + second)
         assert token_statuses(sb) == [200, 400, 200]
-        assert not [r for r in sb.journal if r.status == 401]
+        assert not [r for r in sb.requests if r.status == 401]
 
 
 @pytest.mark.parametrize("resend", [False, True])
@@ -201,7 +201,7 @@ async def test_token_endpoint_outage_leaves_documents_not_sent_not_unknown(resen
             outcomes = await client.submit_many(
                 documents, concurrency=3, encrypted=False, retry=retry
             )
-        assert not [r for r in sb.journal if r.path == "/Invoice/json"]  # nothing left
+        assert not [r for r in sb.requests if r.path == "/Invoice/json"]  # nothing left
         assert [o.status for o in outcomes] == [OutcomeStatus.NOT_SENT] * 3
 
 

@@ -58,7 +58,7 @@ async def test_seeded_faults_before_and_after_commit(seed):
         check_exactly_once(sb, documents, outcomes)
         assert all(o.status is OutcomeStatus.ACCEPTED for o in outcomes)
         assert len(sb.committed) == len(documents)
-        faulted = [r for r in sb.journal if r.fault]
+        faulted = [r for r in sb.requests if r.fault]
         assert faulted, "the seed produced no faults"
 
 
@@ -89,7 +89,7 @@ async def test_commit_then_disconnect_is_recovered_as_accepted():
         assert outcome.attempts == 2
         [committed] = sb.committed.values()
         assert outcome.result == committed.record
-        statuses = [r.status for r in sb.journal if r.path.endswith("/Invoice/secure")]
+        statuses = [r.status for r in sb.requests if r.path.endswith("/Invoice/secure")]
         assert statuses[-1] == 409
         assert len(statuses) == 2
 
@@ -196,7 +196,7 @@ async def test_sigkill_mid_batch_then_resume(tmp_path, kill_after):
         await asyncio.sleep(0.3)  # let the sandbox finish the killed run's requests
         settled_before = settled_keys(journal)
         assert 0 < len(settled_before) < count
-        requests_before = len(sb.journal)
+        requests_before = len(sb.requests)
 
         process = await start_submitter(sb, tmp_path, journal, count)
         stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
@@ -205,5 +205,5 @@ async def test_sigkill_mid_batch_then_resume(tmp_path, kill_after):
 
         assert len(sb.committed) == count
         assert all(c.commits == 1 for c in sb.committed.values())
-        resent = {r.identity for r in sb.journal[requests_before:] if r.identity}
+        resent = {r.identity for r in sb.requests[requests_before:] if r.identity}
         assert not resent & settled_before, sorted(resent & settled_before)[:5]

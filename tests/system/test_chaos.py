@@ -60,7 +60,7 @@ async def chaos_run(count: int, seed: int, *, concurrency: int = 32, rate: float
         committed_by_id = {c.record.internal_id: c for c in sb.committed.values()}
         assert len(committed_by_id) == count
         # No identity was answered 201 twice (a second commit would be a second 201).
-        created = collections.Counter(r.identity for r in sb.journal if r.status == 201)
+        created = collections.Counter(r.identity for r in sb.requests if r.status == 201)
         assert max(created.values()) == 1
 
         without_record = 0
@@ -80,7 +80,7 @@ async def chaos_run(count: int, seed: int, *, concurrency: int = 32, rate: float
             assert outcome.result == holder.record
 
         faults = collections.Counter(
-            r.fault.split(":")[0] for r in sb.journal if r.fault is not None
+            r.fault.split(":")[0] for r in sb.requests if r.fault is not None
         )
         return counts, faults, without_record
 

@@ -97,7 +97,7 @@ async def settle_sandbox(sb) -> None:
 
 async def resume_and_check(sb, tmp_path, journal, count, settled_before: set[str]) -> None:
     """Run the batch again from the journal and check every promise of resuming."""
-    requests_before = len(sb.journal)
+    requests_before = len(sb.requests)
     process = await start_submitter(sb, tmp_path, journal, count)
     stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
     assert process.returncode == 0, stderr.decode()
@@ -111,7 +111,7 @@ async def resume_and_check(sb, tmp_path, journal, count, settled_before: set[str
     assert sb.commit_count == count
     assert all(c.commits == 1 for c in sb.committed.values())
     # Settled documents were not sent again.
-    resent = {r.identity for r in sb.journal[requests_before:] if r.identity}
+    resent = {r.identity for r in sb.requests[requests_before:] if r.identity}
     assert not resent & settled_before, sorted(resent & settled_before)[:5]
     # The journal is complete: every line readable, every document's last line settled ok.
     lines = journal.read_text(encoding="utf-8").splitlines()
@@ -170,7 +170,7 @@ async def test_sigkill_right_after_commit_before_settled_line_then_resume(tmp_pa
         assert 0 < len(settled_before) < count
         await resume_and_check(sb, tmp_path, journal, count, settled_before)
         # Those documents were re-sent once and answered 409 (their own earlier commit).
-        again = [r for r in sb.journal if r.identity in window and r.status == 409]
+        again = [r for r in sb.requests if r.identity in window and r.status == 409]
         assert {r.identity for r in again} == window
 
 
@@ -209,7 +209,7 @@ async def test_torn_settled_line_then_resume(tmp_path):
         settled_before = settled_ok(journal)
         assert victim not in settled_before
         await resume_and_check(sb, tmp_path, journal, count, settled_before)
-        assert [r.status for r in sb.journal if r.identity == victim][-1] == 409
+        assert [r.status for r in sb.requests if r.identity == victim][-1] == 409
 
 
 async def kill_at_random_point(tmp_path, seed: int, count: int) -> None:

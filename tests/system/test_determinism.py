@@ -42,7 +42,7 @@ async def run(fault_seed: int, *, resend: bool) -> tuple[dict, list]:
     # is journaled when it ends, a moment after the client gave up).
     faults = {
         (r.identity, r.attempt): r.fault
-        for r in sb.journal
+        for r in sb.requests
         if r.identity is not None and r.path == "/Invoice/secure"
     }
     return faults, [(o.status, o.attempts) for o in outcomes]

@@ -25,7 +25,7 @@ from helpers import once
 
 from invoicing_async import InvoicingClient, InvoicingError, RetryPolicy, TokenCache
 from invoicing_async.sandbox import DEFAULT_RANDOM_KINDS, Fault, Sandbox, sample_invoice
-from invoicing_async.sandbox._records import random_tin
+from invoicing_async.sandbox._rules import random_tin
 from invoicing_async.testing import set_instant_retries
 
 SENTINEL_KEY = "SENTINEL-APIKEY-" + secrets.token_hex(12)
@@ -67,7 +67,7 @@ class Leaks:
         self.secrets = {SENTINEL_KEY}
         self.texts: list[tuple[str, str]] = []
         self.errors: list[tuple[str, BaseException]] = []
-        grant = sb._grant
+        grant = sb._provider.grant
 
         def harvesting_grant(form, env, exchange):
             reply = grant(form, env, exchange)
@@ -77,7 +77,7 @@ class Leaks:
                 self.secrets.add(body["refresh_token"])
             return reply
 
-        sb._grant = harvesting_grant  # every token issued, even if its answer is lost
+        sb._provider.grant = harvesting_grant  # every token issued, even if its answer is lost
 
     def error(self, where: str, exc: BaseException) -> None:
         self.errors.append((where, exc))

@@ -1,0 +1,423 @@
+"""The sandbox on the wire: aiohttp routes, request reading, faults, replies written.
+
+One server holds every environment as a path prefix (``/test``, ``/production``), like
+the real service's separate hosts. Handlers read what a request carries and hand it to
+the provider state (:mod:`._provider`), which decides every answer synchronously; this
+module adds only what needs the network: reading bodies, decrypting off the loop, and
+writing replies, straight or mangled as a fault says (a reset, a lost answer, half a
+body, a trickle, an oversized body, a hang).
+
+Decryption, the one CPU-heavy step, runs in a small thread pool: ``cryptography``
+releases the GIL for the RSA operation, so it scales with cores and the loop stays free
+for the clients that usually share it.
+
+This is the only module of the sandbox that imports aiohttp.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import datetime as dt
+import os
+import socket
+import struct
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from ._decrypt import OpenPGPError
+from ._faults import Fault
+from ._replies import METHOD_NOT_ALLOWED, Reply, error_reply, fault_reply, undecryptable
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from ._decrypt import Decryptor
+    from ._faults import FaultPlan
+    from ._provider import Exchange, Provider, Route, Submission
+
+    _Handler = Callable[[web.Request, str, Exchange], Awaitable[web.StreamResponse]]
+    _AiohttpHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+__all__ = ["Server"]
+
+_JSON_TYPES = frozenset({"application/json", "text/json"})
+_PGP_TYPES = frozenset({"application/pgp-encrypted", "application/octet-stream"})
+_HTML = (
+    b"<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head>"
+    b"<body><h1>Bad Gateway</h1><p>The upstream server is unavailable.</p></body></html>"
+)
+_CHUNK = 64 * 1024
+
+
+class Server:
+    """The aiohttp side of one running sandbox: listen, route, write (see the module)."""
+
+    def __init__(
+        self, provider: Provider, faults: FaultPlan, decryptor: Decryptor, *, max_body_size: int
+    ) -> None:
+        self._provider = provider
+        self._faults = faults
+        self._decryptor = decryptor
+        self._max_body_size = max_body_size
+        self._runner: web.AppRunner | None = None
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._stopping = asyncio.Event()  # set by close(): ends hangs, latency, trickles
+        #: Handler tasks: aiohttp forgets the task of a connection the client closed.
+        self.inflight: set[asyncio.Task[Any]] = set()
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen on ``host:port`` (0: any free port) and return the port."""
+        app = web.Application(client_max_size=self._max_body_size)
+        routes: tuple[tuple[str, _Handler, Route], ...] = (
+            ("/{env}/oauth/token", self._token, "token"),
+            ("/{env}/Invoice/secure", self._secure, "document"),
+            ("/{env}/Invoice/json", self._json, "document"),
+            ("/{env}/Invoice/cancelDeliveryNote", self._cancel, "cancel"),
+            ("/{tail:.*}", self._not_found, "other"),
+        )
+        for path, handler, route in routes:
+            app.router.add_route("*", path, self._route(handler, route))
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=min(8, os.cpu_count() or 2), thread_name_prefix="invoicing-sandbox"
+        )
+        runner = web.AppRunner(
+            app,
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=2.0,
+            # Explicit although it is aiohttp's default: a client that disconnects must
+            # not cancel the commit of a document it already sent.
+            handler_cancellation=False,
+        )
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, host, port).start()
+        except BaseException:
+            await runner.cleanup()
+            self._executor.shutdown()
+            raise
+        self._runner = runner
+        return int(runner.addresses[0][1])
+
+    async def close(self) -> None:
+        """Stop listening; end hangs, delays and trickles; wait for requests in flight.
+
+        A request whose client already left still completes its commit.
+        """
+        self._stopping.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self.inflight:
+            _, pending = await asyncio.wait(set(self.inflight), timeout=5.0)
+            for task in pending:  # pragma: no cover - a handler stuck despite _stopping
+                task.cancel()
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+
+    def _route(self, handler: _Handler, route: Route) -> _AiohttpHandler:
+        """Wrap ``handler`` with what every request gets: the log, counters, task tracking."""
+
+        async def serve(request: web.Request) -> web.StreamResponse:
+            environment = request.match_info.get("env")
+            exchange = self._provider.begin(
+                environment, route, request.method, request.path, dict(request.query)
+            )
+            task = asyncio.current_task()
+            if task is not None:
+                self.inflight.add(task)
+            try:
+                if exchange.environment is None:
+                    return await self._send(request, _unknown(request), None, exchange)
+                return await handler(request, exchange.environment, exchange)
+            finally:
+                self._provider.finish(exchange)
+                if task is not None:
+                    self.inflight.discard(task)
+
+        return serve
+
+    async def _before(
+        self, request: web.Request, fault: Fault | None, exchange: Exchange
+    ) -> web.StreamResponse | None:
+        """Apply a before-commit fault; a response means: stop here and send it."""
+        if fault is None:
+            return None
+        exchange.fault = fault.name
+        if not fault.before_commit:
+            return None
+        if fault.kind == "latency":
+            await _sleep_unless(fault.seconds, self._stopping)
+            return None
+        if fault.kind == "status":
+            reply = fault_reply(fault)
+            exchange.status = reply.status
+            return _response(reply)
+        if fault.kind == "reset":
+            _abort(request, rst=True)
+            exchange.dropped = "reset"
+        else:  # hang
+            await _hang(request, self._stopping)
+        return web.Response(status=204)  # never reaches the client: the connection is gone
+
+    async def _send(
+        self, request: web.Request, reply: Reply, fault: Fault | None, exchange: Exchange
+    ) -> web.StreamResponse:
+        response, exchange.status = await _write_reply(request, reply, fault, self._stopping)
+        return response
+
+    async def _not_found(
+        self, request: web.Request, _environment: str, exchange: Exchange
+    ) -> web.StreamResponse:
+        return await self._send(request, _unknown(request), None, exchange)
+
+    async def _token(
+        self, request: web.Request, environment: str, exchange: Exchange
+    ) -> web.StreamResponse:
+        _, fault = self._faults.take(self._faults.tokens)
+        early = await self._before(request, fault, exchange)
+        if early is not None:
+            return early
+        if request.method != "POST":
+            reply = METHOD_NOT_ALLOWED
+        else:
+            reply = self._provider.grant(await request.post(), environment, exchange)
+        return await self._send(request, reply, fault, exchange)
+
+    async def _secure(
+        self, request: web.Request, environment: str, exchange: Exchange
+    ) -> web.StreamResponse:
+        return await self._document(request, environment, exchange, encrypted=True)
+
+    async def _json(
+        self, request: web.Request, environment: str, exchange: Exchange
+    ) -> web.StreamResponse:
+        return await self._document(request, environment, exchange, encrypted=False)
+
+    async def _document(
+        self, request: web.Request, environment: str, exchange: Exchange, *, encrypted: bool
+    ) -> web.StreamResponse:
+        """One submission: scripted fault, checks, random fault, commit, response."""
+        scripted, fault = self._faults.take(self._faults.documents)
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            reply = error_reply(413, "the request body is too large")
+            return await self._send(request, reply, fault, exchange)
+        early = await self._before(request, fault, exchange)
+        if early is not None:
+            return early
+        admitted = await self._admit(request, environment, body, exchange, encrypted=encrypted)
+        if isinstance(admitted, Reply):
+            return await self._send(request, admitted, fault, exchange)
+        if not scripted:
+            fault = self._faults.random_fault(admitted.key[2], exchange.attempt or 1)
+            early = await self._before(request, fault, exchange)
+            if early is not None:
+                return early
+        reply = self._provider.commit(admitted, dt.datetime.now(dt.timezone.utc))
+        return await self._send(request, reply, fault, exchange)
+
+    async def _admit(
+        self,
+        request: web.Request,
+        environment: str,
+        body: bytes,
+        exchange: Exchange,
+        *,
+        encrypted: bool,
+    ) -> Submission | Reply:
+        """Authenticate, check the media type, decrypt, then let the provider check."""
+        if request.method != "POST":
+            return METHOD_NOT_ALLOWED
+        refusal = self._provider.authenticate(
+            environment,
+            request.headers.get("Authorization", ""),
+            request.headers.get("APIKey", ""),
+            exchange,
+        )
+        if refusal is not None:
+            return refusal
+        media = request.content_type
+        if encrypted and media not in _PGP_TYPES:
+            return error_reply(415, "Content-Type must be application/pgp-encrypted")
+        if not encrypted and media not in _JSON_TYPES and not media.endswith("+json"):
+            return error_reply(415, "Content-Type must be application/json")
+        if encrypted:
+            try:
+                body = await asyncio.get_running_loop().run_in_executor(
+                    self._executor, self._decryptor.decrypt, body
+                )
+            except OpenPGPError as exc:
+                return undecryptable(exc)
+        return self._provider.admit(exchange, body, encrypted=encrypted)
+
+    async def _cancel(
+        self, request: web.Request, environment: str, exchange: Exchange
+    ) -> web.StreamResponse:
+        if request.method != "POST":
+            reply = METHOD_NOT_ALLOWED
+        else:
+            reply = self._provider.authenticate(
+                environment,
+                request.headers.get("Authorization", ""),
+                request.headers.get("APIKey", ""),
+                exchange,
+            ) or self._provider.cancel(exchange, request.query.get("mark"), await request.read())
+        return await self._send(request, reply, None, exchange)
+
+
+def _unknown(request: web.Request) -> Reply:
+    return error_reply(404, f"no such operation: {request.method} {request.path}"[:300])
+
+
+def _response(reply: Reply, *, content_type: str | None = None) -> web.Response:
+    """``reply`` as a plain aiohttp response (optionally mislabelled)."""
+    response = web.Response(
+        status=reply.status, body=reply.body, content_type=content_type or reply.content_type
+    )
+    if reply.content_type == "application/json" and content_type is None:
+        response.charset = "utf-8"
+    for name, value in reply.headers:
+        response.headers[name] = value
+    return response
+
+
+def _abort(request: web.BaseRequest, *, rst: bool = False) -> None:
+    """Close the client's connection at once, discarding anything unsent.
+
+    With ``rst`` the socket lingers zero seconds, so the peer sees a TCP reset
+    ("connection reset by peer") rather than an orderly close.
+    """
+    transport = request.transport
+    if transport is None or transport.is_closing():
+        return
+    if rst:
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
+
+
+def _connection_gone(request: web.BaseRequest) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
+async def _sleep_unless(seconds: float | None, stop: asyncio.Event) -> bool:
+    """Sleep ``seconds`` (``None``: forever) or until ``stop`` is set; True if stopped."""
+    if stop.is_set():
+        return True
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except asyncio.TimeoutError:
+        return False
+    return True
+
+
+async def _hang(request: web.BaseRequest, stop: asyncio.Event) -> None:
+    """Hold the request until the client goes away or the sandbox stops, then drop it.
+
+    The handler is not cancelled when the client disconnects (aiohttp's default), so the
+    connection is polled; a fraction of a second of delay in noticing costs nothing.
+    """
+    while not _connection_gone(request):
+        if await _sleep_unless(0.05, stop):
+            break
+    _abort(request)
+
+
+async def _write_reply(
+    request: web.BaseRequest, reply: Reply, fault: Fault | None, stop: asyncio.Event
+) -> tuple[web.StreamResponse, int | None]:
+    """Send ``reply`` as ``fault`` (an after-commit fault, or ``None``) dictates.
+
+    Returns the response for aiohttp and the status line actually written (``None`` when
+    the connection was dropped without one). Once the connection is closed, aiohttp's
+    attempt to finish the response fails with a ``ConnectionError`` it handles quietly.
+    """
+    kind = fault.kind if fault is not None and not fault.before_commit else None
+    if kind is None:
+        return _response(reply), reply.status
+    if kind == "commit_then_drop":
+        _abort(request)
+        return web.Response(status=reply.status), None
+    if kind == "commit_then_500":
+        return _response(fault_reply(Fault.status(500))), 500
+    if kind == "non_json":
+        html = web.Response(status=reply.status, body=_HTML, content_type="text/html")
+        return html, reply.status
+    if kind == "wrong_content_type":
+        return _response(reply, content_type="text/html"), reply.status
+    assert fault is not None  # noqa: S101  (kind is not None only with a fault)
+    response = web.StreamResponse(status=reply.status)
+    response.content_type = reply.content_type
+    with contextlib.suppress(ConnectionError):
+        if kind == "truncated":
+            await _truncated(request, response, reply.body)
+        elif kind == "trickle":
+            await _trickle(request, response, reply.body, fault, stop)
+        else:
+            await _oversized(request, response, reply.body, fault, stop)
+    return response, reply.status
+
+
+async def _truncated(request: web.BaseRequest, response: web.StreamResponse, body: bytes) -> None:
+    response.content_length = len(body) + 64
+    await response.prepare(request)
+    await response.write(body[: len(body) // 2])
+    # close(), not abort(): the half body already written must reach the client first.
+    transport = request.transport
+    if transport is not None:
+        transport.close()
+
+
+async def _trickle(
+    request: web.BaseRequest,
+    response: web.StreamResponse,
+    body: bytes,
+    fault: Fault,
+    stop: asyncio.Event,
+) -> None:
+    response.content_length = len(body)
+    await response.prepare(request)
+    step = max(1, fault.size)
+    for start in range(0, len(body), step):
+        if _connection_gone(request):
+            return
+        await response.write(body[start : start + step])
+        if start + step < len(body) and await _sleep_unless(fault.seconds, stop):
+            _abort(request)
+            return
+
+
+async def _oversized(
+    request: web.BaseRequest,
+    response: web.StreamResponse,
+    body: bytes,
+    fault: Fault,
+    stop: asyncio.Event,
+) -> None:
+    # The record, with a padding member in front: valid JSON of exactly ``size`` bytes
+    # when the size allows, so only the size is wrong with it.
+    head = b'{"padding":"'
+    tail = b'",' + body[1:] if body.startswith(b"{") and len(body) > 2 else b'"}'
+    padding = max(0, fault.size - len(head) - len(tail))
+    if fault.chunked:
+        response.enable_chunked_encoding()
+    else:
+        response.content_length = len(head) + padding + len(tail)
+    await response.prepare(request)
+    await response.write(head)
+    filler = b"x" * _CHUNK
+    while padding > 0:
+        if _connection_gone(request) or stop.is_set():
+            _abort(request)
+            return
+        n = min(padding, _CHUNK)
+        await response.write(filler[:n])
+        padding -= n
+    await response.write(tail)

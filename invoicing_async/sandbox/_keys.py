@@ -1,0 +1,402 @@
+"""The sandbox's own key pair: written with ``cryptography``, read back once to decrypt.
+
+A provider needs a key pair, and the sandbox makes one in the layout ``gpg
+--full-generate-key`` produces, so GnuPG, Sequoia and any client library accept it: a
+v4 certify+sign primary key (RSA or Ed25519) carrying the user id, a positive
+certification with the preferences (AES-256; SHA-256; ZLIB, ZIP, uncompressed: ZLIB
+first as GnuPG does, so a default ``gpg --encrypt`` compresses) and the MDC feature, and
+one encryption subkey (RSA or Curve25519) bound with a SHA-256 signature. No expiry:
+sandbox keys live as long as the test that uses them.
+
+The keys are written with the package's own packet writer (:mod:`invoicing_async._pgp`)
+rather than PGPy: PGPy belongs to the client's key loader alone, and the sandbox reads
+the same packets back with the same parser, here, into ``cryptography`` private key
+objects built once (:func:`load_decryption_keys`). Secret key material never appears in
+a ``repr`` or an error message.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import os
+import time
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias
+
+import attrs
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa, x25519
+from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
+
+from invoicing_async._pgp import (
+    AES_KEY_SIZES,
+    CURVES,
+    KDF_HASHES,
+    PK_ECDH,
+    PK_EDDSA,
+    PK_RSA,
+    ArmorError,
+    PacketError,
+    PublicKey,
+    Reader,
+    Tag,
+    armor,
+    checksum16,
+    dearmor,
+    ecdh_kdf_param,
+    encode_length,
+    iter_packets,
+    key_hash_prefix,
+    mpi,
+    packet,
+    read_public_key,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = [
+    "Algorithm",
+    "DecryptionKey",
+    "InvalidKeyError",
+    "OpenPGPError",
+    "SandboxKeyPair",
+    "cached_keypair",
+    "generate_keypair",
+    "load_decryption_keys",
+    "public_half",
+]
+
+
+class OpenPGPError(Exception):
+    """Base of the sandbox's OpenPGP errors; the message is safe to echo to a client."""
+
+
+class InvalidKeyError(OpenPGPError):
+    """The secret key given to the sandbox is unusable."""
+
+
+Algorithm: TypeAlias = Literal["rsa3072", "rsa2048", "cv25519"]
+
+
+@attrs.frozen
+class SandboxKeyPair:
+    """A freshly generated provider key pair, both halves ASCII-armored.
+
+    ``private_armored`` is left out of ``repr``: a log line or an assertion failure never
+    prints the secret key.
+    """
+
+    public_armored: str
+    private_armored: str = attrs.field(repr=False)
+    algorithm: str
+
+
+# --- writing keys --------------------------------------------------------------------------
+
+_OIDS: Final = {name: oid for oid, (name, _) in CURVES.items()}
+_RSA_BITS: Final = {"rsa3072": 3072, "rsa2048": 2048}
+_SHA256: Final = 8
+_POSITIVE_CERTIFICATION: Final = 0x13
+_SUBKEY_BINDING: Final = 0x18
+
+
+def _subpacket(kind: int, data: bytes) -> bytes:
+    return encode_length(len(data) + 1) + bytes((kind,)) + data
+
+
+# Hashed subpackets of the user id's self-signature: key flags certify+sign, preferred
+# AES-256, SHA-256 and ZLIB/ZIP/none, features MDC, primary user id.
+_USER_ID_SUBPACKETS: Final = b"".join(
+    (
+        _subpacket(27, b"\x03"),
+        _subpacket(11, b"\x09"),
+        _subpacket(21, bytes((_SHA256,))),
+        _subpacket(22, b"\x02\x01\x00"),
+        _subpacket(30, b"\x01"),
+        _subpacket(25, b"\x01"),
+    )
+)
+_BINDING_SUBPACKETS: Final = _subpacket(27, b"\x0c")  # encrypt communications and storage
+
+
+@attrs.frozen
+class _NewKey:
+    public: bytes  # the public key packet body
+    secret: bytes = attrs.field(repr=False)  # the secret key packet body
+    sign: Callable[[bytes], bytes] | None = None  # SHA-256 digest -> signature MPIs
+
+
+def _key_bodies(
+    algorithm: int, created: int, material: bytes, secret_mpis: bytes
+) -> tuple[bytes, bytes]:
+    public = bytes((4,)) + created.to_bytes(4, "big") + bytes((algorithm,)) + material
+    return public, public + b"\x00" + secret_mpis + checksum16(secret_mpis)
+
+
+def _rsa(bits: int, created: int) -> _NewKey:
+    key = rsa.generate_private_key(65537, bits)
+    numbers = key.private_numbers()
+    p, q = sorted((numbers.p, numbers.q))  # OpenPGP wants p < q and u = p^-1 mod q
+    public_numbers = numbers.public_numbers
+    public, secret = _key_bodies(
+        1,
+        created,
+        mpi(public_numbers.n) + mpi(public_numbers.e),
+        mpi(numbers.d) + mpi(p) + mpi(q) + mpi(pow(p, -1, q)),
+    )
+
+    def sign(digest: bytes) -> bytes:
+        return mpi(key.sign(digest, padding.PKCS1v15(), Prehashed(hashes.SHA256())))
+
+    return _NewKey(public, secret, sign)
+
+
+def _ed25519(created: int) -> _NewKey:
+    key = ed25519.Ed25519PrivateKey.generate()
+    oid = _OIDS["Ed25519"]
+    point = b"\x40" + key.public_key().public_bytes_raw()
+    material = bytes((len(oid),)) + oid + mpi(point)
+    public, secret = _key_bodies(PK_EDDSA, created, material, mpi(key.private_bytes_raw()))
+
+    def sign(digest: bytes) -> bytes:
+        signature = key.sign(digest)  # legacy EdDSA signs the digest: MPIs R and S
+        return mpi(signature[:32]) + mpi(signature[32:])
+
+    return _NewKey(public, secret, sign)
+
+
+def _x25519(created: int) -> _NewKey:
+    scalar = bytearray(os.urandom(32))
+    scalar[0] &= 248  # clamped, as GnuPG stores it
+    scalar[31] = scalar[31] & 127 | 64
+    key = x25519.X25519PrivateKey.from_private_bytes(bytes(scalar))
+    oid = _OIDS["Curve25519"]
+    point = b"\x40" + key.public_key().public_bytes_raw()
+    kdf = b"\x03\x01\x08\x07"  # SHA-256 and AES-128 key wrap, GnuPG's choice for Curve25519
+    material = bytes((len(oid),)) + oid + mpi(point) + kdf
+    # The scalar is stored as a big-endian MPI: the native little-endian bytes reversed.
+    public, secret = _key_bodies(PK_ECDH, created, material, mpi(bytes(reversed(scalar))))
+    return _NewKey(public, secret)
+
+
+def _signature(signer: _NewKey, kind: int, hashed: bytes, subpackets: bytes, created: int) -> bytes:
+    """A v4 signature (RFC 4880 §5.2.3) by ``signer`` over ``hashed``, SHA-256."""
+    assert signer.sign is not None  # noqa: S101  (only primaries sign, and they can)
+    fingerprint = read_public_key(Reader(signer.public)).fingerprint
+    area = _subpacket(2, created.to_bytes(4, "big")) + subpackets
+    area += _subpacket(33, b"\x04" + fingerprint)
+    head = bytes((4, kind, signer.public[5], _SHA256)) + len(area).to_bytes(2, "big") + area
+    digest = hashlib.sha256(hashed + head + b"\x04\xff" + len(head).to_bytes(4, "big")).digest()
+    unhashed = _subpacket(16, fingerprint[-8:])  # the issuer key id, for older readers
+    return head + len(unhashed).to_bytes(2, "big") + unhashed + digest[:2] + signer.sign(digest)
+
+
+def generate_keypair(
+    algorithm: Algorithm = "rsa3072",
+    *,
+    user_id: str = "Sandbox Provider <sandbox@invoicing.invalid>",
+) -> SandboxKeyPair:
+    """Generate an unprotected provider key pair (the layout is in the module docstring)."""
+    created = int(time.time())
+    if algorithm == "cv25519":
+        primary, subkey = _ed25519(created), _x25519(created)
+    elif algorithm in _RSA_BITS:
+        primary, subkey = _rsa(_RSA_BITS[algorithm], created), _rsa(_RSA_BITS[algorithm], created)
+    else:
+        raise ValueError(f"unsupported algorithm {algorithm!r}")
+    uid = user_id.encode("utf-8")
+    certified = key_hash_prefix(primary.public) + b"\xb4" + len(uid).to_bytes(4, "big") + uid
+    certification = _signature(
+        primary, _POSITIVE_CERTIFICATION, certified, _USER_ID_SUBPACKETS, created
+    )
+    bound = key_hash_prefix(primary.public) + key_hash_prefix(subkey.public)
+    binding = _signature(primary, _SUBKEY_BINDING, bound, _BINDING_SUBPACKETS, created)
+    user = packet(Tag.USER_ID, uid) + packet(Tag.SIGNATURE, certification)
+    bind = packet(Tag.SIGNATURE, binding)
+    public = (
+        packet(Tag.PUBLIC_KEY, primary.public)
+        + user
+        + packet(Tag.PUBLIC_SUBKEY, subkey.public)
+        + bind
+    )
+    secret = (
+        packet(Tag.SECRET_KEY, primary.secret)
+        + user
+        + packet(Tag.SECRET_SUBKEY, subkey.secret)
+        + bind
+    )
+    return SandboxKeyPair(
+        public_armored=armor(public, "PUBLIC KEY BLOCK").decode("ascii"),
+        private_armored=armor(secret, "PRIVATE KEY BLOCK").decode("ascii"),
+        algorithm=algorithm,
+    )
+
+
+@functools.cache
+def cached_keypair(algorithm: Algorithm = "rsa3072") -> SandboxKeyPair:
+    """A key pair per algorithm, generated once per process (RSA-3072 takes ~1 s).
+
+    Every sandbox in a process shares it unless given ``key_file``; tests need a
+    provider key, not a fresh one each.
+    """
+    return generate_keypair(algorithm)
+
+
+_PUBLIC_TAGS: Final = {Tag.SECRET_KEY: Tag.PUBLIC_KEY, Tag.SECRET_SUBKEY: Tag.PUBLIC_SUBKEY}
+_CERTIFICATE_TAGS: Final = frozenset({Tag.USER_ID, Tag.USER_ATTRIBUTE, Tag.SIGNATURE})
+
+
+def public_half(private_armored: str) -> str:
+    """The armored certificate of a secret key: its packets with the secrets cut off.
+
+    :raises ValueError: when the data holds no secret key (a public key cannot decrypt).
+    """
+    _, binary = dearmor(private_armored.encode("ascii"))
+    packets = list(iter_packets(binary))
+    if not packets or packets[0][0] != Tag.SECRET_KEY:
+        raise ValueError("key_file must hold a secret key (the sandbox decrypts with it)")
+    public = b"".join(
+        packet(_PUBLIC_TAGS[tag], read_public_key(Reader(body)).body)
+        if tag in _PUBLIC_TAGS
+        else packet(tag, body)
+        for tag, body in packets
+        if tag in _PUBLIC_TAGS or tag in _CERTIFICATE_TAGS
+    )
+    return armor(public, "PUBLIC KEY BLOCK").decode("ascii")
+
+
+# --- reading keys --------------------------------------------------------------------------
+
+PrivateKey: TypeAlias = rsa.RSAPrivateKey | x25519.X25519PrivateKey | ec.EllipticCurvePrivateKey
+
+
+@attrs.frozen(repr=False)
+class DecryptionKey:
+    """A decryption-capable (sub)key with its ``cryptography`` object built once."""
+
+    key_id: bytes
+    private_key: PrivateKey
+    modulus_bytes: int = 0
+    kdf: bytes = b""
+    kdf_param: bytes = b""
+
+    def __repr__(self) -> str:
+        return f"DecryptionKey(key_id={self.key_id.hex().upper()})"
+
+
+class _UnusableKeyError(Exception):
+    """This (sub)key cannot decrypt (a signing key, protected …): skipped, not fatal."""
+
+
+def _read_secret_mpis(reader: Reader, count: int) -> list[int]:
+    """Read ``count`` unprotected secret MPIs and verify the trailing checksum."""
+    if reader.byte() != 0:
+        raise _UnusableKeyError("secret key is passphrase-protected or a stub")
+    start = reader.pos
+    values = [reader.mpi() for _ in range(count)]
+    if checksum16(reader.data[start : reader.pos]) != reader.take(2):
+        raise InvalidKeyError("secret key checksum mismatch")
+    return values
+
+
+def _rsa_key(public: PublicKey, reader: Reader) -> DecryptionKey:
+    n, e = (int.from_bytes(value, "big") for value in public.mpis)
+    d, p, q, _ = _read_secret_mpis(reader, 4)
+    # cryptography's own validation (primality tests) costs ~250 ms for RSA-3072, the
+    # per-message cost the decryptor exists to avoid; these checks catch corrupt or
+    # mismatched keys for a fraction of it.
+    if p * q != n or (e * d) % math.lcm(p - 1, q - 1) != 1:
+        raise InvalidKeyError("inconsistent RSA secret key")
+    # OpenPGP stores u = p^-1 mod q; cryptography wants q^-1 mod p: recompute all CRT values.
+    numbers = rsa.RSAPrivateNumbers(
+        p=p,
+        q=q,
+        d=d,
+        dmp1=rsa.rsa_crt_dmp1(d, p),
+        dmq1=rsa.rsa_crt_dmq1(d, q),
+        iqmp=rsa.rsa_crt_iqmp(p, q),
+        public_numbers=rsa.RSAPublicNumbers(e, n),
+    )
+    private_key = numbers.private_key(unsafe_skip_rsa_key_validation=True)
+    return DecryptionKey(public.key_id, private_key, modulus_bytes=(n.bit_length() + 7) // 8)
+
+
+def _ecdh_key(public: PublicKey, reader: Reader) -> DecryptionKey:
+    """Build the ECDH private key and prove it matches the public point.
+
+    The match check turns an encoding mistake (notably Curve25519's byte order) into a
+    clear error at load time instead of "wrong key" later.
+    """
+    kdf = public.kdf
+    if len(kdf) != 4 or kdf[:2] != b"\x03\x01" or kdf[2] not in KDF_HASHES:
+        raise _UnusableKeyError("unsupported ECDH KDF parameters")
+    if kdf[3] not in AES_KEY_SIZES or public.oid not in CURVES:
+        raise _UnusableKeyError("unsupported ECDH curve or key wrap")
+    (secret,) = _read_secret_mpis(reader, 1)
+    curve = CURVES[public.oid][1]
+    private_key: PrivateKey
+    if curve is None:
+        private_key = x25519.X25519PrivateKey.from_private_bytes(secret.to_bytes(32, "little"))
+        point = b"\x40" + private_key.public_key().public_bytes_raw()
+    else:
+        private_key = ec.derive_private_key(secret, curve)
+        point = private_key.public_key().public_bytes(
+            serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
+        )
+    if public.mpis[0] != point:
+        raise InvalidKeyError("ECDH secret does not match public key")
+    param = ecdh_kdf_param(public.oid, kdf, public.fingerprint)
+    return DecryptionKey(public.key_id, private_key, kdf=kdf, kdf_param=param)
+
+
+def _decryption_key(body: bytes) -> DecryptionKey:
+    """A secret (sub)key packet as a decryption key, or why it is not one."""
+    reader = Reader(body)
+    try:
+        public = read_public_key(reader)
+    except PacketError as exc:
+        raise _UnusableKeyError(str(exc)) from None
+    try:
+        if public.algorithm in PK_RSA:
+            return _rsa_key(public, reader)
+        if public.algorithm == PK_ECDH:
+            return _ecdh_key(public, reader)
+    except (ValueError, OverflowError, ZeroDivisionError, UnsupportedAlgorithm):
+        raise InvalidKeyError("invalid secret key parameters") from None
+    raise _UnusableKeyError(f"{public.description} cannot decrypt")
+
+
+def load_decryption_keys(private_armored: str | bytes) -> dict[bytes, DecryptionKey]:
+    """Every decryption-capable (sub)key of an unprotected secret key, by key id.
+
+    :raises InvalidKeyError: when there is none, saying why.
+    """
+    if isinstance(private_armored, str):
+        try:
+            private_armored = private_armored.encode("ascii")
+        except UnicodeEncodeError:
+            raise InvalidKeyError("armored key must be ASCII") from None
+    keys: dict[bytes, DecryptionKey] = {}
+    reasons: list[str] = []
+    try:
+        kind, binary = dearmor(bytes(private_armored))
+        # A public key is let through to the clearer "no usable secret key" below.
+        if kind not in (None, "PRIVATE KEY BLOCK", "PUBLIC KEY BLOCK"):
+            raise InvalidKeyError(f"malformed secret key: unexpected armor block {kind}")
+        for tag, body in iter_packets(binary):
+            if tag in _PUBLIC_TAGS:
+                try:
+                    parsed = _decryption_key(body)
+                except _UnusableKeyError as exc:
+                    reasons.append(str(exc))
+                else:
+                    keys[parsed.key_id] = parsed
+    except (ArmorError, PacketError) as exc:
+        raise InvalidKeyError(f"malformed secret key: {exc}") from None
+    if not keys:
+        detail = f" ({'; '.join(sorted(set(reasons)))})" if reasons else ""
+        raise InvalidKeyError(f"no usable decryption secret key found{detail}")
+    return keys

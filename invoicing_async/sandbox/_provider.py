@@ -1,0 +1,422 @@
+"""The provider's state, sans I/O: environments, tokens, commits, cancellations, the log.
+
+Everything the sandbox *decides* happens here, in plain synchronous methods that take
+request fields and return a :class:`~._replies.Reply`; the aiohttp application only
+reads requests, decrypts, applies faults and writes replies. So the rules a client is
+tested against (token rotation, duplicate detection, at-most-once cancellation) can be
+unit-tested without a socket or an event loop.
+
+There is no ``await`` in this module. Driven from one event loop, a look-up and the
+commit that follows it are therefore one step: duplicate detection is exact without a
+lock.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import itertools
+import re
+import secrets
+import types
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+
+from invoicing_async._documents import document_key, dumps
+
+from ._records import CommittedDocument, RequestRecord, SandboxStats
+from ._replies import NO_STORE, Reply, error_reply, oauth_error
+from ._rules import (
+    build_record,
+    cancellation_mark,
+    check_document,
+    issuer_vat,
+    parse_document,
+    random_tin,
+)
+
+if TYPE_CHECKING:
+    import datetime as dt
+    import random
+    from collections.abc import Callable, Iterable, Mapping
+
+__all__ = ["Environment", "Exchange", "Provider", "Route", "Submission"]
+
+_ENV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_FIRST_MARK = 400001000000001
+_BEARER_CHALLENGE = (("WWW-Authenticate", 'Bearer error="invalid_token"'),)
+
+#: What a request asked for, as far as the log and the counters care.
+Route = Literal["token", "document", "cancel", "other"]
+
+
+@attrs.define
+class Environment:
+    """One environment (``test``, ``production`` …): its clients and their API keys."""
+
+    name: str
+    clients: dict[str, str]  # client_id -> API key
+    default_client: str
+
+
+@attrs.define
+class _Token:
+    environment: str
+    client_id: str
+    expires_at: float
+
+
+@attrs.define
+class Exchange:
+    """What the log records about one request, filled in while it is handled."""
+
+    seq: int
+    environment: str | None
+    route: Route
+    method: str
+    path: str
+    query: dict[str, str]
+    status: int | None = None
+    fault: str | None = None
+    identity: str | None = None
+    client_id: str | None = None
+    attempt: int | None = None
+    #: What the counters record if no status line is sent: ``drop`` or ``reset``.
+    dropped: str = "drop"
+
+    def record(self) -> RequestRecord:
+        """The frozen log entry."""
+        return RequestRecord(
+            seq=self.seq,
+            environment=self.environment,
+            method=self.method,
+            path=self.path,
+            status=self.status,
+            fault=self.fault,
+            identity=self.identity,
+            client_id=self.client_id,
+            attempt=self.attempt,
+            query=self.query,
+        )
+
+
+@attrs.frozen
+class Submission:
+    """A document that passed every check and waits for its commit."""
+
+    #: ``(environment, client_id, identity)``: what duplicates are detected by.
+    key: tuple[str, str, str]
+    document: dict[str, Any]
+    body: bytes
+    encrypted: bool
+
+
+def _seeded_secret(rng: random.Random) -> str:
+    """An API key shaped like ``secrets.token_urlsafe(32)``, reproducible from the seed."""
+    return base64.urlsafe_b64encode(rng.randbytes(32)).rstrip(b"=").decode("ascii")
+
+
+class Provider:
+    """The embedded provider's state and rules (see the module docstring).
+
+    :param environments: environment names; the first is the default.
+    :param rng: draws the clients' TINs (and API keys when ``seeded``).
+    :param salt: derives the random-looking values of result records.
+    :param duplicate_detection: with ``False`` a re-sent document is committed again.
+    """
+
+    def __init__(
+        self,
+        *,
+        environments: Iterable[str],
+        rng: random.Random,
+        seeded: bool,
+        salt: str,
+        clock: Callable[[], float],
+        expires_in: float,
+        refresh_expires_in: float,
+        domain: str,
+        duplicate_detection: bool = True,
+    ) -> None:
+        names = list(environments)
+        if not names or len(set(names)) != len(names):
+            raise ValueError("environments must be distinct names, at least one")
+        for name in names:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"environment name {name!r} is not a simple path segment")
+        if expires_in <= 0 or refresh_expires_in <= 0:
+            raise ValueError("token lifetimes must be positive")
+        self.environments: dict[str, Environment] = {}
+        used: set[str] = set()
+        for name in names:
+            tin = random_tin(rng)
+            while tin in used:
+                tin = random_tin(rng)
+            used.add(tin)
+            secret = _seeded_secret(rng) if seeded else secrets.token_urlsafe(32)
+            self.environments[name] = Environment(name, {tin: secret}, tin)
+        self.default = names[0]
+        self.salt = salt
+        self._clock = clock
+        self._expires_in = expires_in
+        self._refresh_expires_in = refresh_expires_in
+        self._domain = domain.rstrip("/")
+        self._duplicate_detection = duplicate_detection
+        self._marks = itertools.count(_FIRST_MARK)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget documents, log, stats and tokens; credentials stay, marks keep counting."""
+        self._access: dict[str, _Token] = {}
+        self._refresh: dict[str, _Token] = {}
+        self._store: dict[tuple[str, str, str], CommittedDocument] = {}
+        self._record_bodies: dict[tuple[str, str, str], bytes] = {}
+        self._by_identity: dict[str, CommittedDocument] = {}
+        self._by_mark: dict[tuple[str, str, int], tuple[str, str, str]] = {}
+        self._attempts: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        self._log: list[RequestRecord] = []
+        self._seq = itertools.count(1)
+        self.stats = SandboxStats()
+        self.commit_count = 0
+
+    # --- environments and clients ------------------------------------------------------
+
+    def environment(self, name: str | None = None) -> Environment:
+        """Environment ``name`` (default: the first); ``KeyError`` names the known ones."""
+        env = self.environments.get(name or self.default)
+        if env is None:
+            raise KeyError(f"no environment {name!r}; have {', '.join(self.environments)}")
+        return env
+
+    def add_client(self, environment: str, client_id: str, client_secret: str) -> None:
+        """Register another issuer (TIN and API key) in ``environment``."""
+        if not client_id or not client_secret:
+            raise ValueError("client_id and client_secret are required")
+        env = self.environment(environment)
+        if env.clients.get(client_id, client_secret) != client_secret:
+            raise ValueError(f"client {client_id!r} already exists with another API key")
+        env.clients[client_id] = client_secret
+
+    # --- the request log ---------------------------------------------------------------
+
+    def begin(
+        self, environment: str | None, route: Route, method: str, path: str, query: dict[str, str]
+    ) -> Exchange:
+        """Open the log entry of a request to ``path`` (``/{environment}/…``).
+
+        A request outside the known environments is logged with ``environment=None``, the
+        route ``other`` and its full path.
+        """
+        known = environment is not None and environment in self.environments
+        if known and route == "token":
+            self.stats.token_requests += 1
+        return Exchange(
+            seq=next(self._seq),
+            environment=environment if known else None,
+            route=route if known else "other",
+            method=method,
+            path=path[len(environment) + 1 :] if known and environment else path,
+            query=query,
+        )
+
+    def finish(self, exchange: Exchange) -> None:
+        """Log a finished request and count a submission by its outcome."""
+        self._log.append(exchange.record())
+        if exchange.route == "document":
+            outcome = exchange.status if exchange.status is not None else exchange.dropped
+            self.stats.submissions[outcome] += 1
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """Every finished request, in order of arrival."""
+        return sorted(self._log, key=lambda record: record.seq)
+
+    # --- tokens --------------------------------------------------------------------------
+
+    def grant(self, form: Mapping[str, Any], environment: str, exchange: Exchange) -> Reply:
+        """Issue tokens for a client-credentials or refresh grant, or refuse (400)."""
+        env = self.environment(environment)
+        grant = str(form.get("grant_type") or "")
+        now = self._clock()
+        if grant == "client_credentials":
+            client_id = str(form.get("client_id") or "")
+            secret = str(form.get("client_secret") or "").encode()
+            if not client_id or not secret:
+                return oauth_error("invalid_request", "client_id and client_secret are required")
+            expected = env.clients.get(client_id)
+            if expected is None or not secrets.compare_digest(secret, expected.encode()):
+                return oauth_error("invalid_request", "invalid client credentials")
+        elif grant == "refresh_token":
+            self.stats.refresh_requests += 1
+            presented = str(form.get("refresh_token") or "")
+            old = self._refresh.get(presented)
+            if old is None or old.environment != env.name or now >= old.expires_at:
+                return oauth_error("invalid_grant", "the refresh token is invalid or expired")
+            del self._refresh[presented]  # rotation: a refresh token is good once
+            client_id = old.client_id
+        elif not grant:
+            return oauth_error("invalid_request", "grant_type is required")
+        else:
+            return oauth_error("unsupported_grant_type", f"grant_type {grant[:40]!r}")
+        exchange.client_id = client_id
+        access, refresh = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        self._access[access] = _Token(env.name, client_id, now + self._expires_in)
+        self._refresh[refresh] = _Token(env.name, client_id, now + self._refresh_expires_in)
+        expires_in = self._expires_in
+        body = {
+            "access_token": access,
+            "token_type": "Bearer",
+            "expires_in": int(expires_in) if float(expires_in).is_integer() else expires_in,
+            "refresh_token": refresh,
+        }
+        return Reply(200, dumps(body), headers=NO_STORE)
+
+    def authenticate(
+        self, environment: str, authorization: str, api_key: str, exchange: Exchange
+    ) -> Reply | None:
+        """Check the bearer token and the API key: the 401 to send, or ``None``."""
+        env = self.environment(environment)
+        scheme, _, value = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not value.strip():
+            return error_reply(
+                401, "missing bearer token", headers=(("WWW-Authenticate", "Bearer"),)
+            )
+        token = self._access.get(value.strip())
+        if token is None or token.environment != env.name:
+            return error_reply(401, "the access token is not valid", headers=_BEARER_CHALLENGE)
+        if self._clock() >= token.expires_at:
+            return error_reply(401, "the access token has expired", headers=_BEARER_CHALLENGE)
+        expected = env.clients.get(token.client_id, "").encode()
+        if not secrets.compare_digest(api_key.encode(), expected):
+            return error_reply(401, "the API key is missing or not valid")
+        exchange.client_id = token.client_id
+        return None
+
+    def expire_tokens(self) -> None:
+        """Make every access token issued so far expired."""
+        for token in self._access.values():
+            token.expires_at = float("-inf")
+
+    def revoke_refresh_tokens(self) -> None:
+        """Invalidate every refresh token issued so far."""
+        self._refresh.clear()
+
+    # --- documents -------------------------------------------------------------------------
+
+    def admit(self, exchange: Exchange, body: bytes, *, encrypted: bool) -> Submission | Reply:
+        """Parse and check an authenticated client's document: the submission, or the refusal.
+
+        Counts the attempt: random faults are decided per identity and attempt number.
+        """
+        document = parse_document(body)
+        if isinstance(document, Reply):
+            return document
+        client_id = exchange.client_id or ""
+        vat = issuer_vat(document)
+        if vat is not None and vat != client_id:
+            return error_reply(401, "the issuer's VAT number does not match the API key")
+        problems = check_document(document)
+        if problems:
+            return error_reply(
+                400,
+                "; ".join(f"{p.field}: {p.message}" for p in problems),
+                errors=[{"field": p.field, "message": p.message} for p in problems],
+            )
+        key = (exchange.environment or "", client_id, document_key(document))
+        self._attempts[key] += 1
+        exchange.identity, exchange.attempt = key[2], self._attempts[key]
+        return Submission(key, document, body, encrypted)
+
+    def commit(self, submission: Submission, now: dt.datetime) -> Reply:
+        """Commit a new document (201), or answer a known one with its record (409).
+
+        Without duplicate detection a known document is committed again: a new mark, one
+        more in ``commits``, 201.
+        """
+        key = submission.key
+        known = self._record_bodies.get(key)
+        if known is not None and self._duplicate_detection:
+            return Reply(409, known)
+        environment, client_id, identity = key
+        mark = next(self._marks)
+        record, record_body = build_record(
+            submission.document,
+            identity=identity,
+            mark=mark,
+            domain=self._domain,
+            salt=self.salt,
+            now=now,
+        )
+        previous = self._store.get(key)
+        committed = CommittedDocument(
+            identity=identity,
+            environment=environment,
+            client_id=client_id,
+            record=record,
+            document=submission.document,
+            body=submission.body,
+            encrypted=submission.encrypted,
+            commits=previous.commits + 1 if previous is not None else 1,
+        )
+        self._store[key] = committed
+        self._record_bodies[key] = record_body
+        if previous is None:
+            self._by_identity.setdefault(identity, committed)
+        elif self._by_identity.get(identity) is previous:
+            self._by_identity[identity] = committed
+        self._by_mark[environment, client_id, mark] = key
+        self.commit_count += 1
+        return Reply(201, record_body)
+
+    @property
+    def committed(self) -> Mapping[str, CommittedDocument]:
+        """Every committed document by identity (read-only, live; first scope wins)."""
+        return types.MappingProxyType(self._by_identity)
+
+    def committed_in(self, environment: str, client_id: str) -> dict[str, CommittedDocument]:
+        """The documents committed by one client of one environment, by identity."""
+        return {
+            identity: doc
+            for (name, cid, identity), doc in self._store.items()
+            if name == environment and cid == client_id
+        }
+
+    # --- cancellations ---------------------------------------------------------------------
+
+    def cancel(self, exchange: Exchange, query_mark: str | None, body: bytes) -> Reply:
+        """Cancel a delivery note at most once: the second request is a 409."""
+        mark = cancellation_mark(query_mark, body)
+        if isinstance(mark, Reply):
+            return mark
+        key = self._by_mark.get((exchange.environment or "", exchange.client_id or "", mark))
+        if key is None:
+            return error_reply(404, f"no document with mark {mark}")
+        exchange.identity = key[2]
+        committed = self._store[key]
+        if committed.cancellation_mark is not None:
+            return Reply(
+                409,
+                dumps(
+                    {
+                        "success": False,
+                        "message": "the document is already cancelled",
+                        "statusCode": "Conflict",
+                        "mark": mark,
+                        "cancellationMark": committed.cancellation_mark,
+                    }
+                ),
+            )
+        cancellation = next(self._marks)
+        updated = attrs.evolve(committed, cancellation_mark=cancellation)
+        self._store[key] = updated
+        if self._by_identity.get(key[2]) is committed:
+            self._by_identity[key[2]] = updated
+        answer = {
+            "success": True,
+            "message": "the delivery note was cancelled",
+            "statusCode": "Success",
+            "mark": mark,
+            "cancellationMark": cancellation,
+        }
+        return Reply(200, dumps(answer))

@@ -1,0 +1,106 @@
+"""What the sandbox answers, as plain values: a status, a JSON body, headers.
+
+The provider's state machine (:mod:`._provider`) decides a :class:`Reply`; the aiohttp
+application (:mod:`._app`) writes it, or mangles it as a fault says. Bodies are written
+with the package's one compact JSON encoder, :func:`invoicing_async._documents.dumps`,
+in the shapes the real service uses: ``success``, ``message``, ``statusCode`` (and
+``errors``) for the API; RFC 6749's ``error`` and ``error_description`` for the token
+endpoint.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from invoicing_async._documents import dumps
+
+from ._decrypt import NotIntegrityProtectedError, OpenPGPError
+
+if TYPE_CHECKING:
+    from ._faults import Fault
+
+__all__ = [
+    "METHOD_NOT_ALLOWED",
+    "NO_STORE",
+    "Reply",
+    "error_reply",
+    "fault_reply",
+    "oauth_error",
+    "undecryptable",
+]
+
+_STATUS_CODES = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    413: "PayloadTooLarge",
+    415: "UnsupportedMediaType",
+}
+_FAULT_STATUS_TEXT = {
+    408: ("RequestTimeout", "the tax authority's service did not respond in time"),
+    429: ("TooManyRequests", "too many requests: slow down"),
+    500: ("InternalServerError", "internal server error"),
+    502: ("BadGateway", "bad gateway"),
+    503: ("ServiceUnavailable", "the service is temporarily unavailable"),
+    504: ("GatewayTimeout", "gateway timeout"),
+}
+#: OAuth answers must not be cached (RFC 6749 section 5.1).
+NO_STORE = (("Cache-Control", "no-store"), ("Pragma", "no-cache"))
+
+
+@attrs.frozen
+class Reply:
+    """A response the sandbox means to send, before any fault mangles it."""
+
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def error_reply(
+    status: int,
+    message: str,
+    *,
+    errors: list[dict[str, str]] | None = None,
+    headers: tuple[tuple[str, str], ...] = (),
+) -> Reply:
+    """The service's error body: ``success``, ``message``, ``statusCode`` (and ``errors``)."""
+    body: dict[str, Any] = {
+        "success": False,
+        "message": message,
+        "statusCode": _STATUS_CODES.get(status, "Error"),
+    }
+    if errors is not None:
+        body["errors"] = errors
+    return Reply(status, dumps(body), headers=headers)
+
+
+def oauth_error(error: str, description: str) -> Reply:
+    """A token endpoint refusal: 400 with RFC 6749's ``error`` and ``error_description``."""
+    return Reply(400, dumps({"error": error, "error_description": description}), headers=NO_STORE)
+
+
+def fault_reply(fault: Fault) -> Reply:
+    """The answer of a ``status`` fault (or of ``commit_then_500``): nothing processed."""
+    status = fault.code or 500
+    code, message = _FAULT_STATUS_TEXT.get(status, ("Error", f"HTTP {status}"))
+    body = dumps({"success": False, "message": message, "statusCode": code})
+    headers: tuple[tuple[str, str], ...] = ()
+    if fault.retry_after is not None:
+        headers = (("Retry-After", str(fault.retry_after)),)
+    return Reply(status, body, headers=headers)
+
+
+def undecryptable(error: OpenPGPError) -> Reply:
+    """The 400 for a message that cannot be decrypted (the error's text is safe to echo)."""
+    if isinstance(error, NotIntegrityProtectedError):
+        return error_reply(400, "message is not integrity protected")
+    return error_reply(400, f"the message cannot be decrypted: {error}")
+
+
+METHOD_NOT_ALLOWED = error_reply(405, "use POST", headers=(("Allow", "POST"),))

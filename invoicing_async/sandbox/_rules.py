@@ -1,0 +1,287 @@
+"""The provider's rules about documents, as pure functions.
+
+What the service checks in a document (field shapes; the issuer's VAT number against
+the API key), what it derives from one (the tax authority's ``uid``, the result record),
+how a cancellation names its document, and the shape of an issuer's TIN. A document's
+identity for duplicate detection is the library's own rule,
+:func:`invoicing_async.document_key`, so that ``sandbox.committed[document_key(doc)]``
+finds what a client sent.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+import re
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from invoicing_async._convert import parse_timestamp, result_to_json
+from invoicing_async._documents import dumps
+from invoicing_async._models import DocumentResult, DocumentStatus
+
+from ._replies import Reply, error_reply
+
+if TYPE_CHECKING:
+    import random
+
+__all__ = [
+    "FieldError",
+    "build_record",
+    "cancellation_mark",
+    "check_document",
+    "invoice_uid",
+    "issuer_vat",
+    "parse_document",
+    "random_tin",
+]
+
+_DATE_RE = re.compile(r"\d{4}-\d\d-\d\d")
+
+
+@attrs.frozen
+class FieldError:
+    """One problem with a document field, as the 400 body lists it."""
+
+    field: str
+    message: str
+
+
+def random_tin(rng: random.Random) -> str:
+    """A 9-digit TIN whose last digit is a valid check digit (the Greek AFM rule)."""
+    digits = [rng.randrange(10) for _ in range(8)]
+    total = sum(d << (8 - i) for i, d in enumerate(digits))
+    return "".join(map(str, digits)) + str(total % 11 % 10)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_document(body: bytes) -> dict[str, Any] | Reply:
+    """The JSON object in ``body``, or the 400 the service answers.
+
+    ``NaN`` and ``Infinity`` are refused as the service's JSON parser refuses them
+    (Python's would accept them).
+    """
+    try:
+        document = json.loads(body, parse_constant=_reject_constant)
+    except ValueError as exc:  # UnicodeDecodeError included
+        return error_reply(400, f"malformed JSON: {str(exc)[:200]}")
+    if not isinstance(document, dict):
+        return error_reply(400, "malformed JSON: the document must be a JSON object")
+    return document
+
+
+def _number_like(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_date(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return "must be an ISO 8601 date or date-time string"
+    try:
+        _issue_datetime(value)
+    except ValueError:
+        return "must be an ISO 8601 date or date-time"
+    return None
+
+
+def _check_key(value: Any) -> str | None:
+    if (isinstance(value, str) and value.strip()) or (
+        isinstance(value, int) and not isinstance(value, bool)
+    ):
+        return None
+    return "must be a non-empty string or an integer"
+
+
+def _check_type(value: Any) -> str | None:
+    return None if isinstance(value, str) else "must be a string"
+
+
+def _check_details(value: Any) -> str | None:
+    return None if isinstance(value, list) and value else "must be a non-empty list"
+
+
+def _check_object(value: Any) -> str | None:
+    return None if isinstance(value, dict) else "must be an object"
+
+
+def _check_gross(value: Any) -> str | None:
+    if _number_like(value) and math.isfinite(value) and value >= 0:
+        return None
+    return "must be a non-negative number"
+
+
+_CHECKS: tuple[tuple[str, Any], ...] = (
+    ("Issuer", _check_object),
+    ("Series", _check_key),
+    ("Number", _check_key),
+    ("DateIssued", _check_date),
+    ("InvoiceType", _check_type),
+    ("Details", _check_details),
+    ("Summaries", _check_object),
+)
+
+
+def check_document(document: dict[str, Any]) -> list[FieldError]:
+    """The provider's minimal validation: each field is checked only when present.
+
+    The issuer's VAT number is checked separately (:func:`issuer_vat`), because the
+    service answers a mismatch with 401, not 400.
+    """
+    errors = [
+        FieldError(name, problem)
+        for name, check in _CHECKS
+        if name in document and (problem := check(document[name]))
+    ]
+    summaries = document.get("Summaries")
+    if isinstance(summaries, dict) and "TotalGrossValue" in summaries:
+        problem = _check_gross(summaries["TotalGrossValue"])
+        if problem:
+            errors.append(FieldError("Summaries.TotalGrossValue", problem))
+    return errors
+
+
+def issuer_vat(document: dict[str, Any]) -> str | None:
+    """``Issuer.Vat`` as text, when present."""
+    issuer = document.get("Issuer")
+    if isinstance(issuer, dict):
+        vat = issuer.get("Vat")
+        if vat is not None and vat != "":
+            return str(vat).strip()
+    return None
+
+
+def _issue_datetime(text: str) -> dt.datetime:
+    text = text.strip()
+    if _DATE_RE.fullmatch(text):
+        return dt.datetime.combine(dt.date.fromisoformat(text), dt.time(), dt.timezone.utc)
+    return parse_timestamp(text)
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def invoice_uid(document: dict[str, Any]) -> str:
+    """The tax authority's uid: upper-case SHA-1 hex of six fields joined by ``-``.
+
+    ``{vat}-{yyyy-MM-dd}-{branch}-{type}-{series}-{number}``, as the authority documents
+    it (``999999999-2020-10-22-0-1.1-A-2``); a missing field counts as empty, a missing
+    branch as 0.
+    """
+    issuer = document.get("Issuer")
+    branch = issuer.get("Branch", 0) if isinstance(issuer, dict) else 0
+    date = ""
+    issued = document.get("DateIssued")
+    if isinstance(issued, str):
+        try:
+            date = _issue_datetime(issued).date().isoformat()
+        except ValueError:
+            date = issued
+    parts = (
+        issuer_vat(document) or "",
+        date,
+        _text(0 if branch is None else branch),
+        _text(document.get("InvoiceType")),
+        _text(document.get("Series")),
+        _text(document.get("Number")),
+    )
+    return hashlib.sha1("-".join(parts).encode("utf-8"), usedforsecurity=False).hexdigest().upper()
+
+
+def build_record(
+    document: dict[str, Any],
+    *,
+    identity: str,
+    mark: int,
+    domain: str,
+    salt: str,
+    now: dt.datetime,
+) -> tuple[DocumentResult, bytes]:
+    """The 201 result record for a newly committed document, and its JSON bytes.
+
+    Values that are random on the real service (signatures, codes, the unique id) are
+    derived from ``salt`` and the identity, so a seeded sandbox answers the same document
+    with the same record whatever the order of arrival; only the ``mark`` follows the
+    order of commits, as on the real service.
+    """
+    seed = hashlib.sha256(f"{salt}\x00{identity}".encode()).digest()
+
+    def derived(label: bytes) -> bytes:
+        return hashlib.sha256(seed + label).digest()
+
+    uid = invoice_uid(document)
+    signature = derived(b"signature")[:20].hex().upper()
+    authentication_code = derived(b"authentication")[:20].hex().upper()
+    unique_id = str(uuid.UUID(bytes=derived(b"uuid")[:16], version=4))
+    issued = document.get("DateIssued")
+    date_issued = now
+    if isinstance(issued, str):
+        try:
+            date_issued = _issue_datetime(issued)
+        except ValueError:  # pragma: no cover - validated before
+            date_issued = now
+    # The record carries milliseconds only: what a client parses back must compare equal.
+    date_issued = date_issued.replace(microsecond=date_issued.microsecond // 1000 * 1000)
+    distribution = document.get("DistributionDetails")
+    internal_id = (
+        str(distribution["InternalDocumentId"])
+        if isinstance(distribution, dict) and distribution.get("InternalDocumentId")
+        else identity
+    )
+    url = f"{domain}/v/{signature}"
+    series, number = document.get("Series"), document.get("Number")
+    record = DocumentResult(
+        success=True,
+        message="Document accepted",
+        status_code="Success",
+        integrity_signature=derived(b"integrity").hex(),
+        signature=signature,
+        uid=uid,
+        mark=mark,
+        cancellation_mark=None,
+        authentication_code=authentication_code,
+        authority_data_response={
+            "statusCode": "Success",
+            "index": 1,
+            "invoiceUid": uid,
+            "invoiceMark": mark,
+            "authenticationCode": authentication_code,
+        },
+        status=DocumentStatus.UNKNOWN,
+        series=None if series is None else str(series),
+        number=None if number is None else str(number),
+        date_issued=date_issued,
+        domain=domain,
+        url=url,
+        qr_code_string=url,
+        erp_qr_code=f"{domain}/erp/{unique_id}",
+        unique_id=unique_id,
+        internal_id=internal_id,
+    )
+    data = result_to_json(record)
+    # result_to_json leaves out None fields; the service writes cancellationMark: null.
+    data["cancellationMark"] = None
+    return record, dumps(data)
+
+
+def cancellation_mark(query: str | None, body: bytes) -> int | Reply:
+    """The mark to cancel, from the JSON body (``{"mark": …}``) or the query string."""
+    mark: Any = query
+    if body.strip():
+        data = parse_document(body)
+        if isinstance(data, Reply):
+            return data
+        mark = data.get("mark", mark)
+    if isinstance(mark, str) and mark.strip().isdigit():
+        mark = int(mark)
+    if isinstance(mark, int) and not isinstance(mark, bool):
+        return mark
+    message = "an integer is required"
+    return error_reply(400, f"mark: {message}", errors=[{"field": "mark", "message": message}])

@@ -1,0 +1,354 @@
+"""The façade tests and demos use: :class:`Sandbox`, its lifecycle and its test-facing API.
+
+It wires three parts together and adds nothing of their logic: the provider state
+(:mod:`._provider`, which decides every answer), the fault plan (:mod:`._faults`) and
+the aiohttp server (:mod:`._app`), plus the key pair the server decrypts with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import random
+import secrets
+import time
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from invoicing_async._pgp import ProviderKey
+
+from ._app import Server
+from ._decrypt import Decryptor
+from ._faults import DEFAULT_RANDOM_KINDS, Fault, FaultPlan
+from ._keys import Algorithm, cached_keypair, public_half
+from ._provider import Provider
+from ._records import CommittedDocument, RequestRecord, SandboxEnvironment, SandboxStats
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Callable, Iterable, Mapping
+    from types import TracebackType
+
+__all__ = ["Sandbox"]
+
+
+@attrs.frozen
+class _KeyMaterial:
+    decryptor: Decryptor
+    public_armored: str
+    provider_key: ProviderKey
+
+
+@functools.lru_cache(maxsize=8)
+def _key_material(private_armored: str, public_armored: str | None) -> _KeyMaterial:
+    """Parse a secret key once: the decryptor and the public half, shared by sandboxes."""
+    decryptor = Decryptor(private_armored)
+    if public_armored is None:
+        public_armored = public_half(private_armored)
+    return _KeyMaterial(decryptor, public_armored, ProviderKey.from_armored(public_armored))
+
+
+class Sandbox:
+    """An embedded fake of the e-invoicing provider, for tests, demos and benchmarks.
+
+    ::
+
+        async with Sandbox() as sb:
+            async with InvoicingClient(sb.base_url, sb.client_id, sb.client_secret,
+                                       provider_key=sb.provider_key) as client:
+                result = await client.submit_secure(invoice)
+            assert sb.committed[document_key(invoice)].record == result
+
+    :param host: interface to listen on (loopback by default).
+    :param port: TCP port; 0 picks a free one (read it from :attr:`port`).
+    :param key_algorithm: ``rsa3072``, ``rsa2048`` or ``cv25519``; the key is generated
+        once per process and shared.
+    :param key_file: an armored *secret* key to use instead.
+    :param expires_in: access token lifetime in seconds.
+    :param refresh_expires_in: refresh token lifetime in seconds.
+    :param seed: makes credentials and records reproducible (marks still follow commits).
+    :param clock: the clock token expiry is read against (pass the fake clock a
+        :class:`~invoicing_async.TokenCache` uses, to test expiry without waiting).
+    :param domain: the public domain written into result records and QR urls.
+    :param environments: environment names; the first is the default.
+    :param max_body_size: largest request body accepted (413 beyond).
+    :param duplicate_detection: ``False`` commits a re-sent document again (a new mark,
+        201, ``commits`` counting up) like a provider without duplicate detection: for
+        tests of ``RetryPolicy(resend_ambiguous=False)``.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        key_algorithm: Algorithm = "rsa3072",
+        key_file: str | os.PathLike[str] | None = None,
+        expires_in: float = 900,
+        refresh_expires_in: float = 7 * 24 * 3600,
+        seed: int | str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        domain: str = "https://sandbox.invoicing.invalid",
+        environments: Iterable[str] = ("test", "production"),
+        max_body_size: int = 16 * 1024 * 1024,
+        duplicate_detection: bool = True,
+    ) -> None:
+        salt = secrets.token_hex(16) if seed is None else f"seed:{seed}"
+        self._provider = Provider(
+            environments=environments,
+            rng=random.Random(salt),
+            seeded=seed is not None,
+            salt=salt,
+            clock=clock,
+            expires_in=expires_in,
+            refresh_expires_in=refresh_expires_in,
+            domain=domain,
+            duplicate_detection=duplicate_detection,
+        )
+        self._host = host
+        self._requested_port = port
+        self._key_algorithm: Algorithm = key_algorithm
+        self._key_file = key_file
+        self._max_body_size = max_body_size
+        self._faults = FaultPlan()
+        self._material: _KeyMaterial | None = None
+        self._server: Server | None = None
+        self._port = 0
+
+    def __repr__(self) -> str:
+        where = self.url if self._server is not None else "not running"
+        return f"<Sandbox {where} environments={','.join(self.environments)}>"
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Sandbox:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Load the key and start listening (on the running loop)."""
+        if self._server is not None:
+            raise RuntimeError("the sandbox is already running")
+        if self._material is None:
+            # Generating an RSA key takes about a second (once per process): not on the loop.
+            self._material = await asyncio.to_thread(self._load_key)
+        server = Server(
+            self._provider,
+            self._faults,
+            self._material.decryptor,
+            max_body_size=self._max_body_size,
+        )
+        self._port = await server.start(self._host, self._requested_port)
+        self._server = server
+
+    async def close(self) -> None:
+        """Stop listening and wait for requests in flight.
+
+        Hung, delayed and trickling responses are ended first, so this takes
+        milliseconds; a request whose client already left still completes its commit.
+        """
+        server, self._server = self._server, None
+        if server is not None:
+            await server.close()
+
+    async def run_forever(self, stop: asyncio.Event | None = None) -> None:
+        """Serve until ``stop`` is set (or the task is cancelled), for the command line."""
+        started_here = self._server is None
+        if started_here:
+            await self.start()
+        try:
+            await (stop or asyncio.Event()).wait()
+        finally:
+            if started_here:
+                await self.close()
+
+    def _load_key(self) -> _KeyMaterial:
+        if self._material is not None:
+            return self._material
+        if self._key_file is not None:
+            return _key_material(Path(self._key_file).read_text(encoding="ascii"), None)
+        pair = cached_keypair(self._key_algorithm)
+        return _key_material(pair.private_armored, pair.public_armored)
+
+    # --- what tests read ---------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The TCP port listened on."""
+        self._running()
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """The server's root URL (environments are path prefixes below it)."""
+        self._running()
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"http://{host}:{self._port}"
+
+    @property
+    def base_url(self) -> str:
+        """The default environment's base URL."""
+        return self.environment().base_url
+
+    @property
+    def client_id(self) -> str:
+        """The default environment's client id (the issuer's TIN)."""
+        return self._provider.environment().default_client
+
+    @property
+    def client_secret(self) -> str:
+        """The default environment's API key."""
+        env = self._provider.environment()
+        return env.clients[env.default_client]
+
+    @property
+    def environments(self) -> tuple[str, ...]:
+        """Environment names, the default first."""
+        return tuple(self._provider.environments)
+
+    @property
+    def provider_key(self) -> ProviderKey:
+        """The sandbox's public key, ready for ``InvoicingClient(provider_key=...)``."""
+        return self._load_key().provider_key
+
+    @property
+    def public_key_armored(self) -> str:
+        """The sandbox's public key as ASCII armor (for gpg, sq, or a key file)."""
+        return self._load_key().public_armored
+
+    def write_public_key(self, path: str | os.PathLike[str]) -> Path:
+        """Write the armored public key to ``path`` and return it."""
+        target = Path(path)
+        target.write_text(self.public_key_armored, encoding="ascii")
+        return target
+
+    def environment(
+        self, name: str | None = None, *, client_id: str | None = None
+    ) -> SandboxEnvironment:
+        """Base URL and credentials of environment ``name`` (default: the first)."""
+        env = self._provider.environment(name)
+        client = client_id or env.default_client
+        if client not in env.clients:
+            raise KeyError(f"no client {client!r} in environment {env.name!r}")
+        return SandboxEnvironment(env.name, f"{self.url}/{env.name}", client, env.clients[client])
+
+    def add_client(self, environment: str, client_id: str, client_secret: str) -> None:
+        """Register another issuer (TIN and API key) in ``environment``."""
+        self._provider.add_client(environment, client_id, client_secret)
+
+    @property
+    def committed(self) -> Mapping[str, CommittedDocument]:
+        """Every committed document by identity (read-only, live).
+
+        Identities are scoped per environment and client; should two scopes hold the same
+        identity, this shows the first and :meth:`committed_in` tells them apart.
+        """
+        return self._provider.committed
+
+    def committed_in(
+        self, environment: str | None = None, client_id: str | None = None
+    ) -> dict[str, CommittedDocument]:
+        """The documents committed by one client of one environment, by identity."""
+        env = self._provider.environment(environment)
+        return self._provider.committed_in(env.name, client_id or env.default_client)
+
+    @property
+    def commit_count(self) -> int:
+        """Commits since start or :meth:`reset`.
+
+        With duplicate detection (the default) this is the number of documents held.
+        """
+        return self._provider.commit_count
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """Every finished request, in order of arrival.
+
+        .. versionadded:: 0.1.0
+        """
+        return self._provider.requests
+
+    @property
+    def journal(self) -> list[RequestRecord]:
+        """Deprecated name of :attr:`requests`.
+
+        .. deprecated:: 0.1.0
+           "Journal" is the client's write-ahead log; use :attr:`requests`.
+        """
+        warnings.warn(
+            "Sandbox.journal is deprecated: use Sandbox.requests",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.requests
+
+    @property
+    def stats(self) -> SandboxStats:
+        """Counters of token requests and submissions by outcome."""
+        return self._provider.stats
+
+    # --- what tests control ---------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget documents, requests, stats, tokens and faults (credentials stay).
+
+        Marks keep increasing: a mark is never handed out twice by one sandbox.
+        """
+        self._provider.reset()
+        self._faults.clear()
+
+    def script(self, *faults: Fault | None) -> None:
+        """Queue faults for the next document requests, in arrival order (``None``: none)."""
+        self._faults.documents.extend(faults)
+
+    def script_token(self, *faults: Fault | None) -> None:
+        """Queue faults for the next ``/oauth/token`` requests."""
+        self._faults.tokens.extend(faults)
+
+    def random_faults(
+        self,
+        rate: float = 0.3,
+        *,
+        seed: int | str = 1,
+        kinds: Iterable[Fault] = DEFAULT_RANDOM_KINDS,
+        max_per_document: int = 3,
+    ) -> None:
+        """Inject faults at random into document requests (``rate=0`` turns them off).
+
+        Whether attempt *n* of a document is faulted, and how, depends only on ``seed``,
+        the document's identity and *n*: the same batch meets the same faults however
+        its requests interleave. At most ``max_per_document`` attempts of a document are
+        faulted, so a client that retries enough always succeeds. Scripted faults, when
+        queued, come first.
+        """
+        self._faults.set_random(rate, seed, kinds, max_per_document)
+
+    def expire_tokens(self) -> None:
+        """Make every access token issued so far expired (to test 401 recovery)."""
+        self._provider.expire_tokens()
+
+    def revoke_refresh_tokens(self) -> None:
+        """Invalidate every refresh token issued so far."""
+        self._provider.revoke_refresh_tokens()
+
+    @property
+    def _inflight(self) -> set[asyncio.Task[Any]]:
+        """Requests being handled: what a test waits on for the sandbox to settle."""
+        return self._server.inflight if self._server is not None else set()
+
+    def _running(self) -> None:
+        if self._server is None:
+            raise RuntimeError("the sandbox is not running: use `async with Sandbox()`")

@@ -1,0 +1,49 @@
+"""Helpers for the tests that drive a running sandbox with the real client.
+
+A helper module, not a test module: a fake clock shared by the sandbox and a token
+cache, a client bound to an environment, a sample invoice of the sandbox's issuer, a
+raw request outside the client, and a poll for sandbox state no event announces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+
+from invoicing_async import InvoicingClient
+from invoicing_async.sandbox import Sandbox, sample_invoice
+
+
+class FakeClock:
+    """A monotonic clock the test moves by hand, shared by sandbox and token cache."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def client_for(sb: Sandbox, environment: str | None = None, **kwargs) -> InvoicingClient:
+    """A client of ``environment``'s default issuer, with the sandbox's provider key."""
+    env = sb.environment(environment)
+    kwargs.setdefault("provider_key", sb.provider_key)
+    return InvoicingClient(env.base_url, env.client_id, env.client_secret, **kwargs)
+
+
+def invoice(sb: Sandbox, number: int, **kwargs) -> dict:
+    """Sample invoice ``number`` of the sandbox's default issuer (two lines)."""
+    return sample_invoice(number, issuer_vat=sb.client_id, lines=2, **kwargs)
+
+
+async def raw(method: str, url: str, **kwargs) -> tuple[int, dict]:
+    """One request outside the client, to look at the wire answer itself."""
+    async with aiohttp.ClientSession() as session, session.request(method, url, **kwargs) as r:
+        return r.status, await r.json(content_type=None)
+
+
+async def until(condition) -> None:
+    """Wait for a condition of the sandbox's state that no event announces."""
+    while not condition():  # noqa: ASYNC110  (polling the state under test is the point)
+        await asyncio.sleep(0.01)
