@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 from docutils import nodes
 from docutils.parsers.rst import directives
+from sphinx.directives.code import LiteralInclude
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
@@ -259,6 +260,29 @@ class Fixtures(SphinxDirective):
         return self.parse_text_to_nodes("\n".join(lines))
 
 
+# --- literalinclude without trailing blank lines ------------------------------------------
+
+
+class TrimmedLiteralInclude(LiteralInclude):
+    """``literalinclude`` whose text ends at its last non-blank line.
+
+    The formatter puts two blank lines between a function and the ``# endregion``
+    comment that ends an included region; the page should not show them.
+    """
+
+    def run(self) -> list[nodes.Node]:
+        """The included block, with trailing blank lines removed."""
+        result = super().run()
+        for node in result:
+            for block in node.findall(nodes.literal_block):
+                text = block.astext()
+                trimmed = text.rstrip() + ("\n" if text.endswith("\n") else "")
+                if trimmed != text and block.rawsource == text:
+                    block.rawsource = trimmed
+                    block.children = [nodes.Text(trimmed)]
+        return result
+
+
 # --- private paths to public names -------------------------------------------------------
 
 
@@ -406,6 +430,7 @@ def _merge(app: Sphinx, env: BuildEnvironment, docnames: set[str], other: Any) -
 def setup(app: Sphinx) -> dict[str, Any]:
     """Register the directives, the ``fixture`` object type and the event handlers."""
     app.add_config_value("invoicing_no_signature", [], "env", types=frozenset({list}))
+    app.add_directive("literalinclude", TrimmedLiteralInclude, override=True)
     app.add_directive("autopublic", AutoPublic)
     app.add_directive("invoicing-error-tree", ErrorTree)
     app.add_directive("invoicing-cli-help", CliHelp)

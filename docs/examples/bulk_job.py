@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 # region retry
 #: The defaults, spelled out: at most 6 requests per invoice, backoff with full jitter
 #: from 0.25 s doubling up to 15 s (or what ``Retry-After`` asks), 30 s per request.
-RETRY = RetryPolicy(max_attempts=6, base_delay=0.25, max_delay=15.0, attempt_timeout=30.0)
+RETRY = RetryPolicy(
+    max_attempts=6, base_delay=0.25, max_delay=15.0, attempt_timeout=30.0
+)
 # endregion retry
 
 
@@ -80,10 +82,12 @@ async def stream_job(
     retry: RetryPolicy = RETRY,
     stop_after: int | None = None,
 ) -> int:
-    """Submit a stream of any length; write each outcome as it settles. Memory stays flat."""
+    """Submit a stream of any length, writing each outcome as it settles."""
     written = 0
     with results.open("a", encoding="utf-8") as out:
-        stream = client.submit_stream(invoices, concurrency=64, journal=journal, retry=retry)
+        stream = client.submit_stream(
+            invoices, concurrency=64, journal=journal, retry=retry
+        )
         async with contextlib.aclosing(stream) as outcomes:  # closing stops the workers
             async for outcome in outcomes:  # in the order they settle
                 record = {
@@ -112,7 +116,9 @@ async def main() -> None:
     count = 300
     quick = RetryPolicy(base_delay=0.01, max_delay=0.1)  # the example's backoff: short
     async with Sandbox() as sandbox:
-        sandbox.random_faults(rate=0.2, seed=7)  # reproducible faults on 20% of requests
+        sandbox.random_faults(
+            rate=0.2, seed=7
+        )  # reproducible faults on 20% of requests
         with tempfile.TemporaryDirectory() as tmp:
             journal, results = Path(tmp, "job.journal"), Path(tmp, "results.jsonl")
             async with InvoicingClient(
@@ -131,9 +137,9 @@ async def main() -> None:
                     retry=quick,
                     stop_after=100,
                 )
-                # Run the same job again with the same journal: settled invoices are not
-                # sent again, those that were in flight are re-sent (a 409 answers any the
-                # provider already holds), the rest are submitted.
+                # Run the same job again with the same journal: settled invoices are
+                # not sent again, those that were in flight are re-sent (a 409 answers
+                # any the provider already holds), the rest are submitted.
                 outcomes = await run_job(
                     client, invoices(sandbox.client_id, count), journal, retry=quick
                 )
@@ -143,7 +149,9 @@ async def main() -> None:
         statuses = Counter(outcome.status for outcome in outcomes)
         assert statuses[OutcomeStatus.ACCEPTED] == count, statuses
         assert [outcome.index for outcome in outcomes] == list(range(count))
-        assert sum(outcome.attempts == 0 for outcome in outcomes) >= 100  # from the journal
+        assert (
+            sum(outcome.attempts == 0 for outcome in outcomes) >= 100
+        )  # from the journal
         # The provider's ground truth: every invoice held, none committed twice.
         assert sandbox.commit_count == count
         assert all(held.commits == 1 for held in sandbox.committed.values())

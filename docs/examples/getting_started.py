@@ -9,12 +9,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from invoicing_async import DocumentResult, DuplicateDocumentError, InvoicingClient, document_key
+from invoicing_async import (
+    DocumentResult,
+    DuplicateDocumentError,
+    InvoicingClient,
+    document_key,
+)
 from invoicing_async.sandbox import Sandbox, sample_invoice
 
 
 async def submit(client: InvoicingClient, invoice: dict[str, Any]) -> DocumentResult:
-    """Submit ``invoice``; if the provider already holds it, return the record it holds."""
+    """Submit ``invoice``; if the provider holds it already, return its record."""
     try:
         return await client.submit_secure(invoice)  # POST /Invoice/secure, encrypted
     except DuplicateDocumentError as exc:  # 409: sent before (by us or by a retry)

@@ -66,7 +66,7 @@ INVOICING = web.AppKey("invoicing", InvoicingClient)
 
 
 async def invoicing_client(app: web.Application) -> AsyncIterator[None]:
-    """One client for the application's lifetime (``cleanup_ctx``): closed on shutdown."""
+    """One client for the application's lifetime (``cleanup_ctx``)."""
     settings = app[SETTINGS]
     async with InvoicingClient(
         settings.base_url,
@@ -99,7 +99,9 @@ async def post_invoice(request: web.Request) -> web.Response:
         # Sent before: by this till's earlier try whose answer was lost, or by anyone.
         # The provider holds the invoice and sent back its original record.
         if exc.result is None:
-            raise web.HTTPBadGateway(text="duplicate without the original record") from None
+            raise web.HTTPBadGateway(
+                text="duplicate without the original record"
+            ) from None
         return web.json_response(receipt(exc.result), status=200)
     except ValidationError as exc:
         # A definite refusal: fix the invoice; sending it again will not help.
@@ -119,8 +121,10 @@ async def post_invoice(request: web.Request) -> web.Response:
 
 
 # region app
-def create_app(settings: Settings, *, token_cache: TokenCache | None = None) -> web.Application:
-    """The POS backend. Pass one ``token_cache`` to apps (or clients) that should share it."""
+def create_app(
+    settings: Settings, *, token_cache: TokenCache | None = None
+) -> web.Application:
+    """The POS backend; apps (or clients) given one ``token_cache`` share tokens."""
     app = web.Application()
     app[SETTINGS] = settings
     app[TOKENS] = token_cache if token_cache is not None else TokenCache()
@@ -150,12 +154,16 @@ async def main() -> None:
         try:
             async with aiohttp.ClientSession() as till:
 
-                async def ring_up(invoice: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+                async def ring_up(
+                    invoice: dict[str, Any],
+                ) -> tuple[int, dict[str, Any]]:
                     async with till.post(pos_url, json=invoice) as response:
                         return response.status, await response.json()
 
                 # 20 tills at once, right after start-up: one token request serves all.
-                sales = [sample_invoice(n, issuer_vat=sandbox.client_id) for n in range(20)]
+                sales = [
+                    sample_invoice(n, issuer_vat=sandbox.client_id) for n in range(20)
+                ]
                 answers = await asyncio.gather(*(ring_up(sale) for sale in sales))
                 assert [status for status, _ in answers] == [201] * 20
                 assert sandbox.stats.token_requests == 1

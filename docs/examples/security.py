@@ -93,20 +93,26 @@ async def _checks(recorder: Recorder) -> None:
                 provider_key=sandbox.provider_key,
             ) as client:
                 token = await client.token()
-                invoices = [sample_invoice(n, issuer_vat=sandbox.client_id) for n in range(5)]
+                invoices = [
+                    sample_invoice(n, issuer_vat=sandbox.client_id) for n in range(5)
+                ]
                 outcomes = await client.submit_many(invoices, journal=journal)
                 assert all(outcome.ok for outcome in outcomes)
-                sandbox.expire_tokens()  # the next request meets a 401 and renews (logged)
+                sandbox.expire_tokens()  # the next request meets a 401, renews: logged
                 # Another 401: this issuer's TIN does not match the API key.
                 try:
-                    await client.submit_secure(sample_invoice(9, issuer_vat="094019245"))
+                    await client.submit_secure(
+                        sample_invoice(9, issuer_vat="094019245")
+                    )
                 except AuthenticationError as exc:
                     refusal = exc
                 else:
                     raise AssertionError("another issuer's invoice was accepted")
                 shown = [repr(client), repr(token), str(refusal), repr(refusal)]
             secrets = [secret, token.value, token.refresh_token or secret]
-            written = await asyncio.to_thread(journal.read_text)  # keys, statuses, records
+            written = await asyncio.to_thread(
+                journal.read_text
+            )  # keys, statuses, records
             assert recorder.lines  # the library did log the renewal
             for text in [*shown, *recorder.lines, written]:
                 assert not any(value in text for value in secrets)

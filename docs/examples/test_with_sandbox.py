@@ -100,7 +100,9 @@ async def test_month_end_batch_survives_faults(
 ) -> None:
     """30% of requests fail in reproducible ways; every invoice is still held once."""
     invoicing_sandbox.random_faults(rate=0.3, seed=7)  # same faults on every run
-    invoices = [sample_invoice(n, issuer_vat=invoicing_sandbox.client_id) for n in range(50)]
+    invoices = [
+        sample_invoice(n, issuer_vat=invoicing_sandbox.client_id) for n in range(50)
+    ]
 
     with instant_retries():  # same retries and classification, no waiting
         outcomes = await invoicing_client.submit_many(invoices)
@@ -108,7 +110,9 @@ async def test_month_end_batch_survives_faults(
     assert all(outcome.status is OutcomeStatus.ACCEPTED for outcome in outcomes)
     assert invoicing_sandbox.commit_count == 50
     assert all(held.commits == 1 for held in invoicing_sandbox.committed.values())
-    assert any(record.fault for record in invoicing_sandbox.journal)  # faults did happen
+    assert any(
+        record.fault for record in invoicing_sandbox.journal
+    )  # faults did happen
 
 
 # endregion seeded
