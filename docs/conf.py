@@ -30,7 +30,7 @@ extensions = [
     "invoicing_docs",
 ]
 
-exclude_patterns = ["_build", "examples/README.rst"]
+exclude_patterns = ["_build", "examples"]
 templates_path: list[str] = []
 root_doc = "index"
 
