@@ -1,4 +1,4 @@
-"""Developer sessions: ``nox -s tests lint typing bench soak``."""
+"""Developer sessions: ``nox -s tests lint typing bench soak docs``."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def soak(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff lint and format check."""
     session.install("-e", ".[lint]")
-    session.run("ruff", "check", "invoicing_async", "tests", "benchmarks")
+    session.run("ruff", "check", "invoicing_async", "tests", "benchmarks", "docs")
     session.run("ruff", "format", "--check", "invoicing_async")
 
 
@@ -47,3 +47,10 @@ def bench(session: nox.Session) -> None:
     """The benchmarks (``-- --quick`` for the smoke run)."""
     session.install("-e", ".[test,bench]")
     session.run("python", "-m", "benchmarks", *session.posargs)
+
+
+@nox.session(python="3.12")
+def docs(session: nox.Session) -> None:
+    """The documentation site (furo), warnings as errors: ``docs/_build/html``."""
+    session.install("-e", ".[docs]")
+    session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")

@@ -1,0 +1,192 @@
+"""A point-of-sale backend: an aiohttp application that submits each sale's invoice.
+
+The application holds one :class:`~invoicing_async.InvoicingClient` for its whole life
+(created in ``cleanup_ctx``, closed on shutdown), so every request handler shares one
+connection pool and one token cache. ``main()`` runs it on loopback against the embedded
+sandbox and plays a till: ``python docs/examples/pos_backend.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+import attrs
+from aiohttp import web
+
+from invoicing_async import (
+    AuthenticationError,
+    DocumentResult,
+    DuplicateDocumentError,
+    InvoicingClient,
+    InvoicingError,
+    ProviderKey,
+    TokenCache,
+    ValidationError,
+)
+from invoicing_async.sandbox import Sandbox, sample_invoice
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Mapping
+
+
+# region settings
+@attrs.frozen
+class Settings:
+    """Where and as whom invoices are submitted."""
+
+    base_url: str
+    client_id: str  # the issuer's TIN
+    api_key: str = attrs.field(repr=False)  # never in a repr or a log line
+    provider_key: ProviderKey
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
+        """Read the settings from the environment; the provider key is pinned."""
+        return cls(
+            base_url=environ["INVOICING_BASE_URL"],
+            client_id=environ["INVOICING_CLIENT_ID"],
+            api_key=environ["INVOICING_API_KEY"],
+            provider_key=ProviderKey.from_file(
+                environ["INVOICING_PROVIDER_KEY"],
+                fingerprint=environ["INVOICING_PROVIDER_FINGERPRINT"],
+            ),
+        )
+
+
+# endregion settings
+
+
+# region client
+SETTINGS = web.AppKey("settings", Settings)
+TOKENS = web.AppKey("tokens", TokenCache)
+INVOICING = web.AppKey("invoicing", InvoicingClient)
+
+
+async def invoicing_client(app: web.Application) -> AsyncIterator[None]:
+    """One client for the application's lifetime (``cleanup_ctx``)."""
+    settings = app[SETTINGS]
+    async with InvoicingClient(
+        settings.base_url,
+        settings.client_id,
+        settings.api_key,
+        provider_key=settings.provider_key,
+        token_cache=app[TOKENS],
+        timeout=30,  # a customer is waiting: give up on one request after 30 s
+    ) as client:
+        app[INVOICING] = client
+        yield
+
+
+# endregion client
+
+
+# region handler
+def receipt(result: DocumentResult) -> dict[str, Any]:
+    """What the till prints: the authority's mark and uid, and the QR code's url."""
+    return {"mark": result.mark, "uid": result.uid, "qr": result.qr_code_string}
+
+
+async def post_invoice(request: web.Request) -> web.Response:
+    """``POST /invoices``: submit the sale's invoice; answer with the receipt fields."""
+    invoice = await request.json()
+    client = request.app[INVOICING]
+    try:
+        result = await client.submit_secure(invoice)
+    except DuplicateDocumentError as exc:
+        # Sent before: by this till's earlier try whose answer was lost, or by anyone.
+        # The provider holds the invoice and sent back its original record.
+        if exc.result is None:
+            raise web.HTTPBadGateway(
+                text="duplicate without the original record"
+            ) from None
+        return web.json_response(receipt(exc.result), status=200)
+    except ValidationError as exc:
+        # A definite refusal: fix the invoice; sending it again will not help.
+        return web.json_response({"error": exc.message}, status=422)
+    except AuthenticationError:
+        # Our credentials (or the issuer's TIN) were refused: an operator must look.
+        return web.json_response({"error": "invoicing credentials refused"}, status=502)
+    except InvoicingError as exc:
+        # Timeout, 5xx, 429, a connection lost mid-request: the provider may or may not
+        # hold the invoice. The till sends the *same* invoice again later; the
+        # provider's duplicate detection turns a committed one into a 409 (above).
+        return web.json_response({"error": str(exc), "retry": True}, status=503)
+    return web.json_response(receipt(result), status=201)
+
+
+# endregion handler
+
+
+# region app
+def create_app(
+    settings: Settings, *, token_cache: TokenCache | None = None
+) -> web.Application:
+    """The POS backend; apps (or clients) given one ``token_cache`` share tokens."""
+    app = web.Application()
+    app[SETTINGS] = settings
+    app[TOKENS] = token_cache if token_cache is not None else TokenCache()
+    app.cleanup_ctx.append(invoicing_client)
+    app.router.add_post("/invoices", post_invoice)
+    return app
+
+
+# endregion app
+
+
+# region main
+async def main() -> None:
+    """Run the backend on loopback against the sandbox and ring up some sales."""
+    async with Sandbox() as sandbox:
+        settings = Settings(
+            base_url=sandbox.base_url,
+            client_id=sandbox.client_id,
+            api_key=sandbox.client_secret,
+            provider_key=sandbox.provider_key,
+        )
+        runner = web.AppRunner(create_app(settings))
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        pos_url = f"http://127.0.0.1:{runner.addresses[0][1]}/invoices"
+        try:
+            async with aiohttp.ClientSession() as till:
+
+                async def ring_up(
+                    invoice: dict[str, Any],
+                ) -> tuple[int, dict[str, Any]]:
+                    async with till.post(pos_url, json=invoice) as response:
+                        return response.status, await response.json()
+
+                # 20 tills at once, right after start-up: one token request serves all.
+                sales = [
+                    sample_invoice(n, issuer_vat=sandbox.client_id) for n in range(20)
+                ]
+                answers = await asyncio.gather(*(ring_up(sale) for sale in sales))
+                assert [status for status, _ in answers] == [201] * 20
+                assert sandbox.stats.token_requests == 1
+
+                # A till that did not get the answer sends the same sale again: it gets
+                # the same receipt, and the provider still holds the invoice once.
+                status, again = await ring_up(sales[0])
+                assert (status, again) == (200, answers[0][1])
+
+                # An invalid invoice is refused for good, with the provider's reason.
+                broken = sample_invoice(99, issuer_vat=sandbox.client_id)
+                broken["Summaries"]["TotalGrossValue"] = -1
+                status, refusal = await ring_up(broken)
+                assert status == 422
+                print("refused:", refusal["error"])
+        finally:
+            await runner.cleanup()  # closes the invoicing client (cleanup_ctx)
+        assert sandbox.commit_count == 20
+        assert all(held.commits == 1 for held in sandbox.committed.values())
+
+
+# endregion main
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

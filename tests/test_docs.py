@@ -1,0 +1,303 @@
+"""The documentation's examples run, and its generated parts stay true.
+
+Every code example in ``docs/`` is a file under ``docs/examples/`` that these tests run
+against the embedded sandbox (real loopback HTTP, no other network): what a reader
+copies works, and the assertions in it are the behaviour the pages promise. The other
+tests keep the pages honest where they quote the package (the outcome table, the error
+tree, the command's subcommands) and keep them free of private module paths, so they
+survive the package's internal moves.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from aiohttp import test_utils
+
+import invoicing_async
+from invoicing_async import InvoicingError, OutcomeStatus, ProviderKeyError, document_key
+from invoicing_async.sandbox import Fault, Sandbox, sample_invoice
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+EXAMPLES = DOCS / "examples"
+PAGES = sorted(DOCS.rglob("*.rst"))
+
+#: The examples the pages include, each run by a test below.
+EXECUTED = {
+    "getting_started.py",
+    "pos_backend.py",
+    "bulk_job.py",
+    "security.py",
+    "test_with_sandbox.py",
+}
+
+
+def load(name: str):
+    """Import ``docs/examples/NAME.py`` as a module."""
+    path = EXAMPLES / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"docs_example_{name}", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- the examples --------------------------------------------------------------------
+
+
+async def test_getting_started_submits_once_and_a_resend_gets_the_same_record():
+    """The first submit_secure is accepted; the same invoice sent again returns the same
+    record (the provider's 409), and the sandbox holds it once."""
+    await load("getting_started").main()
+
+
+def test_getting_started_runs_as_a_script():
+    """A reader can run the getting-started example as it is, with plain Python."""
+    completed = subprocess.run(
+        [sys.executable, str(EXAMPLES / "getting_started.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "accepted: mark" in completed.stdout
+
+
+async def test_pos_backend_serves_tills_on_loopback():
+    """The aiohttp POS backend, run with a real AppRunner: twenty concurrent sales cost
+    one token request, a re-sent sale gets the same receipt, an invalid one a 422, and
+    the provider holds each invoice once."""
+    await load("pos_backend").main()
+
+
+@pytest.fixture
+async def pos(tmp_path):
+    """The POS backend's app configured from the environment as in production, served by
+    aiohttp's test server, with the sandbox behind it."""
+    example = load("pos_backend")
+    async with Sandbox() as sandbox:
+        key_file = sandbox.write_public_key(tmp_path / "provider.asc")
+        environ = {
+            "INVOICING_BASE_URL": sandbox.base_url,
+            "INVOICING_CLIENT_ID": sandbox.client_id,
+            "INVOICING_API_KEY": sandbox.client_secret,
+            "INVOICING_PROVIDER_KEY": str(key_file),
+            "INVOICING_PROVIDER_FINGERPRINT": sandbox.provider_key.fingerprint,
+        }
+        settings = example.Settings.from_env(environ)
+        assert sandbox.client_secret not in repr(settings)
+        app = example.create_app(settings)
+        async with test_utils.TestClient(test_utils.TestServer(app)) as till:
+            yield sandbox, till
+
+
+async def test_pos_backend_lost_answer_is_retried_to_the_same_receipt(pos):
+    """The provider commits a sale but the answer is lost: the till is told to retry
+    (503), and the retry of the same invoice returns the receipt of the one commit."""
+    sandbox, till = pos
+    sandbox.script(Fault.commit_then_drop())
+    invoice = sample_invoice(7, issuer_vat=sandbox.client_id)
+
+    first = await till.post("/invoices", json=invoice)
+    assert first.status == 503
+    assert (await first.json())["retry"] is True
+
+    again = await till.post("/invoices", json=invoice)
+    assert again.status == 200
+    held = sandbox.committed[document_key(invoice)]
+    assert held.commits == 1
+    assert (await again.json())["mark"] == held.record.mark
+
+
+async def test_pos_backend_reports_refused_credentials_as_502(pos):
+    """An invoice of another issuer (TIN not matching the API key) is not the till's
+    fault and not retryable: 502, and nothing is committed."""
+    sandbox, till = pos
+    response = await till.post("/invoices", json=sample_invoice(1, issuer_vat="094019245"))
+    assert response.status == 502
+    assert sandbox.commit_count == 0
+
+
+def test_pos_backend_settings_refuse_a_swapped_key_file(tmp_path):
+    """Settings.from_env pins the provider key: a key file with another fingerprint is
+    refused before anything is encrypted to it."""
+    example = load("pos_backend")
+    from invoicing_async.sandbox import cached_keypair  # noqa: PLC0415
+
+    key_file = tmp_path / "provider.asc"
+    key_file.write_text(cached_keypair().public_armored, encoding="ascii")
+    environ = {
+        "INVOICING_BASE_URL": "https://invoicing.example.com",
+        "INVOICING_CLIENT_ID": "094019245",
+        "INVOICING_API_KEY": "not-a-real-key",
+        "INVOICING_PROVIDER_KEY": str(key_file),
+        "INVOICING_PROVIDER_FINGERPRINT": "0" * 40,
+    }
+    with pytest.raises(ProviderKeyError) as caught:
+        example.Settings.from_env(environ)
+    assert caught.value.reason == "fingerprint_mismatch"
+
+
+async def test_bulk_job_resumes_a_faulty_batch_without_double_commits():
+    """300 invoices, 20% of requests faulted, stopped after 100 outcomes and resumed
+    from the journal: all accepted, in input order, each committed exactly once; a
+    deadline ends an unanswered invoice UNKNOWN, and re-submitting it settles it."""
+    await load("bulk_job").main()
+
+
+async def test_security_properties_hold():
+    """Key pinning refuses another key, plain http is refused off loopback, and the API
+    key and tokens are in no repr, error, log line or journal."""
+    await load("security").main()
+
+
+@pytest.mark.parametrize("mode", ["strict", "auto"])
+def test_sandbox_testing_examples_pass_under_pytest(mode):
+    """The testing guide's tests pass when pytest runs them as a user's suite would, in
+    both pytest-asyncio modes, with the plugin's fixtures."""
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(EXAMPLES / "test_with_sandbox.py"),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            f"asyncio_mode={mode}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert re.search(r"\b5 passed\b", completed.stdout), completed.stdout
+
+
+# --- the pages -----------------------------------------------------------------------
+
+
+def _includes() -> list[tuple[Path, Path]]:
+    return [
+        (page, (page.parent / match.group(1)).resolve())
+        for page in PAGES
+        for match in re.finditer(r"^\.\. literalinclude:: (\S+)", page.read_text(), re.MULTILINE)
+    ]
+
+
+def test_every_code_example_is_an_executed_file():
+    """Python in the pages comes only from executed example files: no code-block,
+    doctest or literal block holds code that no test runs."""
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        assert not re.search(
+            r"^\s*\.\. (code-block|code|sourcecode):: *python", text, re.MULTILINE
+        ), page
+        assert not re.search(r"^\s*\.\. (doctest|testcode)::", text, re.MULTILINE), page
+        assert "\n>>> " not in text, page
+        for line in text.splitlines():
+            if line.rstrip().endswith("::") and not line.lstrip().startswith(".. "):
+                pytest.fail(f"{page.name}: literal block after {line!r}")
+    included = {path.name for _, path in _includes()}
+    assert included <= EXECUTED
+    for _, path in _includes():
+        assert path.parent == EXAMPLES
+        assert path.exists()
+
+
+def test_included_markers_exist():
+    """Every start-after/end-before marker a page uses is in the example it includes."""
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for block in re.split(r"^\.\. literalinclude:: ", text, flags=re.MULTILINE)[1:]:
+            target = (page.parent / block.split()[0]).resolve()
+            source = target.read_text(encoding="utf-8")
+            for marker in re.findall(r":(?:start-after|end-before|start-at): (.+)", block):
+                assert marker.strip() in source, (page.name, marker)
+            for name in re.findall(r":pyobject: (\S+)", block):
+                assert re.search(rf"^(class|def|async def) {name}\b", source, re.MULTILINE)
+
+
+def test_docs_name_no_private_module():
+    """The pages and examples use public names only (``invoicing_async._x`` moves)."""
+    sources = [*PAGES, *EXAMPLES.glob("*.py"), DOCS / "conf.py"]
+    for source in sources:
+        assert not re.search(r"invoicing_async\._(?!_)", source.read_text(encoding="utf-8")), source
+
+
+def test_outcome_table_lists_every_outcome_status():
+    """The outcome table (README, included by the docs) has one row per OutcomeStatus."""
+    readme = (ROOT / "README.rst").read_text(encoding="utf-8")
+    table = readme.split("outcome-table-start", 1)[1].split(".. outcome-table-end", 1)[0]
+    rows = re.findall(r"^``(\w+)``", table, re.MULTILINE)
+    assert rows == [status.value for status in OutcomeStatus]
+
+
+def test_error_tree_lists_every_public_error():
+    """The tree drawn in the exception module's docstring (rendered in the docs) names
+    every public exception class, and only those."""
+    doc = sys.modules[InvoicingError.__module__].__doc__ or ""
+    drawn = set(re.findall(r"^\s*(?:[├└]── )?([A-Z]\w+Error)\s", doc, re.MULTILINE))
+    public = {
+        name
+        for name in invoicing_async.__all__
+        if isinstance(getattr(invoicing_async, name), type)
+        and issubclass(getattr(invoicing_async, name), InvoicingError)
+    }
+    assert drawn == public
+
+
+def test_cli_page_documents_every_subcommand():
+    """The command reference has a section for each subcommand the command has."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "invoicing_async", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    [choices] = re.findall(r"\{([\w,-]+)\}", completed.stdout)[:1]
+    page = (DOCS / "cli.rst").read_text(encoding="utf-8")
+    documented = re.findall(r"^\.\. invoicing-cli-help:: (\S+)", page, re.MULTILINE)
+    assert documented == choices.split(",")
+
+
+def test_docs_build_without_warnings(tmp_path):
+    """``sphinx-build -W`` succeeds (skipped where the ``docs`` extra is not installed;
+    CI and ``nox -s docs`` run the build itself)."""
+    pytest.importorskip("sphinx")
+    pytest.importorskip("furo")
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-W",
+            "--keep-going",
+            "-q",
+            "-b",
+            "html",
+            "-d",
+            str(tmp_path / "doctrees"),
+            str(DOCS),
+            str(tmp_path / "html"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert (tmp_path / "html" / "index.html").exists()
