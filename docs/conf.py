@@ -50,7 +50,8 @@ nitpick_ignore_regex = [
         "py:.*",
         (
             r"(Any|Awaitable|AsyncGenerator|AsyncIterable|AsyncIterator|Callable|Iterable"
-            r"|Iterator|Literal|Mapping|Sequence|Path|PathLike|Self|TracebackType)"
+            r"|Iterator|Literal|Mapping|Sequence|Path|PathLike|Self|TracebackType"
+            r"|ClientSession)"  # aiohttp's, under the name the client's signature uses
         ),
     ),
     (

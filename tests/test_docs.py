@@ -22,6 +22,7 @@ from aiohttp import test_utils
 import invoicing_async
 from invoicing_async import InvoicingError, OutcomeStatus, ProviderKeyError, document_key
 from invoicing_async.sandbox import Fault, Sandbox, sample_invoice
+from invoicing_async.testing import instant_retries
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -100,17 +101,35 @@ async def pos(tmp_path):
             yield sandbox, till
 
 
-async def test_pos_backend_lost_answer_is_retried_to_the_same_receipt(pos):
-    """The provider commits a sale but the answer is lost: the till is told to retry
-    (503), and the retry of the same invoice returns the receipt of the one commit."""
+async def test_pos_backend_lost_answer_is_recovered_within_the_sale(pos):
+    """The provider commits a sale but the answer is lost: the client's own retry gets
+    the 409 with the original record, so the till gets its receipt at once (201) and
+    the provider holds the invoice once."""
     sandbox, till = pos
     sandbox.script(Fault.commit_then_drop())
     invoice = sample_invoice(7, issuer_vat=sandbox.client_id)
 
     first = await till.post("/invoices", json=invoice)
+    assert first.status == 201
+    held = sandbox.committed[document_key(invoice)]
+    assert held.commits == 1
+    assert (await first.json())["mark"] == held.record.mark
+    assert [r.status for r in sandbox.requests if r.identity] == [None, 409]
+
+
+async def test_pos_backend_unknown_outcome_asks_the_till_to_retry(pos):
+    """Every attempt's answer is lost: the outcome is unknown, the till is told to retry
+    (503); once the provider answers again, the same invoice returns the receipt of the
+    one commit."""
+    sandbox, till = pos
+    sandbox.random_faults(rate=1.0, kinds=[Fault.commit_then_drop()], max_per_document=99)
+    invoice = sample_invoice(8, issuer_vat=sandbox.client_id)
+    with instant_retries():
+        first = await till.post("/invoices", json=invoice)
     assert first.status == 503
     assert (await first.json())["retry"] is True
 
+    sandbox.random_faults(rate=0)
     again = await till.post("/invoices", json=invoice)
     assert again.status == 200
     held = sandbox.committed[document_key(invoice)]
@@ -249,7 +268,7 @@ def test_error_tree_lists_every_public_error():
     """The tree drawn in the exception module's docstring (rendered in the docs) names
     every public exception class, and only those."""
     doc = sys.modules[InvoicingError.__module__].__doc__ or ""
-    drawn = set(re.findall(r"^\s*(?:[├└]── )?([A-Z]\w+Error)\s", doc, re.MULTILINE))
+    drawn = set(re.findall(r"^[\s│]*(?:[├└]── )?([A-Z]\w+Error)\s", doc, re.MULTILINE))
     public = {
         name
         for name in invoicing_async.__all__

@@ -24,6 +24,7 @@ from invoicing_async import (
     InvoicingError,
     ProviderKey,
     TokenCache,
+    UnknownOutcomeError,
     ValidationError,
 )
 from invoicing_async.sandbox import Sandbox, sample_invoice
@@ -74,7 +75,6 @@ async def invoicing_client(app: web.Application) -> AsyncIterator[None]:
         settings.api_key,
         provider_key=settings.provider_key,
         token_cache=app[TOKENS],
-        timeout=30,  # a customer is waiting: give up on one request after 30 s
     ) as client:
         app[INVOICING] = client
         yield
@@ -94,10 +94,12 @@ async def post_invoice(request: web.Request) -> web.Response:
     invoice = await request.json()
     client = request.app[INVOICING]
     try:
-        result = await client.submit_secure(invoice)
+        # A customer is waiting: 20 s for the whole call, safe retries included (a
+        # lost answer is re-sent, and the provider's 409 returns the original record).
+        result = await client.submit_secure(invoice, timeout=20)
     except DuplicateDocumentError as exc:
-        # Sent before: by this till's earlier try whose answer was lost, or by anyone.
-        # The provider holds the invoice and sent back its original record.
+        # Sent before this call: by this till's earlier try, or by anyone. The
+        # provider holds the invoice and sent back its original record.
         if exc.result is None:
             raise web.HTTPBadGateway(
                 text="duplicate without the original record"
@@ -109,10 +111,13 @@ async def post_invoice(request: web.Request) -> web.Response:
     except AuthenticationError:
         # Our credentials (or the issuer's TIN) were refused: an operator must look.
         return web.json_response({"error": "invoicing credentials refused"}, status=502)
+    except UnknownOutcomeError as exc:
+        # Retries ran out after failures that may have been committed: the provider may
+        # or may not hold the invoice. The till sends the *same* invoice again later;
+        # the provider's duplicate detection turns a committed one into a 409 (above).
+        return web.json_response({"error": str(exc), "retry": True}, status=503)
     except InvoicingError as exc:
-        # Timeout, 5xx, 429, a connection lost mid-request: the provider may or may not
-        # hold the invoice. The till sends the *same* invoice again later; the
-        # provider's duplicate detection turns a committed one into a 409 (above).
+        # Certainly not committed (the provider is down or overloaded): try again later.
         return web.json_response({"error": str(exc), "retry": True}, status=503)
     return web.json_response(receipt(result), status=201)
 
