@@ -29,7 +29,7 @@ from aiohttp import web
 
 from ._decrypt import OpenPGPError
 from ._faults import Fault
-from ._replies import METHOD_NOT_ALLOWED, Reply, error_reply, fault_reply, undecryptable
+from ._replies import METHOD_NOT_ALLOWED, Reply, error_reply, fault_reply, foreign, undecryptable
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -56,9 +56,17 @@ class Server:
     """The aiohttp side of one running sandbox: listen, route, write (see the module)."""
 
     def __init__(
-        self, provider: Provider, faults: FaultPlan, decryptor: Decryptor, *, max_body_size: int
+        self,
+        provider: Provider,
+        faults: FaultPlan,
+        decryptor: Decryptor,
+        *,
+        max_body_size: int,
+        max_in_flight: int | None = None,
     ) -> None:
         self._provider = provider
+        self._max_in_flight = max_in_flight
+        self._documents_in_flight = 0
         self._faults = faults
         self._decryptor = decryptor
         self._max_body_size = max_body_size
@@ -199,7 +207,20 @@ class Server:
     async def _document(
         self, request: web.Request, environment: str, exchange: Exchange, *, encrypted: bool
     ) -> web.StreamResponse:
-        """One submission: scripted fault, checks, random fault, commit, response."""
+        """One submission: capacity, scripted fault, checks, random fault, commit, response."""
+        if self._max_in_flight is not None and self._documents_in_flight >= self._max_in_flight:
+            # Over capacity: refused before anything is read or processed.
+            overload = fault_reply(Fault.status(429, retry_after=0))
+            return await self._send(request, overload, None, exchange)
+        self._documents_in_flight += 1
+        try:
+            return await self._process_document(request, environment, exchange, encrypted=encrypted)
+        finally:
+            self._documents_in_flight -= 1
+
+    async def _process_document(
+        self, request: web.Request, environment: str, exchange: Exchange, *, encrypted: bool
+    ) -> web.StreamResponse:
         scripted, fault = self._faults.take(self._faults.documents)
         try:
             body = await request.read()
@@ -352,6 +373,8 @@ async def _write_reply(
         return html, reply.status
     if kind == "wrong_content_type":
         return _response(reply, content_type="text/html"), reply.status
+    if kind == "foreign_record":
+        return _response(foreign(reply)), reply.status
     assert fault is not None  # noqa: S101  (kind is not None only with a fault)
     response = web.StreamResponse(status=reply.status)
     response.content_type = reply.content_type

@@ -43,6 +43,7 @@ FaultKind = Literal[
     "wrong_content_type",
     "trickle",
     "oversized",
+    "foreign_record",
 ]
 
 #: Kinds applied before the request is processed; the others mangle the response.
@@ -130,6 +131,14 @@ class Fault:
         if size < 0:
             raise ValueError("size must not be negative")
         return cls(kind="oversized", size=size, chunked=chunked)
+
+    @classmethod
+    def foreign_record(cls) -> Fault:
+        """Commit, then answer with another document's record (other number and id).
+
+        A mixed-up response that a client must never take as its own.
+        """
+        return cls(kind="foreign_record")
 
     @property
     def name(self) -> str:

@@ -10,6 +10,7 @@ endpoint.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -27,6 +28,7 @@ __all__ = [
     "Reply",
     "error_reply",
     "fault_reply",
+    "foreign",
     "oauth_error",
     "undecryptable",
 ]
@@ -104,3 +106,19 @@ def undecryptable(error: OpenPGPError) -> Reply:
 
 
 METHOD_NOT_ALLOWED = error_reply(405, "use POST", headers=(("Allow", "POST"),))
+
+
+def foreign(reply: Reply) -> Reply:
+    """``reply`` carrying another document's record: its number and internal id changed.
+
+    A reply that is not a JSON object (an error page) is returned unchanged.
+    """
+    try:
+        record = json.loads(reply.body)
+    except ValueError:
+        return reply
+    if not isinstance(record, dict):
+        return reply
+    record["number"] = f"{record.get('number') or 0}-other"
+    record["internalId"] = f"{record.get('internalId') or 'document'}-other"
+    return attrs.evolve(reply, body=dumps(record))

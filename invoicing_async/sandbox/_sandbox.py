@@ -75,6 +75,8 @@ class Sandbox:
     :param domain: the public domain written into result records and QR urls.
     :param environments: environment names; the first is the default.
     :param max_body_size: largest request body accepted (413 beyond).
+    :param max_in_flight: document requests the provider processes at once; beyond
+        that it answers 429 (``Retry-After: 0``) without processing. ``None``: no limit.
     :param duplicate_detection: ``False`` commits a re-sent document again (a new mark,
         201, ``commits`` counting up) like a provider without duplicate detection: for
         tests of ``RetryPolicy(resend_ambiguous=False)``.
@@ -97,6 +99,7 @@ class Sandbox:
         environments: Iterable[str] = ("test", "production"),
         max_body_size: int = 16 * 1024 * 1024,
         duplicate_detection: bool = True,
+        max_in_flight: int | None = None,
     ) -> None:
         salt = secrets.token_hex(16) if seed is None else f"seed:{seed}"
         self._provider = Provider(
@@ -115,6 +118,9 @@ class Sandbox:
         self._key_algorithm: Algorithm = key_algorithm
         self._key_file = key_file
         self._max_body_size = max_body_size
+        if max_in_flight is not None and max_in_flight < 1:
+            raise ValueError("max_in_flight must be at least 1")
+        self._max_in_flight = max_in_flight
         self._faults = FaultPlan()
         self._material: _KeyMaterial | None = None
         self._server: Server | None = None
@@ -150,6 +156,7 @@ class Sandbox:
             self._faults,
             self._material.decryptor,
             max_body_size=self._max_body_size,
+            max_in_flight=self._max_in_flight,
         )
         self._port = await server.start(self._host, self._requested_port)
         self._server = server

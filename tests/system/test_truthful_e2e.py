@@ -17,10 +17,12 @@ import pytest
 
 from invoicing_async import (
     AuthenticationError,
+    ForeignRecordError,
     InvoicingClient,
     InvoicingError,
     OutcomeStatus,
     RetryPolicy,
+    document_key,
 )
 from invoicing_async.sandbox import DEFAULT_RANDOM_KINDS, Fault, Sandbox, sample_invoices
 from invoicing_async.testing import instant_retries
@@ -369,3 +371,64 @@ def test_a_client_used_from_a_second_event_loop_raises_a_typed_error():
                 await client.close()
 
     asyncio.run(main())
+
+
+# --- 4. a record of another document is never this document's result --------------------
+
+
+@pytest.mark.parametrize("resend", [True, False])
+async def test_a_foreign_record_is_never_ok(resend):
+    """The provider commits the invoice but answers with another document's record: it
+    is never taken as this invoice's result. With re-sends the 409 brings the invoice's
+    own record (ACCEPTED); without, the outcome is UNKNOWN and the foreign record is
+    kept on the ForeignRecordError for inspection."""
+    async with Sandbox(key_algorithm="cv25519") as sb, client_for(sb) as client:
+        documents = sample_invoices(3, issuer_vat=sb.client_id, lines=1)
+        sb.script(None, Fault.foreign_record())
+        retry = RetryPolicy(base_delay=0, max_delay=0, resend_ambiguous=resend)
+        outcomes = await client.submit_many(documents, concurrency=1, retry=retry)
+        victim = outcomes[1]
+        own = sb.committed[victim.key].record
+        if resend:
+            assert victim.status is OutcomeStatus.ACCEPTED
+            assert victim.result == own
+        else:
+            assert victim.status is OutcomeStatus.UNKNOWN
+            assert victim.result is None
+            foreign = victim.error.last_error
+            assert isinstance(foreign, ForeignRecordError)
+            assert foreign.result is not None
+            assert foreign.result != own
+            assert set(foreign.mismatches) & {"number", "internal_id"}
+        assert [o.status for o in (outcomes[0], outcomes[2])] == [OutcomeStatus.ACCEPTED] * 2
+        assert all(c.commits == 1 for c in sb.committed.values())
+
+
+async def test_a_single_call_answered_with_a_foreign_record_returns_its_own():
+    """A single call answered with another document's record retries and returns the
+    record of the document it sent."""
+    async with Sandbox(key_algorithm="cv25519") as sb, client_for(sb) as client:
+        [document] = sample_invoices(1, issuer_vat=sb.client_id, lines=1)
+        sb.script(Fault.foreign_record())
+        with instant_retries():
+            result = await client.submit_json(document)
+        assert result == sb.committed[document_key(document)].record
+
+
+# --- 5. a batch settles at what the provider can take -------------------------------------
+
+
+async def test_a_batch_adapts_its_concurrency_to_a_provider_answering_429():
+    """A provider that takes 4 requests at a time and answers 429 beyond: a batch
+    started at concurrency 32 halves what it keeps in flight and settles near 4, so
+    every invoice is accepted and 429s stay a small share of the requests."""
+    async with Sandbox(key_algorithm="cv25519", max_in_flight=4) as sb:
+        sb.random_faults(rate=1.0, kinds=[Fault.latency(0.01)], max_per_document=99)
+        documents = sample_invoices(400, issuer_vat=sb.client_id, lines=1)
+        async with client_for(sb) as client:
+            outcomes = await within(
+                120, client.submit_many(documents, concurrency=32, encrypted=False, retry=QUICK)
+            )
+        assert {o.status for o in outcomes} == {OutcomeStatus.ACCEPTED}
+        requests = sum(sb.stats.submissions.values())
+        assert sb.stats.submissions[429] < 0.25 * requests, sb.stats.submissions
