@@ -6,7 +6,7 @@ A ticker task sleeps 1 ms in a loop and records how late it wakes (the overshoot
 instant provider process:
 
 * library: encryption in the loop's default thread pool (what the library does);
-* on the loop: the same batch with ``prepare`` encrypting inline (``InlineEncryptionClient``);
+* on the loop: the same batch with ``prepare`` encrypting inline (an inline ``encrypt_executor``);
 * floor: the ticker alone on an idle loop;
 * diagnostics: the same batch unencrypted (``/Invoice/json``); encrypting in a
   ``ProcessPoolExecutor`` passed as ``encrypt_executor``; the library at concurrency 16;

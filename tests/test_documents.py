@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 
@@ -65,3 +66,37 @@ def test_identity_of_anything_else_is_a_content_hash_independent_of_key_order():
     assert document_key({"a": 1, "b": 2}) == document_key({"b": 2, "a": 1})
     assert document_key({"a": 1}).startswith("sha256:")
     assert document_key(b"not json").startswith("sha256:")
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {1: "one", "1": "uno"},
+        {"Details": [{"x": {True: 1, "true": 2}}]},
+        {"a": {None: 1, "null": 2}},
+        {"n": {-1.5: 1, "-1.5": 2}},
+        {"deep": [[{"k": {10**20: 1, str(10**20): 2}}]]},
+    ],
+)
+def test_keys_that_collide_in_json_are_refused(document):
+    """Keys that JSON writes the same way ({1: …, "1": …}, nested anywhere) would send
+    an object with a repeated key: refused locally, nothing sent."""
+    with pytest.raises(ValidationError, match="same JSON key") as info:
+        serialize_document(document)
+    assert info.value.status is None
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {1: "one", 2: "two"},
+        {"1": "a string key that looks like a number"},
+        {"text": 'a value with "1": inside', "1": "x"},
+        {"Line1": {"true": 1}, "null": None},
+    ],
+)
+def test_keys_that_do_not_collide_are_sent(document):
+    """Non-string keys that do not collide, and string keys that merely look like
+    numbers, are serialised as JSON writes them."""
+    body = serialize_document(document)
+    assert json.loads(body) == json.loads(json.dumps(document))
