@@ -30,6 +30,7 @@ from ._journal import Journal
 from ._models import AccessToken, DocumentResult, DocumentStatus
 from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
 from ._pgp import ProviderKey
+from ._tokenstore import CredentialsKey, MemoryTokenStore, TokenStore
 
 __all__ = [
     "AccessToken",
@@ -37,6 +38,7 @@ __all__ = [
     "BatchProgress",
     "ClientStateError",
     "CredentialsError",
+    "CredentialsKey",
     "DocumentResult",
     "DocumentStatus",
     "DuplicateDocumentError",
@@ -45,6 +47,7 @@ __all__ = [
     "InvoicingError",
     "Journal",
     "MalformedResponseError",
+    "MemoryTokenStore",
     "Outcome",
     "OutcomeStatus",
     "ProviderKey",
@@ -54,6 +57,7 @@ __all__ = [
     "RetryPolicy",
     "ServerError",
     "TokenCache",
+    "TokenStore",
     "TransportError",
     "UnexpectedStatusError",
     "UnknownOutcomeError",

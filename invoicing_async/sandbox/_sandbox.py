@@ -80,6 +80,14 @@ class Sandbox:
     :param duplicate_detection: ``False`` commits a re-sent document again (a new mark,
         201, ``commits`` counting up) like a provider without duplicate detection: for
         tests of ``RetryPolicy(resend_ambiguous=False)``.
+    :param token_propagation_delay: seconds a new access token stays unknown to the
+        provider (401 ``invalid_token``), like replication lag in a multi-node provider.
+    :param revoke_tokens_on_issue: issuing an access token revokes the client's earlier
+        ones, as some providers do.
+
+    .. versionchanged:: 0.2.0
+       ``token_propagation_delay`` and ``revoke_tokens_on_issue``; the refresh grant
+       requires client authentication (``401 invalid_client`` without it).
 
     .. versionadded:: 0.1.0
     """
@@ -100,6 +108,8 @@ class Sandbox:
         max_body_size: int = 16 * 1024 * 1024,
         duplicate_detection: bool = True,
         max_in_flight: int | None = None,
+        token_propagation_delay: float = 0.0,
+        revoke_tokens_on_issue: bool = False,
     ) -> None:
         salt = secrets.token_hex(16) if seed is None else f"seed:{seed}"
         self._provider = Provider(
@@ -112,6 +122,8 @@ class Sandbox:
             refresh_expires_in=refresh_expires_in,
             domain=domain,
             duplicate_detection=duplicate_detection,
+            token_propagation_delay=token_propagation_delay,
+            revoke_tokens_on_issue=revoke_tokens_on_issue,
         )
         self._host = host
         self._requested_port = port
@@ -325,6 +337,16 @@ class Sandbox:
         """Queue faults for the next ``/oauth/token`` requests."""
         self._faults.tokens.extend(faults)
 
+    def script_refresh(self, *faults: Fault | None) -> None:
+        """Queue faults for the next refresh grants only (client credentials unaffected).
+
+        Taken before any :meth:`script_token` fault: a refresh endpoint that answers 500
+        while client credentials work is ``script_refresh(*[Fault.status(500)] * 10)``.
+
+        .. versionadded:: 0.2.0
+        """
+        self._faults.refresh.extend(faults)
+
     def random_faults(
         self,
         rate: float = 0.3,
@@ -350,6 +372,13 @@ class Sandbox:
     def revoke_refresh_tokens(self) -> None:
         """Invalidate every refresh token issued so far."""
         self._provider.revoke_refresh_tokens()
+
+    def revoke_access_tokens(self) -> None:
+        """Invalidate every access token issued so far (401 ``invalid_token`` for them).
+
+        .. versionadded:: 0.2.0
+        """
+        self._provider.tokens.revoke_access()
 
     @property
     def _inflight(self) -> set[asyncio.Task[Any]]:
