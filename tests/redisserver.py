@@ -7,7 +7,10 @@ import shutil
 import socket
 import subprocess
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 BINARY = shutil.which("redis-server")
 SKIP_REASON = "redis-server is not installed (Debian: apt-get install redis-server; CI installs it)"
@@ -50,15 +53,19 @@ class RedisServer:
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(16).startswith(b"+PONG"):
-                        return
-            except OSError:
-                time.sleep(0.02)
+            if self._answers():
+                return
+            time.sleep(0.02)
         self.stop()
         raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
 
     def stop(self) -> None:
         process, self.process = self.process, None

@@ -135,7 +135,7 @@ async def test_redis_stopped_mid_run_fails_no_invoice(redis_server):
         await asyncio.to_thread(redis_server.start)
 
     try:
-        sb, found, _ = await soak(redis_server.url, 8.0, stop_redis=outage)
+        _, found, _ = await soak(redis_server.url, 8.0, stop_redis=outage)
     finally:
         if redis_server.process is None:
             redis_server.start()
@@ -189,7 +189,7 @@ async def test_redis_store_in_one_process_with_many_clients(redis_url):
         try:
             tokens = await asyncio.gather(*(c.token() for c in clients for _ in range(50)))
         finally:
-            for client, store in zip(clients, stores):
+            for client, store in zip(clients, stores, strict=True):
                 await client.close()
                 await store.aclose()
         assert len({t.value for t in tokens}) == 1
