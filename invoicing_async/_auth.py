@@ -63,6 +63,8 @@ class _Entry:
     renew_not_before: float = float("-inf")
     reauth_not_before: float = float("-inf")
     background: asyncio.Task[AccessToken] | None = None
+    confirmed: str | None = None  # the value of the last token the provider accepted
+    confirmation: asyncio.Future[None] | None = None  # done when a token is confirmed
 
 
 class TokenCache:
@@ -174,39 +176,69 @@ class TokenCache:
         """After a 401 to a request sent with ``refused``: a token to retry with, or ``None``.
 
         - ``refused`` was replaced meanwhile, or is being replaced (here or, with a
-          shared store, by a sibling process): retry with the new token.
+          shared store, by a sibling process): retry with the new token, once the
+          provider has accepted it from someone or it is ``propagation_delay`` old.
         - No 401 forced a new token for these credentials within ``reauth_cooldown``:
           force one now (single flight: every caller shares it) and retry with it.
-        - Otherwise the token came from that recent re-authentication (or outlived it):
-          the 401 is the request's answer (``None``), unless the token is younger than
-          ``propagation_delay``: then wait until it is that old and retry, once.
+        - Otherwise the 401 is the request's answer (``None``), unless the token is
+          younger than ``propagation_delay`` and the provider has not accepted it yet
+          (a multi-node provider may not know it): then retry once it has, or once the
+          token is that old.
 
         .. versionadded:: 0.2.0
         """
         entry = self._entries.setdefault(key, _Entry())
         current = entry.token
         if current is None or current.value != refused.value:
-            return await self.get(key, fetch)  # replaced, or being replaced
+            token = await self.get(key, fetch)  # replaced, or being replaced
+            await self._settled(entry, token)
+            return token
         now = self._clock()
         if now >= entry.reauth_not_before:
             entry.reauth_not_before = now + self._cooldown
             log.debug("a 401 may be the token's fault: fetching a new one (%s)", key.client_id)
-            if entry.token is not None and entry.token.value == refused.value:
-                entry.token = None
+            entry.token = None
             await self._store.discard(key, refused)
             return await self.get(key, fetch)
         stored = await self._store.load(key, clock=self._clock)
         if stored is not None and stored.value != refused.value and now < stored.unusable_at:
             self._adopt(entry, stored)  # a sibling process replaced it
             return stored
-        wait = refused.obtained_at + self._propagation - now
-        if wait <= 0:
+        if entry.confirmed == refused.value or now >= refused.obtained_at + self._propagation:
             return None
         log.debug(
-            "a 401 to a token %.1f s old: retrying once it is older", now - refused.obtained_at
+            "a 401 to a token %.1f s old: retrying once it is known", now - refused.obtained_at
         )
-        await asyncio.sleep(wait)
+        await self._settled(entry, refused)
         return await self.get(key, fetch)
+
+    def confirm(self, key: CredentialsKey, token: AccessToken) -> None:
+        """Note that the provider accepted ``token`` (it answered other than 401).
+
+        .. versionadded:: 0.2.0
+        """
+        entry = self._entries.get(key)
+        if entry is None or entry.confirmed == token.value:
+            return
+        entry.confirmed = token.value
+        waiting, entry.confirmation = entry.confirmation, None
+        if waiting is not None and not waiting.done():
+            waiting.set_result(None)
+
+    async def _settled(self, entry: _Entry, token: AccessToken) -> None:
+        """Until the provider accepted ``token`` or it is ``propagation_delay`` old."""
+        while entry.confirmed != token.value:
+            wait = token.obtained_at + self._propagation - self._clock()
+            if wait <= 0:
+                return
+            waiting = entry.confirmation
+            loop = asyncio.get_running_loop()
+            if waiting is None or waiting.get_loop() is not loop:
+                waiting = entry.confirmation = loop.create_future()
+            try:
+                await asyncio.wait_for(asyncio.shield(waiting), wait)
+            except asyncio.TimeoutError:
+                return
 
     def invalidate(self, key: CredentialsKey, token: AccessToken) -> None:
         """Drop ``token`` from this cache, unless it was already replaced.
@@ -322,7 +354,9 @@ class TokenCache:
                 ):
                     log.debug("refresh refused; a newer token is stored: using it")
                     return stored
-                log.debug("refresh refused (%s): falling back to client credentials", exc)
+                log.debug(
+                    "the refresh token was refused (%s): falling back to client credentials", exc
+                )
             except InvoicingError as exc:
                 log.warning("refresh failed (%s): falling back to client credentials", exc)
         return await self._grant(key, entry, None, fetch)

@@ -228,6 +228,7 @@ class Session:
         waited = False
         for _ in range(_MAX_401_RETRIES):
             if response.status != 401:
+                self._cache.confirm(self._credentials, token)
                 break
             retry_with = await self._recover(token, timeout)
             if retry_with is None or (waited and retry_with.value == token.value):

@@ -395,3 +395,21 @@ async def test_401_to_a_token_just_issued_is_retried_once_it_is_older(clock):
     assert await again is fresh
     assert await cache.recover(KEY, fresh, fetch) is None  # now it is the answer
     assert len(fetch.calls) == 2
+
+
+async def test_a_replaced_token_is_retried_once_the_provider_accepted_it(clock):
+    """Requests refused with a token another caller already replaced wait for the new
+    token to be accepted by the provider (or to be propagation_delay old) before their
+    retry: the forcing caller's retry goes first, and its success releases the rest."""
+    cache = TokenCache(clock=clock, reauth_cooldown=30, propagation_delay=30)
+    fetch = Fetcher(clock)
+    old = await cache.get(KEY, fetch)
+    new = await cache.recover(KEY, old, fetch)  # the first 401 forces a new token
+    waiting = [asyncio.create_task(cache.recover(KEY, old, fetch)) for _ in range(50)]
+    await asyncio.sleep(0.01)
+    assert not any(t.done() for t in waiting)
+    cache.confirm(KEY, new)  # the forcing caller's retry was accepted
+    assert {t.value for t in await asyncio.gather(*waiting)} == {new.value}
+    # Confirmed: a 401 to it now is the request's answer, at once.
+    assert await cache.recover(KEY, new, fetch) is None
+    assert len(fetch.calls) == 2
