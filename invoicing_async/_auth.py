@@ -63,7 +63,9 @@ class _Entry:
     renew_not_before: float = float("-inf")
     reauth_not_before: float = float("-inf")
     background: asyncio.Task[AccessToken] | None = None
-    confirmed: str | None = None  # the value of the last token the provider accepted
+    renewal_failures: int = 0
+    #: The last token the provider accepted (a token, not its value: reprs hide it).
+    confirmed: AccessToken | None = attrs.field(default=None, repr=False)
     confirmation: asyncio.Future[None] | None = None  # done when a token is confirmed
 
 
@@ -204,7 +206,7 @@ class TokenCache:
         if stored is not None and stored.value != refused.value and now < stored.unusable_at:
             self._adopt(entry, stored)  # a sibling process replaced it
             return stored
-        if entry.confirmed == refused.value or now >= refused.obtained_at + self._propagation:
+        if _same(entry.confirmed, refused) or now >= refused.obtained_at + self._propagation:
             return None
         log.debug(
             "a 401 to a token %.1f s old: retrying once it is known", now - refused.obtained_at
@@ -218,16 +220,16 @@ class TokenCache:
         .. versionadded:: 0.2.0
         """
         entry = self._entries.get(key)
-        if entry is None or entry.confirmed == token.value:
+        if entry is None or _same(entry.confirmed, token):
             return
-        entry.confirmed = token.value
+        entry.confirmed = token
         waiting, entry.confirmation = entry.confirmation, None
         if waiting is not None and not waiting.done():
             waiting.set_result(None)
 
     async def _settled(self, entry: _Entry, token: AccessToken) -> None:
         """Until the provider accepted ``token`` or it is ``propagation_delay`` old."""
-        while entry.confirmed != token.value:
+        while not _same(entry.confirmed, token):
             wait = token.obtained_at + self._propagation - self._clock()
             if wait <= 0:
                 return
@@ -293,14 +295,19 @@ class TokenCache:
             if task.cancelled():
                 return
             error = task.exception()
-            if error is not None:
-                entry.renew_not_before = self._clock() + token.retry_interval
-                log.warning(
-                    "renewing the access token failed (%s); the current one stays in use, "
-                    "next attempt in %.0f s",
-                    error,
-                    token.retry_interval,
-                )
+            if error is None:
+                entry.renewal_failures = 0
+                return
+            entry.renew_not_before = self._clock() + token.retry_interval
+            entry.renewal_failures += 1
+            # Once per run of failures: an outage of the token endpoint is one event.
+            log.log(
+                logging.WARNING if entry.renewal_failures == 1 else logging.DEBUG,
+                "renewing the access token failed (%s); the current one stays in use, "
+                "next attempt in %.0f s",
+                error,
+                token.retry_interval,
+            )
 
         task.add_done_callback(done)
 
@@ -371,6 +378,10 @@ class TokenCache:
             "refresh grant" if refresh_with is not None else "client credentials",
         )
         return await fetch(refresh_with)
+
+
+def _same(known: AccessToken | None, token: AccessToken) -> bool:
+    return known is not None and known.value == token.value
 
 
 def _own_copy(error: BaseException) -> BaseException:
