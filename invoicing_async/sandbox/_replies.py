@@ -26,6 +26,7 @@ __all__ = [
     "METHOD_NOT_ALLOWED",
     "NO_STORE",
     "Reply",
+    "echoing",
     "error_reply",
     "fault_reply",
     "foreign",
@@ -121,4 +122,21 @@ def foreign(reply: Reply) -> Reply:
         return reply
     record["number"] = f"{record.get('number') or 0}-other"
     record["internalId"] = f"{record.get('internalId') or 'document'}-other"
+    return attrs.evolve(reply, body=dumps(record))
+
+
+def echoing(reply: Reply, api_key: str, authorization: str) -> Reply:
+    """``reply`` whose record repeats the request's credentials, as careless ones do.
+
+    They go into the message and into an extra member.
+    """
+    try:
+        record = json.loads(reply.body)
+    except ValueError:
+        return reply
+    if not isinstance(record, dict):
+        return reply
+    token = authorization.partition(" ")[2]
+    record["message"] = f"{record.get('message') or ''} (API key {api_key}, token {token})"
+    record["requestEcho"] = {"apiKey": api_key, "authorization": authorization}
     return attrs.evolve(reply, body=dumps(record))
