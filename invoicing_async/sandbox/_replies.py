@@ -18,20 +18,18 @@ import attrs
 from invoicing_async._documents import dumps
 
 from ._decrypt import NotIntegrityProtectedError, OpenPGPError
+from ._faults import Fault
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from ._faults import Fault
+    from collections.abc import Callable, Mapping
 
 __all__ = [
     "METHOD_NOT_ALLOWED",
     "NO_STORE",
     "Reply",
-    "echoing",
     "error_reply",
     "fault_reply",
-    "foreign",
+    "mangled",
     "oauth_error",
     "undecryptable",
 ]
@@ -111,7 +109,32 @@ def undecryptable(error: OpenPGPError) -> Reply:
 METHOD_NOT_ALLOWED = error_reply(405, "use POST", headers=(("Allow", "POST"),))
 
 
-def foreign(reply: Reply) -> Reply:
+_HTML = (
+    b"<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head>"
+    b"<body><h1>Bad Gateway</h1><p>The upstream server is unavailable.</p></body></html>"
+)
+
+
+def mangled(reply: Reply, kind: str, headers: Mapping[str, str]) -> Reply | None:
+    """The whole reply an after-commit fault ``kind`` sends instead of ``reply``.
+
+    ``None`` for the kinds that break the stream or the connection instead (the
+    application writes those).
+    """
+    if kind == "commit_then_500":
+        return fault_reply(Fault.status(500))
+    if kind == "non_json":  # a proxy's error page with the right status
+        return Reply(reply.status, _HTML, content_type="text/html")
+    if kind == "wrong_content_type":  # the real record, mislabelled
+        return attrs.evolve(reply, content_type="text/html")
+    if kind == "foreign_record":
+        return _foreign(reply)
+    if kind == "echo_secrets":
+        return _echoing(reply, headers.get("APIKey", ""), headers.get("Authorization", ""))
+    return None
+
+
+def _foreign(reply: Reply) -> Reply:
     """``reply`` carrying another document's record: its number and internal id changed."""
 
     def change(record: dict[str, Any]) -> None:
@@ -121,7 +144,7 @@ def foreign(reply: Reply) -> Reply:
     return _edit_record(reply, change)
 
 
-def echoing(reply: Reply, api_key: str, authorization: str) -> Reply:
+def _echoing(reply: Reply, api_key: str, authorization: str) -> Reply:
     """``reply`` whose record repeats the request's credentials, as careless ones do.
 
     They go into the message and into an extra member.
