@@ -95,6 +95,15 @@ _HASHES: Final = {
     12: "SHA3_256",
     14: "SHA3_512",
 }
+# Curves whose ECDSA signatures can be checked: the NIST ones, and those a key may be
+# signed on even though nothing here encrypts to them.
+_ECDSA_CURVES: Final[dict[bytes, ec.EllipticCurve]] = {
+    **{oid: curve for oid, (_, curve) in CURVES.items() if curve is not None},
+    bytes.fromhex("2b2403030208010107"): ec.BrainpoolP256R1(),
+    bytes.fromhex("2b240303020801010b"): ec.BrainpoolP384R1(),
+    bytes.fromhex("2b240303020801010d"): ec.BrainpoolP512R1(),
+    bytes.fromhex("2b8104000a"): ec.SECP256K1(),
+}
 _MD5: Final = 1
 _SHA1: Final = 2
 _RIPEMD160: Final = 3
@@ -280,9 +289,8 @@ def _check(key: PublicKey, signature: Signature, digest: bytes, algo: hashes.Has
         dsa_key = dsa.DSAPublicNumbers(y, dsa.DSAParameterNumbers(p, q, g)).public_key()
         r, s = (int.from_bytes(value, "big") for value in material)
         dsa_key.verify(encode_dss_signature(r, s), digest, Prehashed(algo))
-    elif key.algorithm == PK_ECDSA and CURVES.get(key.oid, ("", None))[1] is not None:
-        curve = CURVES[key.oid][1]
-        assert curve is not None  # noqa: S101  (checked above; narrows the type)
+    elif key.algorithm == PK_ECDSA and key.oid in _ECDSA_CURVES:
+        curve = _ECDSA_CURVES[key.oid]
         ec_key = ec.EllipticCurvePublicKey.from_encoded_point(curve, key.mpis[0])
         r, s = (int.from_bytes(value, "big") for value in material)
         ec_key.verify(encode_dss_signature(r, s), digest, ec.ECDSA(Prehashed(algo)))
@@ -305,7 +313,7 @@ def can_verify(key: PublicKey) -> bool:
     if key.algorithm in (*PK_RSA, PK_DSA, PK_ED25519, PK_ED448):
         return True
     if key.algorithm == PK_ECDSA:
-        return CURVES.get(key.oid, ("", None))[1] is not None
+        return key.oid in _ECDSA_CURVES
     return key.algorithm == PK_EDDSA and CURVES.get(key.oid, ("",))[0] == "Ed25519"
 
 
