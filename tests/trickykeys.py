@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from typing import TYPE_CHECKING
 
 import keyfactory as kf
@@ -226,3 +227,18 @@ CORPUS = [
     Tricky("bc-p384-sha256", bc("p384", "p384", [("p384", T2022, 0)], created=T2022),
            None, _ECDSA_HASH),  # fmt: skip
 ]
+
+CORPUS_BY_NAME = {case.name: case for case in CORPUS}
+
+
+@functools.cache
+def bc_future_primary() -> str:
+    """A Bouncy Castle key whose primary key (and everything else) is dated 2099."""
+    return bc("future-primary", "rsa2048", [("rsa2048", T2099, 0)], created=T2099)()
+
+
+@functools.cache
+def bc_minutes_ahead() -> str:
+    """A Bouncy Castle key dated ten minutes in the future (within the clock skew)."""
+    ahead = int(time.time()) + 600
+    return bc("ahead", "rsa2048", [("rsa2048", ahead, 0)], created=ahead)()
