@@ -28,6 +28,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import ClassVar
 
 import keyfactory as kf
 import pytest
@@ -46,7 +47,9 @@ ALGORITHMS = {
     "p521": "NIST P-521",
 }
 HERE = Path(__file__).parent / "peers"
-NPM_PREFIX = Path(os.environ.get("OPENPGPJS_PREFIX", Path.home() / ".cache" / "invoicing-async-npm"))
+NPM_PREFIX = Path(
+    os.environ.get("OPENPGPJS_PREFIX", Path.home() / ".cache" / "invoicing-async-npm")
+)
 BC_JARS = [Path("/usr/share/java/bcprov.jar"), Path("/usr/share/java/bcpg.jar")]
 _ENV = {**os.environ, "LC_ALL": "C", "LANG": "C", "OPENPGP_PREFIX": str(NPM_PREFIX)}
 
@@ -124,7 +127,10 @@ class Peer:
 
 class GnuPG(Peer):
     name = "gnupg"
-    _ALGOS = {"cv25519": ("ed25519", "cv25519"), "p256": ("nistp256",) * 2}
+    _ALGOS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "cv25519": ("ed25519", "cv25519"),
+        "p256": ("nistp256",) * 2,
+    }
     _ALGOS |= {"p384": ("nistp384",) * 2, "p521": ("nistp521",) * 2}
 
     def missing(self) -> str | None:
@@ -149,7 +155,11 @@ class GnuPG(Peer):
 class Sequoia(Peer):
     name = "sq"
     kinds = ("rsa3072", "rsa4096", "cv25519")  # the cipher suites sq (0.27) offers
-    _SUITES = {"rsa3072": "rsa3k", "rsa4096": "rsa4k", "cv25519": "cv25519"}
+    _SUITES: ClassVar[dict[str, str]] = {
+        "rsa3072": "rsa3k",
+        "rsa4096": "rsa4k",
+        "cv25519": "cv25519",
+    }
 
     def missing(self) -> str | None:
         return None if kf.SQ else "Sequoia (sq) is not installed"
@@ -158,8 +168,16 @@ class Sequoia(Peer):
         keys = {}
         for kind in kinds:
             path = _dir(f"sq-{kind}") / "key.asc"
-            kf._sq("key", "generate", "--userid", kf._uid(f"sq_{kind}"), "--export", str(path),
-                   "--cipher-suite", self._SUITES[kind])  # fmt: skip
+            kf._sq(
+                "key",
+                "generate",
+                "--userid",
+                kf._uid(f"sq_{kind}"),
+                "--export",
+                str(path),
+                "--cipher-suite",
+                self._SUITES[kind],
+            )
             secret = path.read_text()
             public = kf._sq("key", "extract-cert", str(path)).decode()
             keys[kind] = PeerKey(self.name, kind, public, secret)
@@ -171,7 +189,12 @@ class Sequoia(Peer):
 
 class PySequoia(Peer):
     name = "pysequoia"
-    _SUITES = {"rsa2048": "RSA2k", "rsa3072": "RSA3k", "rsa4096": "RSA4k", "cv25519": "Cv25519"}
+    _SUITES: ClassVar[dict[str, str]] = {
+        "rsa2048": "RSA2k",
+        "rsa3072": "RSA3k",
+        "rsa4096": "RSA4k",
+        "cv25519": "Cv25519",
+    }
     _SUITES |= {"p256": "P256", "p384": "P384", "p521": "P521"}
 
     def missing(self) -> str | None:
@@ -238,9 +261,7 @@ class OpenPGPjs(Peer):
         return keys
 
     def _decrypt(self, jobs: list[tuple[str, bytes]]) -> list[bytes]:
-        results = self.run(
-            [{"op": "decrypt", "secret": s, "message": m.decode()} for s, m in jobs]
-        )
+        results = self.run([{"op": "decrypt", "secret": s, "message": m.decode()} for s, m in jobs])
         out = []
         for result in results:
             if not result["ok"]:
@@ -254,7 +275,12 @@ class OpenPGPjs(Peer):
 
 class RNP(Peer):
     name = "rnp"
-    _EXPERT = {"cv25519": "22\n", "p256": "19\n1\n", "p384": "19\n2\n", "p521": "19\n3\n"}
+    _EXPERT: ClassVar[dict[str, str]] = {
+        "cv25519": "22\n",
+        "p256": "19\n1\n",
+        "p384": "19\n2\n",
+        "p521": "19\n3\n",
+    }
 
     def missing(self) -> str | None:
         if shutil.which("rnpkeys") is None or shutil.which("rnp") is None:
@@ -267,8 +293,10 @@ class RNP(Peer):
         home = _dir(f"rnp-{name}")
         uid = kf._uid(f"rnp_{name}")
         common = ["--homedir", str(home), "--password", "", "--notty"]
-        _run(["rnpkeys", *common, "--generate-key", "--expert", "--userid", uid],
-             stdin=answers.encode())  # fmt: skip
+        _run(
+            ["rnpkeys", *common, "--generate-key", "--expert", "--userid", uid],
+            stdin=answers.encode(),
+        )
         public = _run(["rnpkeys", *common, "--export-key", uid]).decode()
         secret = _run(["rnpkeys", *common, "--export-key", "--secret", uid]).decode()
         return PeerKey(self.name, name, public, secret)
@@ -282,9 +310,20 @@ class RNP(Peer):
             folder = _dir("rnp-decrypt")
             (folder / "key.asc").write_text(secret)
             (folder / "message.asc").write_bytes(message)
-            _run(["rnp", "--keyfile", str(folder / "key.asc"), "--password", "", "--notty",
-                  "--decrypt", str(folder / "message.asc"), "--output",
-                  str(folder / "plain")])  # fmt: skip
+            _run(
+                [
+                    "rnp",
+                    "--keyfile",
+                    str(folder / "key.asc"),
+                    "--password",
+                    "",
+                    "--notty",
+                    "--decrypt",
+                    str(folder / "message.asc"),
+                    "--output",
+                    str(folder / "plain"),
+                ]
+            )
             out.append((folder / "plain").read_bytes())
         return out
 
@@ -319,23 +358,35 @@ class BouncyCastle(Peer):
         jobfile.write_text("".join("\t".join(job) + "\n" for job in jobs))
         _run(["java", "-cp", self._classpath(self.classes), "BcPeer", str(jobfile)])
 
-    def make(self, name: str, kind: str, subkeys: list[tuple[str, int, int]], *,
-             created: int | None = None, hash_id: int = 8) -> PeerKey:  # fmt: skip
+    def make(
+        self,
+        name: str,
+        kind: str,
+        subkeys: list[tuple[str, int, int]],
+        *,
+        created: int | None = None,
+        hash_id: int = 8,
+    ) -> PeerKey:
         """One key: ``subkeys`` are ``(kind, created, lifetime)``; times in epoch seconds."""
         out = _dir(f"bc-{name}") / "key"
         when = created if created is not None else int(time.time()) - 86400
         subs = [f"{k}@{c}@{life}" for k, c, life in subkeys]
         self.run([["generate", str(out), kind, str(when), str(hash_id), *subs]])
-        return PeerKey(self.name, name, out.with_suffix(".pub").read_text(),
-                       out.with_suffix(".sec").read_text())  # fmt: skip
+        return PeerKey(
+            self.name,
+            name,
+            out.with_suffix(".pub").read_text(),
+            out.with_suffix(".sec").read_text(),
+        )
 
     def _generate(self, kinds: tuple[str, ...]) -> dict[str, PeerKey]:
         when = int(time.time()) - 86400
         folder = _dir("bc-keys")
         self.run([["generate", str(folder / k), k, str(when), "8", f"{k}@{when}@0"] for k in kinds])
         return {
-            k: PeerKey(self.name, k, (folder / f"{k}.pub").read_text(),
-                       (folder / f"{k}.sec").read_text())  # fmt: skip
+            k: PeerKey(
+                self.name, k, (folder / f"{k}.pub").read_text(), (folder / f"{k}.sec").read_text()
+            )
             for k in kinds
         }
 
@@ -345,14 +396,21 @@ class BouncyCastle(Peer):
         for i, (secret, message) in enumerate(jobs):
             (folder / f"{i}.sec").write_text(secret)
             (folder / f"{i}.msg").write_bytes(message)
-            lines.append(["decrypt", str(folder / f"{i}.sec"), str(folder / f"{i}.msg"),
-                          str(folder / f"{i}.out")])  # fmt: skip
+            lines.append(
+                [
+                    "decrypt",
+                    str(folder / f"{i}.sec"),
+                    str(folder / f"{i}.msg"),
+                    str(folder / f"{i}.out"),
+                ]
+            )
         self.run(lines)
         return [(folder / f"{i}.out").read_bytes() for i in range(len(jobs))]
 
 
 PEERS: dict[str, Peer] = {
-    peer.name: peer for peer in (GnuPG(), Sequoia(), PySequoia(), OpenPGPjs(), RNP(), BouncyCastle())
+    peer.name: peer
+    for peer in (GnuPG(), Sequoia(), PySequoia(), OpenPGPjs(), RNP(), BouncyCastle())
 }
 
 
@@ -367,20 +425,43 @@ def gnupg_choice(public: str) -> str | None:
     home = kf._new_home("oracle")
     _, binary = dearmor(public.encode())
     imported = subprocess.run(
-        [gpg, "--homedir", str(home), "--batch", "--import", "--import-options", "import-show",
-         "--with-colons"],
-        input=binary, capture_output=True, env=_ENV, check=False,
-    )  # fmt: skip
+        [
+            gpg,
+            "--homedir",
+            str(home),
+            "--batch",
+            "--import",
+            "--import-options",
+            "import-show",
+            "--with-colons",
+        ],
+        input=binary,
+        capture_output=True,
+        env=_ENV,
+        check=False,
+    )
     fingerprints = [
         line.split(":")[9] for line in imported.stdout.decode().splitlines() if line[:4] == "fpr:"
     ]
     if not fingerprints:
         return None
     proc = subprocess.run(
-        [gpg, "--homedir", str(home), "--batch", "--trust-model", "always", "--encrypt",
-         "--recipient", fingerprints[0]],
-        input=b"oracle", capture_output=True, env=_ENV, check=False,
-    )  # fmt: skip
+        [
+            gpg,
+            "--homedir",
+            str(home),
+            "--batch",
+            "--trust-model",
+            "always",
+            "--encrypt",
+            "--recipient",
+            fingerprints[0],
+        ],
+        input=b"oracle",
+        capture_output=True,
+        env=_ENV,
+        check=False,
+    )
     if proc.returncode != 0:
         return None
     pkesks = [body for tag, body in iter_packets(proc.stdout) if tag == Tag.PKESK]

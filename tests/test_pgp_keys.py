@@ -21,6 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from invoicing_async import ProviderKey, ProviderKeyError
+from invoicing_async._pgp import Tag, dearmor, iter_packets
+from invoicing_async._pgp._sigs import _subpackets
 
 REASONS = frozenset(
     {
@@ -435,9 +437,6 @@ def test_mismatching_pin_is_rejected(other, tmp_path):
 
 def _hash_preferences(armored: str) -> set[int]:
     """Every hash id listed in a preferred-hash subpacket (type 21) of the key's signatures."""
-    from invoicing_async._pgp import Tag, dearmor, iter_packets
-    from invoicing_async._pgp._sigs import _subpackets
-
     found: set[int] = set()
     for tag, body in iter_packets(dearmor(armored.encode())[1]):
         if tag == Tag.SIGNATURE and body[0] == 4:

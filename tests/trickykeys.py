@@ -50,19 +50,31 @@ def _js_batch() -> dict[str, pf.PeerKey]:
     assert isinstance(peer, pf.OpenPGPjs)
     jobs: dict[str, dict[str, object]] = {
         "default": {},
-        "several": {"kind": "cv25519", "created": T2020, "subkeys": [{}, {"created": T2021},
-                                                                    {"created": T2022}]},
-        "expired-newest": {"kind": "cv25519", "created": T2020,
-                           "subkeys": [{}, {"created": T2022, "expires": 3600}]},
-        "revoked-newest": {"kind": "rsa2048", "created": T2020,
-                           "subkeys": [{}, {"created": T2022}], "revoke": [1]},
-        "future-subkey": {"kind": "cv25519", "created": T2020,
-                          "subkeys": [{}, {"created": T2099}]},
-        "x25519-beside-cv25519": {"kind": "cv25519", "created": T2020,
-                                  "subkeys": [{}, {"created": T2022, "kind": "x25519"}]},
+        "several": {
+            "kind": "cv25519",
+            "created": T2020,
+            "subkeys": [{}, {"created": T2021}, {"created": T2022}],
+        },
+        "expired-newest": {
+            "kind": "cv25519",
+            "created": T2020,
+            "subkeys": [{}, {"created": T2022, "expires": 3600}],
+        },
+        "revoked-newest": {
+            "kind": "rsa2048",
+            "created": T2020,
+            "subkeys": [{}, {"created": T2022}],
+            "revoke": [1],
+        },
+        "future-subkey": {"kind": "cv25519", "created": T2020, "subkeys": [{}, {"created": T2099}]},
+        "x25519-beside-cv25519": {
+            "kind": "cv25519",
+            "created": T2020,
+            "subkeys": [{}, {"created": T2022, "kind": "x25519"}],
+        },
         "x25519-only": {"kind": "x25519"},
         "x448-only": {"kind": "x448"},
-    }  # fmt: skip
+    }
     results = peer.run([{"op": "generate", **job} for job in jobs.values()])
     keys = {}
     for name, result in zip(jobs, results, strict=True):
@@ -109,7 +121,9 @@ def rnp(name: str, answers: str) -> Callable[[], str]:
 # --- Bouncy Castle ---------------------------------------------------------------------------
 
 
-def bc(name: str, kind: str, subkeys: list[tuple[str, int, int]], **options: int) -> Callable[[], str]:
+def bc(
+    name: str, kind: str, subkeys: list[tuple[str, int, int]], **options: int
+) -> Callable[[], str]:
     """A Bouncy Castle key (made once per session)."""
 
     @functools.cache
@@ -162,10 +176,26 @@ def gpg_sha1_since_cutoff() -> str:
     """A GnuPG key made in 2024 whose self-signatures all use SHA-1."""
     home = kf._new_home("sha1")
     fpr = kf._gen(home, kf._uid("sha1"), "rsa3072", "cert,sign", "never", faked="20240101T000000")
-    kf._gpg(home, "--cert-digest-algo", "SHA1", "--quick-add-key", fpr, "rsa3072", "encr",
-            "never", faked="20240101T000000")  # fmt: skip
-    kf._gpg(home, "--cert-digest-algo", "SHA1", "--quick-set-primary-uid", fpr,
-            kf._uid("sha1"), faked="20240102T000000")  # fmt: skip
+    kf._gpg(
+        home,
+        "--cert-digest-algo",
+        "SHA1",
+        "--quick-add-key",
+        fpr,
+        "rsa3072",
+        "encr",
+        "never",
+        faked="20240101T000000",
+    )
+    kf._gpg(
+        home,
+        "--cert-digest-algo",
+        "SHA1",
+        "--quick-set-primary-uid",
+        fpr,
+        kf._uid("sha1"),
+        faked="20240102T000000",
+    )
     return kf._export(home, fpr).decode()
 
 
@@ -212,20 +242,30 @@ CORPUS = [
     Tricky("rnp-brainpool", rnp("brainpool", "19\n4\n"), "unsupported_algorithm", _CURVES),
     Tricky("rnp-secp256k1", rnp("secp256k1", "19\n7\n"), "unsupported_algorithm", _CURVES),
     # Bouncy Castle
-    Tricky("bc-several", bc("several", "p256", [("p256", T2021, 0), ("p256", T2022, 0)],
-                            created=T2020)),  # fmt: skip
-    Tricky("bc-expired-newest", bc("expired", "rsa2048", [("rsa2048", T2021, 0),
-                                                         ("rsa2048", T2022, 3600)],
-                                   created=T2020)),  # fmt: skip
-    Tricky("bc-future-subkey", bc("future", "cv25519", [("cv25519", T2021, 0),
-                                                       ("cv25519", T2099, 0)],
-                                  created=T2020)),  # fmt: skip
-    Tricky("bc-sha1-2020", bc("sha1-2020", "rsa2048", [("rsa2048", T2020, 0)],
-                              created=T2020, hash_id=2)),  # fmt: skip
-    Tricky("bc-sha1-2024", bc("sha1-2024", "rsa2048", [("rsa2048", T2024, 0)],
-                              created=T2024, hash_id=2), "weak_hash", _SHA1),  # fmt: skip
-    Tricky("bc-p384-sha256", bc("p384", "p384", [("p384", T2022, 0)], created=T2022),
-           None, _ECDSA_HASH),  # fmt: skip
+    Tricky(
+        "bc-several", bc("several", "p256", [("p256", T2021, 0), ("p256", T2022, 0)], created=T2020)
+    ),
+    Tricky(
+        "bc-expired-newest",
+        bc("expired", "rsa2048", [("rsa2048", T2021, 0), ("rsa2048", T2022, 3600)], created=T2020),
+    ),
+    Tricky(
+        "bc-future-subkey",
+        bc("future", "cv25519", [("cv25519", T2021, 0), ("cv25519", T2099, 0)], created=T2020),
+    ),
+    Tricky(
+        "bc-sha1-2020",
+        bc("sha1-2020", "rsa2048", [("rsa2048", T2020, 0)], created=T2020, hash_id=2),
+    ),
+    Tricky(
+        "bc-sha1-2024",
+        bc("sha1-2024", "rsa2048", [("rsa2048", T2024, 0)], created=T2024, hash_id=2),
+        "weak_hash",
+        _SHA1,
+    ),
+    Tricky(
+        "bc-p384-sha256", bc("p384", "p384", [("p384", T2022, 0)], created=T2022), None, _ECDSA_HASH
+    ),
 ]
 
 CORPUS_BY_NAME = {case.name: case for case in CORPUS}
