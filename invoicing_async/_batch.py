@@ -381,9 +381,11 @@ class _Batch:
             )
 
         ledger = self._ledger
+        recorded: list[bool] = []  # the sending record was started (maybe committed)
 
         async def sending() -> None:
             if ledger is not None:
+                recorded.append(True)
                 await ledger.sending(pending.key, pending.index)
 
         try:
@@ -396,7 +398,7 @@ class _Batch:
             # An outbox worker's claim was taken over: the new holder sends it.
             return delivery.give_up("lease lost", exc)
         except asyncio.CancelledError:
-            if ledger is not None and delivery.attempts:
+            if ledger is not None and (delivery.attempts or recorded):
                 with contextlib.suppress(Exception):  # the ledger may be what failed
                     ledger.settled(delivery.interrupted(), None)
             raise

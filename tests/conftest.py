@@ -71,19 +71,9 @@ def postgres_server():
 
 
 @pytest.fixture
-async def postgres_dsn(postgres_server):
+def postgres_dsn(postgres_server):
     """A fresh database on the session's server, dropped after the test."""
-    import asyncpg  # noqa: PLC0415
-
     name = f"t{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(postgres_server.dsn)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
+    postgres_server.sql(f'CREATE DATABASE "{name}"')
     yield postgres_server.dsn.rsplit("/", 1)[0] + "/" + name
-    admin = await asyncpg.connect(postgres_server.dsn)
-    try:
-        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    postgres_server.sql(f'DROP DATABASE "{name}" WITH (FORCE)')

@@ -23,15 +23,17 @@ USER = "postgres"
 
 
 def find_binaries() -> Path | None:
-    """The directory holding initdb and pg_ctl, or ``None``."""
-    found = shutil.which("pg_ctl")
-    if found and shutil.which("initdb"):
-        return Path(found).parent
+    """The directory holding initdb, pg_ctl and psql, or ``None``."""
+    candidates = []
     base = Path("/usr/lib/postgresql")
     if base.is_dir():
-        for version in sorted(base.iterdir(), key=lambda p: p.name, reverse=True):
-            if (version / "bin" / "initdb").exists() and (version / "bin" / "pg_ctl").exists():
-                return version / "bin"
+        candidates += [v / "bin" for v in sorted(base.iterdir(), key=lambda p: p.name, reverse=True)]
+    found = shutil.which("pg_ctl")
+    if found:
+        candidates.append(Path(found).parent)
+    for directory in candidates:
+        if all((directory / name).exists() for name in ("initdb", "pg_ctl", "psql")):
+            return directory
     return None
 
 
@@ -75,6 +77,16 @@ class PostgresServer:
         log = self.root / "server.log"
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(log), "-w", "start")
         return self
+
+    def sql(self, statement: str) -> None:
+        """Run one statement as the superuser (psql over the Unix socket)."""
+        completed = subprocess.run(
+            [str(self.bin_dir / "psql"), "-h", str(self.root), "-p", str(self.port), "-U", USER,
+             "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-c", statement],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        if completed.returncode:
+            raise RuntimeError(f"psql failed: {completed.stderr[-2000:]}")
 
     def __exit__(self, *exc_info: object) -> None:
         with contextlib.suppress(RuntimeError, subprocess.SubprocessError):
