@@ -31,24 +31,27 @@ process may enqueue.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+import os as _os
+import typing as _typing
+from pathlib import Path as _Path
 
-from ._ledger._enqueue import ready
+from ._ledger._enqueue import ready as _ready
 from ._ledger._entry import IN_FLIGHT, PENDING, LedgerEntry
-from ._ledger._postgres import PostgresStore
-from ._ledger._sqlite import Ledger
-from ._ledger._sqlite_outbox import SqliteStore, insert
-from ._ledger._worker import Store, run_worker
-from ._outcomes import OutcomeStatus, RetryPolicy
+from ._ledger._postgres import PostgresStore as _PostgresStore
+from ._ledger._sqlite import Ledger as _Ledger
+from ._ledger._sqlite_outbox import SqliteStore as _SqliteStore
+from ._ledger._sqlite_outbox import insert as _insert
+from ._ledger._worker import run_worker as _run_worker
+from ._outcomes import RetryPolicy as _RetryPolicy
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     import sqlite3
     from collections.abc import AsyncIterator, Callable, Iterable
     from types import TracebackType
 
     from ._client import InvoicingClient
+    from ._ledger._worker import Store
+    from ._outcomes import OutcomeStatus
 
 __all__ = [
     "IN_FLIGHT",
@@ -63,7 +66,7 @@ __all__ = [
 class _Outbox:
     """What both outboxes do the same way."""
 
-    async def __aenter__(self) -> Any:
+    async def __aenter__(self) -> _typing.Any:
         await self.setup()
         return self
 
@@ -95,7 +98,7 @@ class _Outbox:
         *,
         concurrency: int = 32,
         stop_when_empty: bool = False,
-        retry: RetryPolicy | None = None,
+        retry: _RetryPolicy | None = None,
         lease: float = 30.0,
         poll: float = 1.0,
     ) -> dict[OutcomeStatus, int]:
@@ -117,12 +120,12 @@ class _Outbox:
         """
         store = await self._store()
         try:
-            return await run_worker(
+            return await _run_worker(
                 store,
                 client._session,  # noqa: SLF001  (the client's sender: the batch's own)
                 concurrency=concurrency,
                 stop_when_empty=stop_when_empty,
-                retry=retry or RetryPolicy(),
+                retry=retry or _RetryPolicy(),
                 lease=lease,
                 poll=poll,
             )
@@ -143,7 +146,7 @@ class PostgresOutbox(_Outbox):
     """
 
     def __init__(self, dsn: str, *, pool_size: int = 4) -> None:
-        self._db = PostgresStore(dsn, pool_size=pool_size)
+        self._db = _PostgresStore(dsn, pool_size=pool_size)
 
     def __repr__(self) -> str:
         return "PostgresOutbox(...)"  # the DSN may hold a password
@@ -161,11 +164,11 @@ class PostgresOutbox(_Outbox):
 
     async def enqueue(
         self,
-        documents: Iterable[Any],
+        documents: Iterable[_typing.Any],
         *,
         encrypted: bool = True,
-        connection: Any = None,
-        key: Callable[[Any], str] | None = None,
+        connection: _typing.Any | None = None,
+        key: Callable[[_typing.Any], str] | None = None,
     ) -> list[str]:
         """Add documents to the outbox; returns their keys.
 
@@ -180,7 +183,7 @@ class PostgresOutbox(_Outbox):
 
         :raises ValidationError: a document cannot be serialised (nothing is enqueued).
         """
-        prepared = ready(documents, encrypted=encrypted, key=key)
+        prepared = _ready(documents, encrypted=encrypted, key=key)
         await self._db.insert(prepared, connection)
         return [item.key for item in prepared]
 
@@ -214,9 +217,9 @@ class SqliteOutbox(_Outbox):
     .. versionadded:: 0.2.0
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, durable: bool = True) -> None:
-        self.path = Path(path)
-        self.ledger = Ledger(self.path, durable=durable)
+    def __init__(self, path: str | _os.PathLike[str], *, durable: bool = True) -> None:
+        self.path = _Path(path)
+        self.ledger = _Ledger(self.path, durable=durable)
 
     def __repr__(self) -> str:
         return f"SqliteOutbox({str(self.path)!r})"
@@ -231,7 +234,7 @@ class SqliteOutbox(_Outbox):
 
     async def _store(self) -> Store:
         await self.ledger.acquire()
-        store = SqliteStore(self.ledger.file)
+        store = _SqliteStore(self.ledger.file)
         await store.recover()
         return store
 
@@ -240,23 +243,23 @@ class SqliteOutbox(_Outbox):
 
     async def enqueue(
         self,
-        documents: Iterable[Any],
+        documents: Iterable[_typing.Any],
         *,
         encrypted: bool = True,
         connection: sqlite3.Connection | None = None,
-        key: Callable[[Any], str] | None = None,
+        key: Callable[[_typing.Any], str] | None = None,
     ) -> list[str]:
         """Add documents to the outbox; returns their keys (see :meth:`PostgresOutbox.enqueue`).
 
         :param connection: a ``sqlite3`` connection to the same file: the rows are
             written in its current transaction, which you commit.
         """
-        prepared = ready(documents, encrypted=encrypted, key=key)
+        prepared = _ready(documents, encrypted=encrypted, key=key)
         if connection is not None:
-            insert(connection, prepared)
+            _insert(connection, prepared)
         else:
             await self.ledger.open()
-            await self.ledger.file.call(lambda c: insert(c, prepared))
+            await self.ledger.file.call(lambda c: _insert(c, prepared))
         return [item.key for item in prepared]
 
     async def status(self, key: str) -> LedgerEntry | None:
@@ -288,12 +291,12 @@ class SqliteOutbox(_Outbox):
         return await self.ledger.forget(keys)
 
 
-def open_outbox(url: str | os.PathLike[str]) -> PostgresOutbox | SqliteOutbox:
+def open_outbox(url: str | _os.PathLike[str]) -> PostgresOutbox | SqliteOutbox:
     """The outbox at ``url``: ``postgresql://…`` (or ``postgres://``), else a SQLite path.
 
     .. versionadded:: 0.2.0
     """
-    text = os.fspath(url)
+    text = _os.fspath(url)
     if text.startswith(("postgresql://", "postgres://")):
         return PostgresOutbox(text)
     return SqliteOutbox(text.removeprefix("sqlite:///") if text.startswith("sqlite:///") else text)

@@ -19,8 +19,6 @@ import signal
 import sys
 from pathlib import Path
 
-import pytest
-
 from invoicing_async import OutcomeStatus
 from invoicing_async.outbox import PostgresOutbox
 from invoicing_async.sandbox import DEFAULT_RANDOM_KINDS, Fault, Sandbox, sample_invoices
@@ -80,7 +78,7 @@ async def test_fleet_of_three_workers_one_killed_quick(tmp_path, postgres_dsn):
     await soak(tmp_path, postgres_dsn, 300, seed=5)
 
 
-@pytest.mark.slow
+
 async def test_fleet_of_three_workers_one_killed_soak(tmp_path, postgres_dsn):
     """The issue's soak: 2,000 invoices, seeded faults, three workers, one SIGKILLed
     mid-run and restarted: every invoice committed exactly once, every entry accepted."""
