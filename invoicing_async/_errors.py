@@ -101,9 +101,10 @@ def _rebuild(cls: type[InvoicingError], state: dict[str, Any]) -> InvoicingError
 class ProviderKeyError(InvoicingError):
     """The provider's public key cannot be used for encryption.
 
-    :ivar reason: a stable code: ``unreadable``, ``secret_key``, ``unsupported_version``,
-        ``expired``, ``revoked``, ``no_encryption_subkey``, ``weak_rsa``,
-        ``unsupported_algorithm`` or ``fingerprint_mismatch``.
+    :ivar reason: a stable code: ``missing`` (no key given), ``unreadable``,
+        ``secret_key``, ``unsupported_version``, ``expired``, ``revoked``,
+        ``no_encryption_subkey``, ``weak_rsa``, ``unsupported_algorithm`` or
+        ``fingerprint_mismatch``.
     """
 
     def __init__(self, message: str, *, reason: str) -> None:

@@ -29,7 +29,15 @@ from aiohttp import web
 
 from ._decrypt import OpenPGPError
 from ._faults import Fault
-from ._replies import METHOD_NOT_ALLOWED, Reply, error_reply, fault_reply, foreign, undecryptable
+from ._replies import (
+    METHOD_NOT_ALLOWED,
+    Reply,
+    echoing,
+    error_reply,
+    fault_reply,
+    foreign,
+    undecryptable,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -375,6 +383,10 @@ async def _write_reply(
         return _response(reply, content_type="text/html"), reply.status
     if kind == "foreign_record":
         return _response(foreign(reply)), reply.status
+    if kind == "echo_secrets":
+        headers = request.headers
+        echoed = echoing(reply, headers.get("APIKey", ""), headers.get("Authorization", ""))
+        return _response(echoed), reply.status
     assert fault is not None  # noqa: S101  (kind is not None only with a fault)
     response = web.StreamResponse(status=reply.status)
     response.content_type = reply.content_type

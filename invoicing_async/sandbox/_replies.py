@@ -20,12 +20,15 @@ from invoicing_async._documents import dumps
 from ._decrypt import NotIntegrityProtectedError, OpenPGPError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ._faults import Fault
 
 __all__ = [
     "METHOD_NOT_ALLOWED",
     "NO_STORE",
     "Reply",
+    "echoing",
     "error_reply",
     "fault_reply",
     "foreign",
@@ -109,16 +112,36 @@ METHOD_NOT_ALLOWED = error_reply(405, "use POST", headers=(("Allow", "POST"),))
 
 
 def foreign(reply: Reply) -> Reply:
-    """``reply`` carrying another document's record: its number and internal id changed.
+    """``reply`` carrying another document's record: its number and internal id changed."""
 
-    A reply that is not a JSON object (an error page) is returned unchanged.
+    def change(record: dict[str, Any]) -> None:
+        record["number"] = f"{record.get('number') or 0}-other"
+        record["internalId"] = f"{record.get('internalId') or 'document'}-other"
+
+    return _edit_record(reply, change)
+
+
+def echoing(reply: Reply, api_key: str, authorization: str) -> Reply:
+    """``reply`` whose record repeats the request's credentials, as careless ones do.
+
+    They go into the message and into an extra member.
     """
+
+    def change(record: dict[str, Any]) -> None:
+        token = authorization.partition(" ")[2]
+        record["message"] = f"{record.get('message') or ''} (API key {api_key}, token {token})"
+        record["requestEcho"] = {"apiKey": api_key, "authorization": authorization}
+
+    return _edit_record(reply, change)
+
+
+def _edit_record(reply: Reply, change: Callable[[dict[str, Any]], None]) -> Reply:
+    """``reply`` with its JSON record changed; a body that is not a record is kept as is."""
     try:
         record = json.loads(reply.body)
     except ValueError:
         return reply
     if not isinstance(record, dict):
         return reply
-    record["number"] = f"{record.get('number') or 0}-other"
-    record["internalId"] = f"{record.get('internalId') or 'document'}-other"
+    change(record)
     return attrs.evolve(reply, body=dumps(record))
