@@ -16,6 +16,7 @@ from ._errors import (
     DuplicateDocumentError,
     ForeignRecordError,
     InvoicingError,
+    LedgerError,
     MalformedResponseError,
     ProviderKeyError,
     ProviderTimeoutError,
@@ -26,7 +27,8 @@ from ._errors import (
     UnknownOutcomeError,
     ValidationError,
 )
-from ._journal import Journal
+from ._ledger._entry import LedgerEntry
+from ._ledger._sqlite import Ledger
 from ._models import AccessToken, DocumentResult, DocumentStatus
 from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
 from ._pgp import ProviderKey
@@ -43,7 +45,9 @@ __all__ = [
     "ForeignRecordError",
     "InvoicingClient",
     "InvoicingError",
-    "Journal",
+    "Ledger",
+    "LedgerEntry",
+    "LedgerError",
     "MalformedResponseError",
     "Outcome",
     "OutcomeStatus",

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     )
     from types import TracebackType
 
-    from ._journal import Journal
+    from ._ledger._sqlite import Ledger
     from ._models import AccessToken, DocumentResult
     from ._outcomes import BatchProgress, Outcome
     from ._pgp import ProviderKey
@@ -325,7 +325,7 @@ class InvoicingClient:
         *,
         concurrency: int = 32,
         encrypted: bool = True,
-        journal: str | os.PathLike[str] | Journal | None = None,
+        journal: str | os.PathLike[str] | Ledger | None = None,
         retry: RetryPolicy | None = None,
         deadline: float | None = None,
         on_progress: Callable[[BatchProgress], object] | None = None,
@@ -358,7 +358,7 @@ class InvoicingClient:
         *,
         concurrency: int = 32,
         encrypted: bool = True,
-        journal: str | os.PathLike[str] | Journal | None = None,
+        journal: str | os.PathLike[str] | Ledger | None = None,
         retry: RetryPolicy | None = None,
         deadline: float | None = None,
         on_progress: Callable[[BatchProgress], object] | None = None,
@@ -372,9 +372,12 @@ class InvoicingClient:
             memory is bounded by ``concurrency``, not by the input.
         :param concurrency: documents in flight at once (at most the connection pool size).
         :param encrypted: ``/Invoice/secure`` (default) or ``/Invoice/json``.
-        :param journal: a path (or :class:`~invoicing_async.Journal`) for the write-ahead
-            journal. Running the same batch again with it skips settled documents and
-            re-sends those that were in flight.
+        :param journal: a ledger file path (or a :class:`~invoicing_async.Ledger`):
+            every document's ``sending`` is recorded before its request and its outcome
+            after. Running the same batch again with it skips what is final, re-sends
+            what was in flight (``409`` is then its own commit) and what failed for
+            reasons that are not the document's. One process at a time sends from a
+            ledger (a second gets :class:`~invoicing_async.LedgerError` at once).
         :param retry: a :class:`~invoicing_async.RetryPolicy`.
         :param deadline: seconds for the whole batch; documents not sent by then end
             ``NOT_SENT`` (or ``UNKNOWN`` if an earlier attempt may have been committed).
@@ -383,7 +386,7 @@ class InvoicingClient:
         :param key: the identity of a document (default: :func:`document_key`).
 
         Close the generator (``async with contextlib.aclosing(...)``) to stop early: the
-        workers are cancelled and documents in flight are journaled as unknown.
+        workers are cancelled and documents in flight are recorded as unknown.
         """
         options = BatchOptions(
             concurrency=concurrency,

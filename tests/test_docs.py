@@ -36,6 +36,7 @@ EXECUTED = {
     "bulk_job.py",
     "security.py",
     "test_with_sandbox.py",
+    "outbox.py",
 }
 
 
@@ -177,6 +178,17 @@ async def test_security_properties_hold():
     """Key pinning refuses another key, plain http is refused off loopback, and the API
     key and tokens are in no repr, error, log line or journal."""
     await load("security").main()
+
+
+async def test_outbox_example_on_sqlite():
+    """Invoices enqueued in the application's own SQLite transaction are drained by a
+    worker: all accepted, each committed once."""
+    await load("outbox").main()
+
+
+async def test_outbox_example_on_postgres(postgres_dsn):
+    """The same example on PostgreSQL (enqueued in an asyncpg transaction)."""
+    await load("outbox").main(postgres_dsn)
 
 
 @pytest.mark.parametrize("mode", ["strict", "auto"])

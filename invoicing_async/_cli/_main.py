@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from invoicing_async._cli._input import UsageError, document_identity, read_documents
+from invoicing_async._cli._ledger import add_commands as add_ledger_commands
 from invoicing_async._cli._output import run_batch, summary
 from invoicing_async._client import InvoicingClient
 from invoicing_async._errors import InvoicingError, ProviderKeyError, ValidationError
@@ -259,11 +260,13 @@ def _parser() -> argparse.ArgumentParser:
         "--deadline", type=float, help="seconds for the whole run; unsent documents end not_sent"
     )
     submit.add_argument("--output", default="-", help="JSON Lines results file, appended (-)")
-    submit.add_argument("--journal", help="write-ahead journal: rerun to resume safely")
+    submit.add_argument("--journal", help="ledger file (SQLite): rerun to resume safely")
 
     token = commands.add_parser("token", help="check credentials against an environment")
     add_credentials(token)
     token.add_argument("--show-token", action="store_true", help="print the access token")
+
+    add_ledger_commands(commands, add_credentials)
 
     key = commands.add_parser("key", help="inspect a provider public key file")
     key.add_argument("file")
@@ -277,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "key":
             return _cmd_key(args)
+        if hasattr(args, "ledger_command"):
+            return int(asyncio.run(args.ledger_command(args, _credentials, _provider_key)))
         command = {
             "demo": _cmd_demo,
             "sandbox": _cmd_sandbox,
