@@ -78,11 +78,13 @@ def test_unknown_status_kept_as_text():
     assert result_to_json(result)["status"] == "TRANSMITTED"
 
 
-def test_known_status():
-    """UNKNOWN itself is a known value: no raw text is needed."""
+def test_known_status_keeps_its_raw_text():
+    """UNKNOWN, the specification's only value, is read as DocumentStatus.UNKNOWN and
+    its text is kept as sent, like any other status."""
     result = result_from_json({"status": "UNKNOWN"})
     assert result.status is DocumentStatus.UNKNOWN
-    assert result.raw_status is None
+    assert result.raw_status == "UNKNOWN"
+    assert result_to_json(result)["status"] == "UNKNOWN"
 
 
 def test_numbers_as_strings_and_strings_as_numbers():
