@@ -270,7 +270,7 @@ class _Batch:
             )
         entry = self._journal.get(key) if self._journal is not None else None
         if entry is not None and entry.settled and entry.outcome is not None:
-            return attrs.evolve(entry.outcome, index=index, attempts=0)
+            return attrs.evolve(entry.outcome, index=index, attempts=0, replayed=True)
         # Sent by an earlier run that did not learn the answer: a 409 is our own commit.
         maybe_committed = entry is not None and (
             entry.in_flight

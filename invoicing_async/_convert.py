@@ -321,7 +321,8 @@ def error_from_dict(data: Mapping[str, Any]) -> _errors.InvoicingError:
 def outcome_to_dict(outcome: Outcome) -> dict[str, Any]:
     """An :class:`~invoicing_async.Outcome` as a plain JSON-able dict.
 
-    ``{"index", "key", "status", "ok", "attempts", "result", "error"}``: ``status`` is the
+    ``{"index", "key", "status", "ok", "attempts", "result", "error", "replayed"}``:
+    ``status`` is the
     :class:`~invoicing_async.OutcomeStatus` value, ``result`` the provider's record
     (:func:`result_to_dict`) or ``None``, ``error`` ``None`` or
     ``{"type", "message", "status"}`` plus the error's own data (``maybe_sent``,
@@ -338,6 +339,7 @@ def outcome_to_dict(outcome: Outcome) -> dict[str, Any]:
         "attempts": outcome.attempts,
         "result": result_to_json(outcome.result) if outcome.result is not None else None,
         "error": error_to_dict(outcome.error) if outcome.error is not None else None,
+        "replayed": outcome.replayed,
     }
 
 
@@ -366,6 +368,7 @@ def outcome_from_dict(data: Mapping[str, Any]) -> Outcome:
         result=result_from_dict(result) if isinstance(result, dict) else None,
         error=error_from_dict(error) if isinstance(error, dict) else None,
         attempts=int(data.get("attempts") or 0),
+        replayed=data.get("replayed") is True,
     )
 
 
