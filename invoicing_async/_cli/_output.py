@@ -114,12 +114,14 @@ def fit(tally: Tally, width: int) -> str:
         f" | from journal {sum(tally.replayed.values())}" if tally.replayed else "",
         f" | {rate:.0f}/s",
     ]
+    # A bar of at least 10 cells comes right after the count and ETA, when there is room.
+    reserve = 13 if total and room >= 40 else 0
     line = head[:room]
     for part in optional:
-        if len(line) + len(part) > room:
+        if len(line) + len(part) > room - reserve:
             break
         line += part
-    if total and room - len(line) >= 13:  # a bar in front when there is room for one
+    if reserve:
         cells = min(40, room - len(line) - 3)
         filled = cells * min(done, total) // total
         line = f"[{'#' * filled}{'.' * (cells - filled)}] {line}"
