@@ -175,7 +175,7 @@ async def test_submit_malformed_line_is_reported_and_nothing_is_lost(sandbox_env
     )
     assert code == 1
     assert "Traceback" not in stderr
-    assert f"{source}:2: invalid JSON" in stderr
+    assert f"{source}:2:2: invalid JSON" in stderr
     statuses = [json.loads(line)["status"] for line in output.read_text().splitlines()]
     assert sorted(statuses) == ["accepted", "accepted", "rejected"]
     assert len(sb.committed) == 2

@@ -127,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"%(prog)s {_version()}", help="print the version"
     )
     add_verbosity(parser)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", required=True)
     for module in MODULES:
         module.register(commands)
     return parser
