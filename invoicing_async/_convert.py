@@ -20,9 +20,8 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from ._models import DocumentResult, DocumentStatus
-
 from . import _errors
+from ._models import DocumentResult, DocumentStatus
 from ._outcomes import Outcome, OutcomeStatus
 
 if TYPE_CHECKING:
@@ -359,7 +358,7 @@ def outcome_from_dict(data: Mapping[str, Any]) -> Outcome:
     except (KeyError, ValueError) as exc:
         raise ValueError(f"not an outcome: {exc!r}") from None
     if not isinstance(key, str) or not isinstance(index, int) or isinstance(index, bool):
-        raise ValueError("not an outcome: key must be a string and index an integer")
+        raise ValueError("not an outcome: key must be a string and index an integer")  # noqa: TRY004  (documented: a malformed outcome is a ValueError)
     result, error = data.get("result"), data.get("error")
     return Outcome(
         index=index,

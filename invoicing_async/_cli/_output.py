@@ -121,7 +121,7 @@ def fit(tally: Tally, width: int) -> str:
         if len(line) + len(part) > room - reserve:
             break
         line += part
-    if reserve:
+    if reserve and total:
         cells = min(40, room - len(line) - 3)
         filled = cells * min(done, total) // total
         line = f"[{'#' * filled}{'.' * (cells - filled)}] {line}"

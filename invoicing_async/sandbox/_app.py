@@ -20,7 +20,6 @@ import functools
 import logging
 import os
 import socket
-import ssl
 import struct
 import time
 from typing import TYPE_CHECKING, Any
@@ -33,6 +32,7 @@ from ._inspect import PREFIX
 from ._replies import METHOD_NOT_ALLOWED, Reply, error_reply, fault_reply, foreign, undecryptable
 
 if TYPE_CHECKING:
+    import ssl
     from collections.abc import Awaitable, Callable
 
     from ._decrypt import Decryptor

@@ -44,9 +44,11 @@ MISSING = (
 
 @pytest.fixture
 def invoicing_sandbox_options() -> dict[str, Any]:
-    """Keyword arguments for the :class:`~invoicing_async.sandbox.Sandbox` of
-    ``invoicing_sandbox``: none by default. Override it in a ``conftest.py`` to configure
-    the sandbox (key algorithm, seed, token lifetimes, ``duplicate_detection`` …).
+    """Keyword arguments of the sandbox ``invoicing_sandbox`` starts: none by default.
+
+    Override it in a ``conftest.py`` to configure that
+    :class:`~invoicing_async.sandbox.Sandbox` (key algorithm, seed, token lifetimes,
+    ``duplicate_detection``, ``tls`` …).
     """
     return {}
 
@@ -68,7 +70,7 @@ except ImportError:  # the fixtures say what is missing when a test asks for the
 else:
 
     @pytest_asyncio.fixture
-    async def invoicing_sandbox(
+    async def invoicing_sandbox(  # type: ignore[misc]
         invoicing_sandbox_options: dict[str, Any],
     ) -> AsyncIterator[Sandbox]:
         """A running :class:`~invoicing_async.sandbox.Sandbox`, stopped after the test.
@@ -82,7 +84,9 @@ else:
             yield sandbox
 
     @pytest_asyncio.fixture
-    async def invoicing_client(invoicing_sandbox: Sandbox) -> AsyncIterator[InvoicingClient]:
+    async def invoicing_client(  # type: ignore[misc]
+        invoicing_sandbox: Sandbox,
+    ) -> AsyncIterator[InvoicingClient]:
         """An :class:`~invoicing_async.InvoicingClient` bound to ``invoicing_sandbox``.
 
         Default environment, its credentials, the sandbox's provider key (and its CA when

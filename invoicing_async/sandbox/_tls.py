@@ -88,7 +88,7 @@ class ServerCertificate:
                     decipher_only=False,
                 ),
                 critical=True,
-            )  # fmt: skip
+            )
             .add_extension(ca_ski, critical=False)
             .sign(ca_key, hashes.SHA256())
         )
