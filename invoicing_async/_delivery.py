@@ -172,6 +172,13 @@ class Limiter:
         """Requests allowed in flight now."""
         return int(self._limit)
 
+    def try_acquire(self) -> int | None:
+        """Room without waiting (the common case): the round, or ``None`` if full."""
+        if self._waiters or self._in_flight >= int(self._limit):
+            return None
+        self._in_flight += 1
+        return self._round
+
     async def acquire(self) -> int:
         """Wait for room; returns the round the request is sent in."""
         while self._in_flight >= int(self._limit):
@@ -277,7 +284,10 @@ class Delivery:
         self, send: Callable[[float | None], Awaitable[DocumentResult]], shared: Shared | None
     ) -> Outcome | None:
         """One request within the attempt timeout and the deadline; ``None``: retry."""
-        round_sent = await shared.limiter.acquire() if shared is not None else 0
+        round_sent = 0
+        if shared is not None:
+            fast = shared.limiter.try_acquire()
+            round_sent = fast if fast is not None else await shared.limiter.acquire()
         error: InvoicingError | None = None
         answered = False
         try:

@@ -99,9 +99,14 @@ def _rebuild(cls: type[InvoicingError], state: dict[str, Any]) -> InvoicingError
 class ProviderKeyError(InvoicingError):
     """The provider's public key cannot be used for encryption.
 
-    :ivar reason: a stable code: ``unreadable``, ``secret_key``, ``unsupported_version``,
-        ``expired``, ``revoked``, ``no_encryption_subkey``, ``weak_rsa``,
-        ``unsupported_algorithm`` or ``fingerprint_mismatch``.
+    :ivar reason: a stable code: ``missing`` (no key given), ``unreadable``,
+        ``secret_key``, ``unsupported_version``, ``expired``, ``revoked``,
+        ``no_encryption_subkey``, ``weak_rsa``, ``unsupported_algorithm``,
+        ``fingerprint_mismatch``, ``weak_hash`` (its self-signatures use only hashes the
+        policy refuses) or ``not_yet_valid`` (dated in the future). The message says what
+        to ask the provider for.
+
+    .. versionchanged:: 0.2.0 the ``weak_hash`` and ``not_yet_valid`` reasons.
     """
 
     def __init__(self, message: str, *, reason: str) -> None:

@@ -16,7 +16,7 @@ import attrs
 from ._errors import DuplicateDocumentError, ForeignRecordError, InvoicingError
 from ._models import DocumentResult
 
-__all__ = ["redact", "redact_error", "redact_record"]
+__all__ = ["mentions", "redact", "redact_error", "redact_record"]
 
 _MARK = "[redacted]"
 #: Record fields that hold provider text (the rest are numbers, dates, enums).
@@ -44,6 +44,17 @@ def redact_json(value: Any, secrets: Collection[str]) -> Any:
     if isinstance(value, list):
         return [redact_json(v, secrets) for v in value]
     return value
+
+
+def mentions(body: bytes, secrets: Collection[str]) -> bool:
+    """Whether the raw ``body`` may hold a secret: a cheap test before a record's scan.
+
+    A JSON escape (a backslash sequence) could hide a secret from a byte search, so any
+    backslash in the body counts as "maybe".
+    """
+    if b"\\" in body:
+        return True
+    return any(len(s) >= 4 and s.encode("utf-8") in body for s in secrets)
 
 
 def redact_record(record: DocumentResult, secrets: Collection[str]) -> DocumentResult:

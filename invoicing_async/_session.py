@@ -35,7 +35,7 @@ from ._errors import (
     TransportError,
     ValidationError,
 )
-from ._redact import redact_error, redact_record
+from ._redact import mentions, redact_error, redact_record
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -171,7 +171,8 @@ class Session:
 
         response = await self._authorized(build, timeout=timeout)
         result: DocumentResult = self._checked(proto.parse_document_response, response)
-        return redact_record(result, self._secrets())
+        secrets = self._secrets()
+        return redact_record(result, secrets) if mentions(response.body, secrets) else result
 
     async def call(
         self,

@@ -63,11 +63,23 @@ async def _cmd_token(args: argparse.Namespace) -> int:
     return 0
 
 
+# What to do about a refusal whose message does not already say what to ask for.
+_KEY_ADVICE = {
+    "unreadable": "give the provider's public key file (-----BEGIN PGP PUBLIC KEY BLOCK-----)",
+    "secret_key": "ask the provider for its PUBLIC key, and keep this secret key private",
+    "fingerprint_mismatch": "confirm the fingerprint with the provider by another channel",
+}
+
+
 def _cmd_key(args: argparse.Namespace) -> int:
     try:
         key = ProviderKey.from_file(args.file, fingerprint=args.fingerprint)
     except ProviderKeyError as exc:
-        print(f"verdict:      REFUSED ({exc.reason}): {exc.message}")
+        explanation = " ".join(str(exc.message).split())  # one line, whatever the message
+        advice = _KEY_ADVICE.get(exc.reason)
+        if advice and advice.split()[0] not in explanation:
+            explanation = f"{explanation}; {advice}"
+        print(f"verdict:      REFUSED ({exc.reason}): {explanation}")
         return 1
     print(f"fingerprint:  {key.fingerprint}")
     print(f"encrypts to:  {key.subkey_fingerprint} ({key.algorithm})")

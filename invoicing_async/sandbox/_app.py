@@ -29,7 +29,7 @@ from aiohttp import web
 from ._decrypt import OpenPGPError
 from ._faults import Fault
 from ._inspect import PREFIX
-from ._replies import METHOD_NOT_ALLOWED, Reply, error_reply, fault_reply, foreign, undecryptable
+from ._replies import METHOD_NOT_ALLOWED, Reply, error_reply, fault_reply, mangled, undecryptable
 
 if TYPE_CHECKING:
     import ssl
@@ -49,10 +49,6 @@ log = logging.getLogger("invoicing_async.sandbox")
 
 _JSON_TYPES = frozenset({"application/json", "text/json"})
 _PGP_TYPES = frozenset({"application/pgp-encrypted", "application/octet-stream"})
-_HTML = (
-    b"<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head>"
-    b"<body><h1>Bad Gateway</h1><p>The upstream server is unavailable.</p></body></html>"
-)
 _CHUNK = 64 * 1024
 
 
@@ -299,12 +295,10 @@ def _unknown(request: web.Request) -> Reply:
     return error_reply(404, f"no such operation: {request.method} {request.path}"[:300])
 
 
-def _response(reply: Reply, *, content_type: str | None = None) -> web.Response:
-    """``reply`` as a plain aiohttp response (optionally mislabelled)."""
-    response = web.Response(
-        status=reply.status, body=reply.body, content_type=content_type or reply.content_type
-    )
-    if reply.content_type == "application/json" and content_type is None:
+def _response(reply: Reply) -> web.Response:
+    """``reply`` as a plain aiohttp response."""
+    response = web.Response(status=reply.status, body=reply.body, content_type=reply.content_type)
+    if reply.content_type == "application/json":
         response.charset = "utf-8"
     for name, value in reply.headers:
         response.headers[name] = value
@@ -370,15 +364,9 @@ async def _write_reply(
     if kind == "commit_then_drop":
         _abort(request)
         return web.Response(status=reply.status), None
-    if kind == "commit_then_500":
-        return _response(fault_reply(Fault.status(500))), 500
-    if kind == "non_json":
-        html = web.Response(status=reply.status, body=_HTML, content_type="text/html")
-        return html, reply.status
-    if kind == "wrong_content_type":
-        return _response(reply, content_type="text/html"), reply.status
-    if kind == "foreign_record":
-        return _response(foreign(reply)), reply.status
+    instead = mangled(reply, kind, request.headers)
+    if instead is not None:  # another whole reply
+        return _response(instead), instead.status
     assert fault is not None  # noqa: S101  (kind is not None only with a fault)
     response = web.StreamResponse(status=reply.status)
     response.content_type = reply.content_type

@@ -44,6 +44,7 @@ FaultKind = Literal[
     "trickle",
     "oversized",
     "foreign_record",
+    "echo_secrets",
 ]
 
 #: Kinds applied before the request is processed; the others mangle the response.
@@ -139,6 +140,15 @@ class Fault:
         A mixed-up response that a client must never take as its own.
         """
         return cls(kind="foreign_record")
+
+    @classmethod
+    def echo_secrets(cls) -> Fault:
+        """Commit, then answer with a record that echoes the request's API key and token.
+
+        Some providers put what they received into their messages; a client must keep
+        it out of everything it hands on.
+        """
+        return cls(kind="echo_secrets")
 
     @property
     def name(self) -> str:

@@ -432,3 +432,24 @@ async def test_a_batch_adapts_its_concurrency_to_a_provider_answering_429():
         assert {o.status for o in outcomes} == {OutcomeStatus.ACCEPTED}
         requests = sum(sb.stats.submissions.values())
         assert sb.stats.submissions[429] < 0.25 * requests, sb.stats.submissions
+
+
+# --- 9. secrets echoed into records -----------------------------------------------------
+
+
+async def test_secrets_a_provider_echoes_into_records_reach_no_outcome_or_journal(tmp_path):
+    """A provider that echoes the API key and the bearer token into its record (201, and
+    409 on the re-send): neither reaches an outcome, an error or the journal."""
+    async with Sandbox(key_algorithm="cv25519") as sb, client_for(sb) as client:
+        documents = sample_invoices(6, issuer_vat=sb.client_id, lines=1)
+        sb.random_faults(rate=1.0, seed=2, kinds=[Fault.echo_secrets()], max_per_document=2)
+        sb.script(None, Fault.commit_then_drop())  # the second document is re-sent: 409
+        journal = tmp_path / "journal.jsonl"
+        outcomes = await client.submit_many(documents, journal=journal, retry=QUICK)
+        token = (await client.token()).value
+    assert {o.status for o in outcomes} == {OutcomeStatus.ACCEPTED}
+    texts = [repr(o) for o in outcomes] + [journal.read_text(encoding="utf-8")]
+    for text in texts:
+        assert sb.client_secret not in text
+        assert token not in text
+    assert any("[redacted]" in (o.result.message or "") for o in outcomes)
