@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ._auth import TokenCache
 from ._client import InvoicingClient
+from ._convert import outcome_from_dict, outcome_to_dict, result_from_dict, result_to_dict
 from ._documents import document_key
 from ._errors import (
     AuthenticationError,
@@ -63,6 +64,10 @@ __all__ = [
     "UnknownOutcomeError",
     "ValidationError",
     "document_key",
+    "outcome_from_dict",
+    "outcome_to_dict",
+    "result_from_dict",
+    "result_to_dict",
 ]
 
 

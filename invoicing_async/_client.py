@@ -9,6 +9,7 @@ batch does lives in the batch; this module only wires and documents.
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import TYPE_CHECKING, Any
 
 from . import _batch
@@ -17,6 +18,7 @@ from ._auth import TokenCache
 from ._batch import BatchOptions
 from ._delivery import Delivery
 from ._documents import Document, describe, document_key
+from ._env import client_arguments
 from ._errors import InvoicingError
 from ._outcomes import OutcomeStatus, RetryPolicy
 from ._session import Session
@@ -25,16 +27,8 @@ from ._transport import DEFAULT_MAX_RESPONSE_SIZE, ClientSession, Transport
 if TYPE_CHECKING:
     import concurrent.futures
     import datetime as dt
-    import os
     import ssl
-    from collections.abc import (
-        AsyncGenerator,
-        AsyncIterable,
-        Callable,
-        Iterable,
-        Mapping,
-        Sequence,
-    )
+    from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Mapping, Sequence
     from types import TracebackType
 
     from ._ledger._sqlite import Ledger
@@ -128,6 +122,23 @@ class InvoicingClient:
                 max_attempts=max(1, token_attempts), base_delay=0.1, max_delay=2.0
             ),
         )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> InvoicingClient:
+        """A client configured by ``INVOICING_*`` variables, the same the command reads.
+
+        ``INVOICING_BASE_URL``, ``INVOICING_CLIENT_ID`` and ``INVOICING_API_KEY`` (or
+        ``INVOICING_API_KEY_FILE``) are required; ``INVOICING_PROVIDER_KEY`` (a key file,
+        pinned by ``INVOICING_PROVIDER_FINGERPRINT``) and ``INVOICING_CA_FILE`` (a private
+        CA, such as the sandbox's) are optional. ``options`` win over the variables.
+
+        :raises ValueError: a required variable is missing, or a file cannot be read.
+        :raises ProviderKeyError: the provider key cannot be used, or fails its pin.
+
+        .. versionadded:: 0.2.0
+        """
+        args, settings = client_arguments(os.environ if environ is None else environ)
+        return cls(*args, **{**settings, **options})
 
     def __repr__(self) -> str:
         # getattr: a traceback formatted with locals shows a client whose __init__ failed.

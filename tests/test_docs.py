@@ -332,3 +332,28 @@ def test_docs_build_without_warnings(tmp_path):
     )
     assert completed.returncode == 0, completed.stderr
     assert (tmp_path / "html" / "index.html").exists()
+
+
+def test_readme_invoice_is_the_sample_the_sandbox_accepts():
+    """The invoice README shows is `sample_invoice(1, lines=1)`, as the library makes it;
+    a default `Sandbox()` accepts it (tested in test_sandbox_service)."""
+    import json  # noqa: PLC0415
+
+    text = (ROOT / "README.rst").read_text(encoding="utf-8")
+    block = text.split(".. code-block:: json\n", 1)[1]
+    lines = []
+    for line in block.splitlines()[1:]:
+        if line and not line.startswith("    "):
+            break
+        lines.append(line)
+    assert json.loads("\n".join(lines)) == sample_invoice(1, lines=1)
+
+
+def test_readme_numbers_cite_their_benchmark():
+    """Every bullet of README's Speed section names the benchmark command behind it."""
+    text = (ROOT / "README.rst").read_text(encoding="utf-8")
+    speed = text.split("\nSpeed\n-----\n", 1)[1].split("\nErrors\n------\n", 1)[0]
+    bullets = re.split(r"\n- ", speed)[1:]
+    assert bullets
+    for bullet in bullets:
+        assert re.search(r"python -m benchmarks --only \w+", bullet), bullet

@@ -196,7 +196,7 @@ def test_parse_result_record_sample():
     assert result.mark == 400001000000017
     assert result.cancellation_mark is None
     assert result.status is DocumentStatus.UNKNOWN
-    assert result.raw_status is None
+    assert result.raw_status == "UNKNOWN"
     assert result.date_issued == dt.datetime(
         2026, 11, 22, 9, 15, 30, 123000, tzinfo=dt.timezone.utc
     )

@@ -12,17 +12,22 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from invoicing_async._cli._input import UsageError, read_documents
 from invoicing_async._client import InvoicingClient
-from invoicing_async._convert import outcome_to_json
+from invoicing_async._convert import outcome_to_dict
+from invoicing_async._env import ssl_context
 from invoicing_async._outcomes import OutcomeStatus, RetryPolicy
+from invoicing_async._pgp import ProviderKey
 from invoicing_async.outbox import LedgerEntry, open_outbox
+
+from ._common import UsageError, add_credentials, add_verbosity, settings
+from ._input import Unreadable, read
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable
 
-__all__ = ["add_commands"]
+    from ._common import Commands
+
+__all__ = ["register"]
 
 ENV_LEDGER = "INVOICING_LEDGER"
 _STATUSES = ["pending", "in_flight", *(status.value for status in OutcomeStatus)]
@@ -37,7 +42,7 @@ def _entry_json(entry: LedgerEntry) -> str:
             "final": entry.final,
             "maybe_committed": entry.maybe_committed,
             "updated_at": entry.updated_at.isoformat() if entry.updated_at else None,
-            "outcome": outcome_to_json(entry.outcome) if entry.outcome else None,
+            "outcome": outcome_to_dict(entry.outcome) if entry.outcome else None,
         },
         ensure_ascii=False,
     )
@@ -50,15 +55,21 @@ def _outbox(args: argparse.Namespace) -> Any:
     return open_outbox(url)
 
 
-async def _enqueue(args: argparse.Namespace, *_: Any) -> int:
-    documents = list(read_documents(args.documents or ["-"]))
+async def _enqueue(args: argparse.Namespace) -> int:
+    documents = []
+    for source, document in read(args.documents or ["-"]):
+        if isinstance(document, Unreadable):
+            raise UsageError(f"{source}: {document.why}: nothing was enqueued")
+        documents.append(document)
+    if not documents:
+        raise UsageError("no documents: nothing to enqueue")
     async with _outbox(args) as outbox:
         keys = await outbox.enqueue(documents, encrypted=not args.json)
     print(f"enqueued {len(keys)} document(s)", file=sys.stderr)
     return 0
 
 
-async def _status(args: argparse.Namespace, *_: Any) -> int:
+async def _status(args: argparse.Namespace) -> int:
     async with _outbox(args) as outbox:
         entry = await outbox.status(args.key)
     if entry is None:
@@ -68,16 +79,22 @@ async def _status(args: argparse.Namespace, *_: Any) -> int:
     return 0
 
 
-async def _worker(
-    args: argparse.Namespace,
-    credentials: Callable[[argparse.Namespace], tuple[str, str, str]],
-    provider_key: Callable[[argparse.Namespace], Any],
-) -> int:
-    base_url, client_id, api_key = credentials(args)
-    key = None if args.json else provider_key(args)
+async def _worker(args: argparse.Namespace) -> int:
+    found = settings(args)
+    key = None
+    if not args.json:
+        if not found.provider_key:
+            raise UsageError("missing --provider-key or $INVOICING_PROVIDER_KEY (or use --json)")
+        key = ProviderKey.from_file(found.provider_key, fingerprint=found.fingerprint)
+    try:
+        ssl = ssl_context(found.ca_file)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     async with (
         _outbox(args) as outbox,
-        InvoicingClient(base_url, client_id, api_key, provider_key=key) as client,
+        InvoicingClient(
+            str(found.base_url), str(found.client_id), str(found.api_key), provider_key=key, ssl=ssl
+        ) as client,
     ):
         counts = await outbox.run_worker(
             client,
@@ -92,7 +109,7 @@ async def _worker(
     return 0
 
 
-async def _journal(args: argparse.Namespace, *_: Any) -> int:
+async def _journal(args: argparse.Namespace) -> int:
     async with _outbox(args) as outbox:
         if args.action == "show":
             async for entry in outbox.entries(args.status):
@@ -105,40 +122,51 @@ async def _journal(args: argparse.Namespace, *_: Any) -> int:
     return 0 if changed == len(args.keys) else 1
 
 
-def add_commands(commands: Any, add_credentials: Callable[[argparse.ArgumentParser], None]) -> None:
-    """Add the subcommands (each sets ``ledger_command``)."""
+def register(commands: Commands) -> None:
+    """Add ``outbox`` (enqueue, status), ``worker`` and ``journal`` (show, retry, forget)."""
 
     def ledger_option(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--ledger", help=f"SQLite file or postgresql:// URL (${ENV_LEDGER})")
+        add_verbosity(parser)
+        parser.add_argument(
+            "--ledger",
+            metavar="URL",
+            help=f"a SQLite file or a postgresql:// URL (default: ${ENV_LEDGER})",
+        )
 
     outbox = commands.add_parser("outbox", help="add documents to an outbox, or look one up")
     actions = outbox.add_subparsers(dest="outbox_action", required=True)
     enqueue = actions.add_parser("enqueue", help="add documents to the outbox")
-    enqueue.add_argument("documents", nargs="*", help="JSON / JSON Lines files, directories, -")
-    enqueue.add_argument("--json", action="store_true", help="send to /Invoice/json")
+    enqueue.add_argument(
+        "documents", nargs="*", metavar="SOURCE", help="JSON / JSON Lines files, directories, -"
+    )
+    enqueue.add_argument("--json", action="store_true", help="send them to /Invoice/json")
     ledger_option(enqueue)
-    enqueue.set_defaults(ledger_command=_enqueue)
+    enqueue.set_defaults(handler=_enqueue)
     status = actions.add_parser("status", help="one entry's status and outcome (JSON)")
     status.add_argument("key", help="the document's identity (e.g. id:…)")
     ledger_option(status)
-    status.set_defaults(ledger_command=_status)
+    status.set_defaults(handler=_status)
 
     worker = commands.add_parser("worker", help="send what an outbox holds (run many)")
-    add_credentials(worker)
+    add_credentials(worker, provider_key=True)
     ledger_option(worker)
-    worker.add_argument("--provider-key", help="provider public key file")
-    worker.add_argument("--fingerprint", help="pin the provider key's fingerprint")
-    worker.add_argument("--json", action="store_true", help="no provider key: JSON only")
-    worker.add_argument("--concurrency", type=int, default=16)
-    worker.add_argument("--timeout", type=float, default=30.0, help="seconds per attempt (30)")
+    worker.add_argument(
+        "--json", action="store_true", help="no provider key: send to /Invoice/json"
+    )
+    worker.add_argument(
+        "--concurrency", type=int, default=16, metavar="N", help="documents in flight (16)"
+    )
+    worker.add_argument(
+        "--timeout", type=float, default=30.0, metavar="SECONDS", help="for one attempt (30)"
+    )
     worker.add_argument(
         "--until-empty", action="store_true", help="exit once nothing is pending or in flight"
     )
-    worker.set_defaults(ledger_command=_worker)
+    worker.set_defaults(handler=_worker)
 
     journal = commands.add_parser("journal", help="list, re-send or forget ledger entries")
-    journal.add_argument("action", choices=["show", "retry", "forget"])
-    journal.add_argument("keys", nargs="*", help="entries to retry or forget")
-    journal.add_argument("--status", choices=_STATUSES, help="show only this status")
+    journal.add_argument("action", choices=["show", "retry", "forget"], help="what to do")
+    journal.add_argument("keys", nargs="*", help="the entries to retry or forget")
+    journal.add_argument("--status", choices=_STATUSES, help="show only entries in this status")
     ledger_option(journal)
-    journal.set_defaults(ledger_command=_journal)
+    journal.set_defaults(handler=_journal)

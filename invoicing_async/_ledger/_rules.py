@@ -101,9 +101,9 @@ def decide(
     if outcome is None:
         return Verdict(maybe_committed=maybe)
     if entry.final and outcome.status in _HELD:
-        return Verdict(replay=attrs.evolve(outcome, index=index, attempts=0))
+        return Verdict(replay=attrs.evolve(outcome, index=index, attempts=0, replayed=True))
     if entry.final and entry.fingerprint is not None and entry.fingerprint == fingerprint():
-        return Verdict(replay=attrs.evolve(outcome, index=index, attempts=0))
+        return Verdict(replay=attrs.evolve(outcome, index=index, attempts=0, replayed=True))
     return Verdict(maybe_committed=maybe)
 
 
@@ -111,7 +111,7 @@ def _unknown(entry: LedgerEntry, index: int) -> Outcome:
     """The recorded ambiguity, reported again without a request (no ambiguous re-sends)."""
     outcome = entry.outcome
     if outcome is not None and outcome.status is OutcomeStatus.UNKNOWN:
-        return attrs.evolve(outcome, index=index, attempts=0)
+        return attrs.evolve(outcome, index=index, attempts=0, replayed=True)
     error = UnknownOutcomeError(
         "a request for this document was in flight when an earlier run stopped; the "
         "provider may or may not hold it, and the retry policy forbids re-sending "
@@ -119,4 +119,6 @@ def _unknown(entry: LedgerEntry, index: int) -> Outcome:
         last_error=TransportError("interrupted while the request was in flight", maybe_sent=True),
         attempts=0,
     )
-    return Outcome(index=index, key=entry.key, status=OutcomeStatus.UNKNOWN, error=error)
+    return Outcome(
+        index=index, key=entry.key, status=OutcomeStatus.UNKNOWN, error=error, replayed=True
+    )

@@ -206,6 +206,20 @@ class FaultPlan:
         self.documents: collections.deque[Fault | None] = collections.deque()
         self.tokens: collections.deque[Fault | None] = collections.deque()
         self.random: _RandomFaults | None = None
+        #: Every document request waits ``latency[0]`` plus up to ``latency[1]`` seconds.
+        self.latency: tuple[float, float] = (0.0, 0.0)
+        self._rng = random.Random()
+
+    def set_latency(self, seconds: float, jitter: float = 0.0) -> None:
+        """Delay every document request by ``seconds`` plus up to ``jitter`` at random."""
+        if seconds < 0 or jitter < 0:
+            raise ValueError("latency and jitter must not be negative")
+        self.latency = (float(seconds), float(jitter))
+
+    def base_latency(self) -> float:
+        """This request's delay: 0 unless :meth:`set_latency` asked for one."""
+        seconds, jitter = self.latency
+        return seconds + self._rng.uniform(0, jitter) if jitter else seconds
 
     def clear(self) -> None:
         """Forget scripted and random faults."""
