@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ._auth import TokenCache
 from ._client import InvoicingClient
+from ._convert import outcome_from_dict, outcome_to_dict, result_from_dict, result_to_dict
 from ._documents import document_key
 from ._errors import (
     AuthenticationError,
@@ -16,6 +17,7 @@ from ._errors import (
     DuplicateDocumentError,
     ForeignRecordError,
     InvoicingError,
+    LedgerError,
     MalformedResponseError,
     ProviderKeyError,
     ProviderTimeoutError,
@@ -26,7 +28,8 @@ from ._errors import (
     UnknownOutcomeError,
     ValidationError,
 )
-from ._journal import Journal
+from ._ledger._entry import LedgerEntry
+from ._ledger._sqlite import Ledger
 from ._models import AccessToken, DocumentResult, DocumentStatus
 from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
 from ._pgp import ProviderKey
@@ -45,7 +48,9 @@ __all__ = [
     "ForeignRecordError",
     "InvoicingClient",
     "InvoicingError",
-    "Journal",
+    "Ledger",
+    "LedgerEntry",
+    "LedgerError",
     "MalformedResponseError",
     "MemoryTokenStore",
     "Outcome",
@@ -63,6 +68,10 @@ __all__ = [
     "UnknownOutcomeError",
     "ValidationError",
     "document_key",
+    "outcome_from_dict",
+    "outcome_to_dict",
+    "result_from_dict",
+    "result_to_dict",
 ]
 
 

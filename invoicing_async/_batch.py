@@ -10,12 +10,18 @@ outage or a misconfiguration does not multiply traffic.
 A document that cannot be identified or prepared ends alone (rejected locally); once the
 breaker is open or the deadline has passed, the documents still to come end NOT_SENT
 without being prepared.
+
+With a ledger (``journal=``), documents are looked up a chunk at a time as they are read
+(:func:`~._ledger._rules.decide` says whether to send each or report what is recorded),
+``sending`` is durable before a document's first request leaves, and every outcome is
+recorded; the ledger's writes never block the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 from collections import Counter
@@ -25,6 +31,7 @@ from collections.abc import (
     AsyncIterator,
     Callable,
     Iterable,
+    Mapping,
     Sequence,
 )
 from typing import TYPE_CHECKING, Any, Protocol
@@ -35,15 +42,19 @@ from ._delivery import Breaker, Budget, Delivery, Limiter, Shared, stops_everyth
 from ._documents import Identity, describe, document_key
 from ._errors import (
     InvoicingError,
+    LedgerError,
     ValidationError,
 )
-from ._journal import Journal
+from ._ledger._entry import fingerprint as content_fingerprint
+from ._ledger._rules import decide, needs_fingerprint
+from ._ledger._sqlite import Ledger, held
 from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
 
 if TYPE_CHECKING:
     import datetime as dt
     import os
 
+    from ._ledger._entry import Backend, LedgerEntry
     from ._models import DocumentResult
 
 __all__ = ["BatchOptions", "Sender", "collect", "stream"]
@@ -88,7 +99,7 @@ class BatchOptions:
 
     concurrency: int = 32
     encrypted: bool = True
-    journal: str | os.PathLike[str] | Journal | None = None
+    journal: str | os.PathLike[str] | Ledger | Backend | None = None
     retry: RetryPolicy = attrs.field(factory=RetryPolicy)
     deadline: float | None = None
     on_progress: Callable[[BatchProgress], object] | None = None
@@ -127,7 +138,7 @@ class _Ready:
 
 
 class _Batch:
-    def __init__(self, sender: Sender, options: BatchOptions, journal: Journal | None) -> None:
+    def __init__(self, sender: Sender, options: BatchOptions, ledger: Backend | None) -> None:
         if options.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self._sender = sender
@@ -137,7 +148,7 @@ class _Batch:
         concurrency = options.concurrency
         self._workers = min(concurrency, pool) if pool > 0 else concurrency
         self._options = options
-        self._journal = journal
+        self._ledger = ledger
         self._shared = Shared(
             Budget(options.retry),
             Breaker(options.retry.circuit_breaker),
@@ -151,6 +162,11 @@ class _Batch:
         self._chunk_size, self._preparers = sender.prepare_parallelism
         self._counts: Counter[OutcomeStatus] = Counter()
         self._random = random.Random()
+
+    @property
+    def stopped(self) -> InvoicingError | None:
+        """Why the batch stopped sending (its circuit breaker opened), or ``None``."""
+        return self._shared.breaker.error
 
     async def run(
         self, documents: Iterable[Any] | AsyncIterable[Any]
@@ -190,22 +206,29 @@ class _Batch:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _read_all(self, documents: Iterable[Any] | AsyncIterable[Any], size: int) -> None:
-        chunk: list[_Pending] = []
+        read: list[tuple[int, Any]] = []
         index = 0
         async for document in _aiter(documents):
-            item = self._read(index, document)
+            read.append((index, document))
             index += 1
-            if isinstance(item, Outcome):  # settled already, or cannot be sent
-                await self._outbox.put(self._settled(item, journal=item.attempts > 0))
-                continue
-            chunk.append(item)
-            if len(chunk) >= size:
-                await self._chunks.put(chunk)
-                chunk = []
-        if chunk:
-            await self._chunks.put(chunk)
+            if len(read) >= size:
+                await self._dispatch(await self._read(read))
+                read = []
+        if read:
+            await self._dispatch(await self._read(read))
         for _ in range(self._preparers):
             await self._chunks.put(None)
+
+    async def _dispatch(self, items: list[_Pending | Outcome]) -> None:
+        """Documents to prepare go on as one chunk; outcomes known already are reported."""
+        chunk: list[_Pending] = []
+        for item in items:
+            if isinstance(item, Outcome):  # settled already, or cannot be sent
+                await self._outbox.put(self._settled(item, record=item.attempts > 0))
+            else:
+                chunk.append(item)
+        if chunk:
+            await self._chunks.put(chunk)
 
     async def _prepare(self) -> None:
         while (chunk := await self._chunks.get()) is not None:
@@ -217,7 +240,14 @@ class _Batch:
 
     async def _work(self) -> None:
         while (ready := await self._inbox.get()) is not None:
-            await self._outbox.put(self._settled(await self._deliver(ready)))
+            outcome = await self._deliver(ready)
+            # A definite refusal is final for this content only: keep its fingerprint.
+            refused = (
+                content_fingerprint(ready.pending.document)
+                if self._ledger is not None and needs_fingerprint(outcome)
+                else None
+            )
+            await self._outbox.put(self._settled(outcome, fingerprint=refused))
 
     async def _supervise(
         self,
@@ -252,8 +282,45 @@ class _Batch:
         await asyncio.gather(*stages, *watched, return_exceptions=True)
         await self._outbox.put(_Failed(failure))
 
-    def _read(self, index: int, document: Any) -> _Pending | Outcome:
-        """What to do with a document just read: send it, or its outcome already."""
+    async def _read(self, read: list[tuple[int, Any]]) -> list[_Pending | Outcome]:
+        """What to do with documents just read: send each, or its outcome already.
+
+        The ledger is asked about the whole chunk in one indexed query.
+        """
+        identified = [self._identify(index, document) for index, document in read]
+        entries: Mapping[str, LedgerEntry] = {}
+        if self._ledger is not None:
+            keys = [item.key for item in identified if isinstance(item, _Pending)]
+            if keys:
+                entries = await self._ledger.lookup(keys)
+        resend_ambiguous = self._options.retry.resend_ambiguous
+        decided: list[_Pending | Outcome] = []
+        for item in identified:
+            if isinstance(item, _Pending):
+                verdict = decide(
+                    entries.get(item.key),
+                    index=item.index,
+                    resend_ambiguous=resend_ambiguous,
+                    fingerprint=functools.partial(content_fingerprint, item.document),
+                )
+                if verdict.replay is not None:
+                    decided.append(verdict.replay)
+                    continue
+                if verdict.maybe_committed:
+                    # Sent by an earlier run that did not learn the answer: a 409 is our
+                    # own commit.
+                    item = attrs.evolve(item, maybe_committed=True)  # noqa: PLW2901
+                stopped = self._shared.breaker.error
+                if stopped is not None or self._expired():
+                    # Nothing more will be sent: say so without preparing the document.
+                    why = "deadline" if stopped is None else "stop"
+                    decided.append(self._delivery(item).give_up(why, stopped))
+                    continue
+            decided.append(item)
+        return decided
+
+    def _identify(self, index: int, document: Any) -> _Pending | Outcome:
+        """The document's key and identity, or its refusal if they cannot be computed."""
         try:
             if self._options.key is document_key:
                 key, identity = describe(document)
@@ -268,19 +335,7 @@ class _Batch:
             return Delivery(key=key, index=index, identity=Identity(), policy=RetryPolicy()).refuse(
                 error
             )
-        entry = self._journal.get(key) if self._journal is not None else None
-        if entry is not None and entry.settled and entry.outcome is not None:
-            return attrs.evolve(entry.outcome, index=index, attempts=0)
-        # Sent by an earlier run that did not learn the answer: a 409 is our own commit.
-        maybe_committed = entry is not None and (
-            entry.in_flight
-            or (entry.outcome is not None and entry.outcome.status is OutcomeStatus.UNKNOWN)
-        )
-        pending = _Pending(index, key, identity, document, maybe_committed)
-        if self._shared.breaker.error is not None or self._expired():
-            # Nothing more will be sent: say so without preparing the document.
-            return self._delivery(pending).give_up("stop", self._shared.breaker.error)
-        return pending
+        return _Pending(index, key, identity, document, maybe_committed=False)
 
     def _expired(self) -> bool:
         return self._deadline is not None and asyncio.get_running_loop().time() >= self._deadline
@@ -295,10 +350,12 @@ class _Batch:
             deadline=self._deadline,
         )
 
-    def _settled(self, outcome: Outcome, *, journal: bool = True) -> Outcome:
-        """Journal (unless it came from the journal), count and report an outcome."""
-        if journal and self._journal is not None:
-            self._journal.settled(outcome)
+    def _settled(
+        self, outcome: Outcome, *, record: bool = True, fingerprint: str | None = None
+    ) -> Outcome:
+        """Record (unless it came from the ledger), count and report an outcome."""
+        if record and self._ledger is not None:
+            self._ledger.settled(outcome, fingerprint)
         self._counts[outcome.status] += 1
         if self._options.on_progress is not None:
             self._options.on_progress(BatchProgress(sum(self._counts.values()), dict(self._counts)))
@@ -325,18 +382,27 @@ class _Batch:
                 timeout=timeout,
             )
 
+        ledger = self._ledger
+        recorded: list[bool] = []  # the sending record was started (maybe committed)
+
         async def sending() -> None:
-            if self._journal is not None:
-                self._journal.sending(pending.key, pending.index)
+            if ledger is not None:
+                recorded.append(True)
+                await ledger.sending(pending.key, pending.index)
 
         try:
             return await delivery.run(
                 send, shared=self._shared, before_first=sending, rng=self._random
             )
+        except LedgerError as exc:
+            if exc.reason != "lease_lost":
+                raise
+            # An outbox worker's claim was taken over: the new holder sends it.
+            return delivery.give_up("lease lost", exc)
         except asyncio.CancelledError:
-            if self._journal is not None and delivery.attempts:
-                with contextlib.suppress(Exception):  # the journal may be what failed
-                    self._journal.settled(delivery.interrupted())
+            if ledger is not None and (delivery.attempts or recorded):
+                with contextlib.suppress(Exception):  # the ledger may be what failed
+                    ledger.settled(delivery.interrupted(), None)
             raise
 
 
@@ -354,20 +420,11 @@ async def stream(
 ) -> AsyncGenerator[Outcome, None]:
     """Yield one outcome per document as it settles (see ``InvoicingClient.submit_stream``)."""
     sender.ensure_usable()
-    journal = options.journal
-    opened: Journal | None = None
-    if journal is not None and not isinstance(journal, Journal):
-        journal = opened = Journal(journal)
-    if journal is not None:
-        journal.open()
-    batch = _Batch(sender, options, journal)
-    try:
+    async with held(options.journal) as ledger:
+        batch = _Batch(sender, options, ledger)
         async with contextlib.aclosing(batch.run(documents)) as outcomes:
             async for outcome in outcomes:
                 yield outcome
-    finally:
-        if opened is not None:
-            opened.close()
 
 
 async def collect(

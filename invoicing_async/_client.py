@@ -9,6 +9,7 @@ batch does lives in the batch; this module only wires and documents.
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import TYPE_CHECKING, Any
 
 from . import _batch
@@ -17,6 +18,7 @@ from ._auth import TokenCache
 from ._batch import BatchOptions
 from ._delivery import Delivery
 from ._documents import Document, describe, document_key
+from ._env import client_arguments
 from ._errors import InvoicingError
 from ._outcomes import OutcomeStatus, RetryPolicy
 from ._session import Session
@@ -25,19 +27,11 @@ from ._transport import DEFAULT_MAX_RESPONSE_SIZE, ClientSession, Transport
 if TYPE_CHECKING:
     import concurrent.futures
     import datetime as dt
-    import os
     import ssl
-    from collections.abc import (
-        AsyncGenerator,
-        AsyncIterable,
-        Callable,
-        Iterable,
-        Mapping,
-        Sequence,
-    )
+    from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Mapping, Sequence
     from types import TracebackType
 
-    from ._journal import Journal
+    from ._ledger._sqlite import Ledger
     from ._models import AccessToken, DocumentResult
     from ._outcomes import BatchProgress, Outcome
     from ._pgp import ProviderKey
@@ -128,6 +122,23 @@ class InvoicingClient:
                 max_attempts=max(1, token_attempts), base_delay=0.1, max_delay=2.0
             ),
         )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> InvoicingClient:
+        """A client configured by ``INVOICING_*`` variables, the same the command reads.
+
+        ``INVOICING_BASE_URL``, ``INVOICING_CLIENT_ID`` and ``INVOICING_API_KEY`` (or
+        ``INVOICING_API_KEY_FILE``) are required; ``INVOICING_PROVIDER_KEY`` (a key file,
+        pinned by ``INVOICING_PROVIDER_FINGERPRINT``) and ``INVOICING_CA_FILE`` (a private
+        CA, such as the sandbox's) are optional. ``options`` win over the variables.
+
+        :raises ValueError: a required variable is missing, or a file cannot be read.
+        :raises ProviderKeyError: the provider key cannot be used, or fails its pin.
+
+        .. versionadded:: 0.2.0
+        """
+        args, settings = client_arguments(os.environ if environ is None else environ)
+        return cls(*args, **{**settings, **options})
 
     def __repr__(self) -> str:
         # getattr: a traceback formatted with locals shows a client whose __init__ failed.
@@ -325,7 +336,7 @@ class InvoicingClient:
         *,
         concurrency: int = 32,
         encrypted: bool = True,
-        journal: str | os.PathLike[str] | Journal | None = None,
+        journal: str | os.PathLike[str] | Ledger | None = None,
         retry: RetryPolicy | None = None,
         deadline: float | None = None,
         on_progress: Callable[[BatchProgress], object] | None = None,
@@ -358,7 +369,7 @@ class InvoicingClient:
         *,
         concurrency: int = 32,
         encrypted: bool = True,
-        journal: str | os.PathLike[str] | Journal | None = None,
+        journal: str | os.PathLike[str] | Ledger | None = None,
         retry: RetryPolicy | None = None,
         deadline: float | None = None,
         on_progress: Callable[[BatchProgress], object] | None = None,
@@ -372,9 +383,12 @@ class InvoicingClient:
             memory is bounded by ``concurrency``, not by the input.
         :param concurrency: documents in flight at once (at most the connection pool size).
         :param encrypted: ``/Invoice/secure`` (default) or ``/Invoice/json``.
-        :param journal: a path (or :class:`~invoicing_async.Journal`) for the write-ahead
-            journal. Running the same batch again with it skips settled documents and
-            re-sends those that were in flight.
+        :param journal: a ledger file path (or a :class:`~invoicing_async.Ledger`):
+            every document's ``sending`` is recorded before its request and its outcome
+            after. Running the same batch again with it skips what is final, re-sends
+            what was in flight (``409`` is then its own commit) and what failed for
+            reasons that are not the document's. One process at a time sends from a
+            ledger (a second gets :class:`~invoicing_async.LedgerError` at once).
         :param retry: a :class:`~invoicing_async.RetryPolicy`.
         :param deadline: seconds for the whole batch; documents not sent by then end
             ``NOT_SENT`` (or ``UNKNOWN`` if an earlier attempt may have been committed).
@@ -383,7 +397,7 @@ class InvoicingClient:
         :param key: the identity of a document (default: :func:`document_key`).
 
         Close the generator (``async with contextlib.aclosing(...)``) to stop early: the
-        workers are cancelled and documents in flight are journaled as unknown.
+        workers are cancelled and documents in flight are recorded as unknown.
         """
         options = BatchOptions(
             concurrency=concurrency,

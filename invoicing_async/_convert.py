@@ -1,9 +1,13 @@
-"""Conversion between the provider's camelCase JSON and the library's records.
+"""Conversion between plain JSON and the library's records.
 
 One private :class:`cattrs.Converter`, customised per type, so the rules live in one
 place: strict booleans (``"false"`` is not true), integers from ints or digit strings,
-timestamps in ISO 8601 with or without milliseconds and offset, unknown statuses kept as
-text, unknown keys kept in ``extra``.
+timestamps in ISO 8601 with or without milliseconds and offset, statuses kept as text,
+unknown keys kept in ``extra``.
+
+The public functions (:func:`result_to_dict`, :func:`result_from_dict`,
+:func:`outcome_to_dict`, :func:`outcome_from_dict`) are what users, the command line and
+the journal write and read: plain JSON-able dicts, stable across releases.
 """
 
 from __future__ import annotations
@@ -16,16 +20,24 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from . import _errors
 from ._models import DocumentResult, DocumentStatus
+from ._outcomes import Outcome, OutcomeStatus
 
 if TYPE_CHECKING:
-    from ._outcomes import Outcome
+    from collections.abc import Mapping
 
 __all__ = [
+    "error_from_dict",
+    "error_to_dict",
     "format_timestamp",
+    "outcome_from_dict",
+    "outcome_to_dict",
     "outcome_to_json",
     "parse_timestamp",
+    "result_from_dict",
     "result_from_json",
+    "result_to_dict",
     "result_to_json",
 ]
 
@@ -180,10 +192,9 @@ def result_from_json(data: dict[str, Any]) -> DocumentResult:
     status: DocumentStatus | None = None
     raw_status: str | None = None
     if status_text is not None:
-        raw_status = str(status_text)
+        raw_status = str(status_text)  # kept as sent, known or not
         try:
             status = DocumentStatus(raw_status)
-            raw_status = None
         except ValueError:
             status = DocumentStatus.UNKNOWN
     fields["status"] = status
@@ -206,12 +217,119 @@ def result_to_json(result: DocumentResult) -> dict[str, Any]:
     return out
 
 
-def outcome_to_json(outcome: Outcome) -> dict[str, Any]:
-    """An outcome as one JSON object (journal lines, the command's JSON Lines output).
+def result_to_dict(result: DocumentResult) -> dict[str, Any]:
+    """A result record as a plain JSON-able dict: the provider's own camelCase record.
 
-    Errors are written as type, message and status only: messages never hold secrets.
+    Timestamps are ISO 8601 strings (UTC, milliseconds, ``Z``), ``None`` fields are left
+    out, ``extra`` keys are written back unchanged, and ``status`` is the provider's text.
+    :func:`result_from_dict` reads it back into an equal record.
+
+    .. versionadded:: 0.2.0
     """
-    error = outcome.error
+    return result_to_json(result)
+
+
+def result_from_dict(data: Mapping[str, Any]) -> DocumentResult:
+    """Read a record written by :func:`result_to_dict` (or sent by the provider).
+
+    :raises ValueError: a value of the wrong type (``"mark": true``, a date that is not
+        ISO 8601).
+
+    .. versionadded:: 0.2.0
+    """
+    try:
+        return result_from_json(dict(data))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"not a result record: {exc}") from None
+    except cattrs.BaseValidationError as exc:
+        raise ValueError(f"not a result record: {'; '.join(_causes(exc))}") from None
+
+
+def _causes(exc: BaseException) -> list[str]:
+    nested = getattr(exc, "exceptions", None)
+    if not nested:
+        return [str(exc)]
+    return [text for inner in nested for text in _causes(inner)]
+
+
+#: Attributes of errors written beside type, message and status (all JSON-able).
+_ERROR_FIELDS = ("reason", "maybe_sent", "retry_after", "attempts", "mismatches")
+_ERROR_TYPES: dict[str, type[_errors.InvoicingError]] = {
+    name: cls
+    for name, cls in vars(_errors).items()
+    if isinstance(cls, type) and issubclass(cls, _errors.InvoicingError)
+}
+
+
+def error_to_dict(error: _errors.InvoicingError) -> dict[str, Any]:
+    """An error as ``{"type", "message", "status", …}``: its class name and its data.
+
+    Never the provider's raw body or anything from the request: messages hold no secrets.
+    """
+    out: dict[str, Any] = {
+        "type": type(error).__name__,
+        "message": error.message,
+        "status": error.status,
+    }
+    for name in _ERROR_FIELDS:
+        value = getattr(error, name, None)
+        if value is not None and value != ():
+            out[name] = list(value) if isinstance(value, tuple) else value
+    result = getattr(error, "result", None)
+    if result is not None:
+        out["result"] = result_to_json(result)
+    last = getattr(error, "last_error", None)
+    if isinstance(last, _errors.InvoicingError):
+        out["last_error"] = error_to_dict(last)
+    return out
+
+
+def error_from_dict(data: Mapping[str, Any]) -> _errors.InvoicingError:
+    """The error :func:`error_to_dict` wrote, as its own type (``InvoicingError`` if unknown)."""
+    cls = _ERROR_TYPES.get(str(data.get("type")), _errors.InvoicingError)
+    error = cls.__new__(cls)
+    message = str(data.get("message") or "")
+    Exception.__init__(error, message)
+    status = data.get("status")
+    state: dict[str, Any] = {
+        "message": message,
+        "status": status if isinstance(status, int) else None,
+        "body": None,
+    }
+    for name in _ERROR_FIELDS:
+        if name in data:
+            value = data[name]
+            state[name] = tuple(value) if isinstance(value, list) else value
+    if cls is _errors.TransportError:
+        state.setdefault("maybe_sent", True)  # the cautious reading of an unknown value
+    if issubclass(cls, (_errors.DuplicateDocumentError, _errors.ForeignRecordError)):
+        record = data.get("result")
+        state["result"] = result_from_dict(record) if isinstance(record, dict) else None
+    if cls is _errors.ForeignRecordError:
+        state.setdefault("mismatches", ())
+    if cls is _errors.UnknownOutcomeError:
+        last = data.get("last_error")
+        state["last_error"] = (
+            error_from_dict(last) if isinstance(last, dict) else _errors.InvoicingError(message)
+        )
+        state.setdefault("attempts", 0)
+    error.__dict__.update(state)
+    return error
+
+
+def outcome_to_dict(outcome: Outcome) -> dict[str, Any]:
+    """An :class:`~invoicing_async.Outcome` as a plain JSON-able dict.
+
+    ``{"index", "key", "status", "ok", "attempts", "result", "error", "replayed"}``:
+    ``status`` is the
+    :class:`~invoicing_async.OutcomeStatus` value, ``result`` the provider's record
+    (:func:`result_to_dict`) or ``None``, ``error`` ``None`` or
+    ``{"type", "message", "status"}`` plus the error's own data (``maybe_sent``,
+    ``retry_after``, ``reason`` …). Never a secret: messages are built without them.
+    :func:`outcome_from_dict` reads it back.
+
+    .. versionadded:: 0.2.0
+    """
     return {
         "index": outcome.index,
         "key": outcome.key,
@@ -219,7 +337,40 @@ def outcome_to_json(outcome: Outcome) -> dict[str, Any]:
         "ok": outcome.ok,
         "attempts": outcome.attempts,
         "result": result_to_json(outcome.result) if outcome.result is not None else None,
-        "error": None
-        if error is None
-        else {"type": type(error).__name__, "message": error.message, "status": error.status},
+        "error": error_to_dict(outcome.error) if outcome.error is not None else None,
+        "replayed": outcome.replayed,
     }
+
+
+def outcome_from_dict(data: Mapping[str, Any]) -> Outcome:
+    """Read an outcome written by :func:`outcome_to_dict` (keys it does not know are ignored).
+
+    The error comes back as its own type (``TransportError`` with ``maybe_sent`` …), with
+    ``InvoicingError`` standing in for a type this version does not know.
+
+    :raises ValueError: a missing or invalid ``key``, ``index`` or ``status``.
+
+    .. versionadded:: 0.2.0
+    """
+    try:
+        status = OutcomeStatus(data["status"])
+        key, index = data["key"], data["index"]
+    except (KeyError, ValueError) as exc:
+        raise ValueError(f"not an outcome: {exc!r}") from None
+    if not isinstance(key, str) or not isinstance(index, int) or isinstance(index, bool):
+        raise ValueError("not an outcome: key must be a string and index an integer")  # noqa: TRY004  (documented: a malformed outcome is a ValueError)
+    result, error = data.get("result"), data.get("error")
+    return Outcome(
+        index=index,
+        key=key,
+        status=status,
+        result=result_from_dict(result) if isinstance(result, dict) else None,
+        error=error_from_dict(error) if isinstance(error, dict) else None,
+        attempts=int(data.get("attempts") or 0),
+        replayed=data.get("replayed") is True,
+    )
+
+
+def outcome_to_json(outcome: Outcome) -> dict[str, Any]:
+    """Another name of :func:`outcome_to_dict` (the journal's)."""
+    return outcome_to_dict(outcome)

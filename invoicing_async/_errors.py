@@ -16,7 +16,8 @@ Every failure the library reports derives from :class:`InvoicingError`::
     ├── UnexpectedStatusError        a status the API does not define (404, 405, 415 …)
     ├── ForeignRecordError           a record that belongs to another document: .result
     ├── UnknownOutcomeError          retries ran out: the provider may or may not hold it
-    └── ClientStateError             the client is closed, or bound to another event loop
+    ├── ClientStateError             the client is closed, or bound to another event loop
+    └── LedgerError                  the ledger cannot be used (locked, disk full): .reason
 
 Messages are built from status codes and the provider's own ``message`` /
 ``error_description`` text, never from request headers, so the API key and tokens cannot
@@ -42,6 +43,7 @@ __all__ = [
     "DuplicateDocumentError",
     "ForeignRecordError",
     "InvoicingError",
+    "LedgerError",
     "MalformedResponseError",
     "ProviderKeyError",
     "ProviderTimeoutError",
@@ -99,9 +101,14 @@ def _rebuild(cls: type[InvoicingError], state: dict[str, Any]) -> InvoicingError
 class ProviderKeyError(InvoicingError):
     """The provider's public key cannot be used for encryption.
 
-    :ivar reason: a stable code: ``unreadable``, ``secret_key``, ``unsupported_version``,
-        ``expired``, ``revoked``, ``no_encryption_subkey``, ``weak_rsa``,
-        ``unsupported_algorithm`` or ``fingerprint_mismatch``.
+    :ivar reason: a stable code: ``missing`` (no key given), ``unreadable``,
+        ``secret_key``, ``unsupported_version``, ``expired``, ``revoked``,
+        ``no_encryption_subkey``, ``weak_rsa``, ``unsupported_algorithm``,
+        ``fingerprint_mismatch``, ``weak_hash`` (its self-signatures use only hashes the
+        policy refuses) or ``not_yet_valid`` (dated in the future). The message says what
+        to ask the provider for.
+
+    .. versionchanged:: 0.2.0 the ``weak_hash`` and ``not_yet_valid`` reasons.
     """
 
     def __init__(self, message: str, *, reason: str) -> None:
@@ -280,6 +287,30 @@ class ClientStateError(InvoicingError):
 
     .. versionadded:: 0.2.0
     """
+
+
+class LedgerError(InvoicingError):
+    """The ledger (or outbox) cannot be used; a batch stops with this error.
+
+    Nothing is lost when it is raised: a document is sent only after its ``sending``
+    record is durable, and a document whose outcome could not be written stays in
+    flight in the ledger, so the next run re-sends it and the provider's duplicate
+    detection answers with its record.
+
+    :ivar reason: a stable code: ``locked`` (another process holds the ledger),
+        ``write_failed`` (the disk is full, or another write failure),
+        ``unreadable`` (not a ledger, or a newer format), ``closed``, or ``lease_lost``
+        (an outbox worker's claim on an entry was taken over by another worker).
+
+    .. versionadded:: 0.2.0
+    """
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"LedgerError({self.message!r}, reason={self.reason!r})"
 
 
 def may_have_committed(error: BaseException) -> bool:

@@ -16,13 +16,23 @@ __all__ = ["AccessToken", "DocumentResult", "DocumentStatus"]
 
 
 class DocumentStatus(enum.Enum):
-    """The ``status`` of a document result record.
+    """The ``status`` field of a document result record, as the provider writes it.
 
-    The specification names only ``UNKNOWN``. A value the library does not know is read as
-    ``UNKNOWN`` and its text kept in :attr:`DocumentResult.raw_status`, so a provider adding
-    statuses never breaks a caller.
+    The specification names one value, ``UNKNOWN``, and the provider writes it in the
+    records it answers with, accepted documents included. It is the record's own field
+    and says nothing about the submission: it does **not** mean that the outcome is
+    unknown. Whether the provider holds a document is told by getting its record at all
+    (201, or 409 with the original record), by ``mark``, and in bulk by
+    :attr:`Outcome.status <invoicing_async.Outcome.status>`.
+
+    A value the library does not know is read as ``UNKNOWN`` too; the text exactly as
+    sent is always kept in :attr:`DocumentResult.raw_status`, so a provider adding
+    statuses never breaks a caller and loses nothing.
+
+    .. versionchanged:: 0.2.0 ``raw_status`` keeps every value, known ones included.
     """
 
+    #: The specification's only value: "no processing status given", not "not committed".
     UNKNOWN = "UNKNOWN"
 
 
@@ -58,7 +68,8 @@ class DocumentResult:
     erp_qr_code: str | None = None
     unique_id: str | None = None
     internal_id: str | None = None
-    #: The raw ``status`` text when it is not a known :class:`DocumentStatus` value.
+    #: The ``status`` text exactly as the provider sent it (``None`` when absent): the
+    #: value to look at when a provider writes statuses the specification does not name.
     raw_status: str | None = None
     #: Keys of the record the specification does not list, unchanged.
     extra: dict[str, Any] = attrs.field(factory=dict, hash=False)

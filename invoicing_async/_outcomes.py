@@ -79,6 +79,10 @@ class Outcome:
     error: InvoicingError | None = None
     #: Requests sent for this document in this run.
     attempts: int = 0
+    #: Settled by an earlier run and read back from the journal: nothing was sent now.
+    #:
+    #: .. versionadded:: 0.2.0
+    replayed: bool = False
 
     @property
     def ok(self) -> bool:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import os
 import types
+import uuid
 
 import aiohttp
 import aioresponses.core
@@ -73,3 +75,26 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A PostgreSQL server for the whole run (see tests/pgserver.py); skips without one."""
+    from pgserver import PostgresServer, find_binaries  # noqa: PLC0415
+
+    bin_dir = find_binaries()
+    if bin_dir is None:
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL binaries are missing in CI: .ci/run installs postgresql")
+        pytest.skip("PostgreSQL binaries not found (apt-get install postgresql)")
+    with PostgresServer(bin_dir) as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server):
+    """A fresh database on the session's server, dropped after the test."""
+    name = f"t{uuid.uuid4().hex[:12]}"
+    postgres_server.sql(f'CREATE DATABASE "{name}"')
+    yield postgres_server.dsn.rsplit("/", 1)[0] + "/" + name
+    postgres_server.sql(f'DROP DATABASE "{name}" WITH (FORCE)')

@@ -175,7 +175,7 @@ async def test_submit_malformed_line_is_reported_and_nothing_is_lost(sandbox_env
     )
     assert code == 1
     assert "Traceback" not in stderr
-    assert f"{source}:2: invalid JSON" in stderr
+    assert f"{source}:2:2: invalid JSON" in stderr
     statuses = [json.loads(line)["status"] for line in output.read_text().splitlines()]
     assert sorted(statuses) == ["accepted", "accepted", "rejected"]
     assert len(sb.committed) == 2
@@ -222,21 +222,23 @@ def test_demo_finishes_and_writes_results(tmp_path):
 
 
 def test_sandbox_command_serves_until_interrupted(tmp_path):
-    """`sandbox` prints its base URL, credentials and key path, serves, stops on SIGINT."""
+    """`sandbox` prints its base URL, credentials and key path, writes nothing into the
+    current directory (its files go to a private temporary directory), serves, and stops
+    on SIGINT with a summary."""
     import signal  # noqa: PLC0415
     import socket  # noqa: PLC0415
     import urllib.request  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    key_file = tmp_path / "sandbox.asc"
     command = [
         sys.executable, "-m", "invoicing_async", "sandbox", "--port", str(port),
-        "--key-algorithm", "cv25519", "--public-key-out", str(key_file),
+        "--key-algorithm", "cv25519",
     ]  # fmt: skip
     with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path
     ) as process:
         try:
             lines = [process.stdout.readline() for _ in range(4)]
@@ -244,11 +246,48 @@ def test_sandbox_command_serves_until_interrupted(tmp_path):
             base_url = lines[0].split()[-1]
             client_id = lines[1].split()[-1]
             api_key = lines[2].split()[-1]
+            key_file = Path(lines[3].split()[2])
             assert key_file.exists()
+            assert tmp_path not in key_file.parents
+            assert oct(key_file.parent.stat().st_mode & 0o777) == "0o700"
             form = f"grant_type=client_credentials&client_id={client_id}&client_secret={api_key}"
             with urllib.request.urlopen(f"{base_url}/oauth/token", data=form.encode()) as answer:  # noqa: S310
                 assert json.loads(answer.read())["expires_in"] == 900
         finally:
             process.send_signal(signal.SIGINT)
-            process.wait(timeout=30)
+            stdout, _ = process.communicate(timeout=30)
     assert process.returncode == 0
+    assert "sandbox stopped after" in stdout
+    assert "1 token request(s)" in stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_every_option_has_help_and_the_key_variable_holds_the_key():
+    """Every option and argument of every subcommand has a help text; --api-key-file's
+    says that $INVOICING_API_KEY holds the key itself (not a path)."""
+    import argparse  # noqa: PLC0415
+
+    from invoicing_async._cli._main import _parser  # noqa: PLC0415
+
+    parser = _parser()
+    [subparsers] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(subparsers.choices) >= {"demo", "sandbox", "submit", "token", "key"}
+    for name, command in [("", parser), *subparsers.choices.items()]:
+        for action in command._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            assert action.help, f"{name} {action.option_strings or action.dest}"
+    submit = subparsers.choices["submit"].format_help()
+    assert "the key itself in $INVOICING_API_KEY" in " ".join(submit.split())
+
+
+def test_version_and_verbose_flags():
+    """--version prints the installed version; -v is accepted before or after the
+    subcommand."""
+    from importlib.metadata import version  # noqa: PLC0415
+
+    result = run_cli("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"invoicing-async {version('invoicing-async')}"
+    for args in (("-v", "key", "--help"), ("key", "-vv", "--help")):
+        assert run_cli(*args).returncode == 0

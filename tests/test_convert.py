@@ -78,11 +78,13 @@ def test_unknown_status_kept_as_text():
     assert result_to_json(result)["status"] == "TRANSMITTED"
 
 
-def test_known_status():
-    """UNKNOWN itself is a known value: no raw text is needed."""
+def test_known_status_keeps_its_raw_text():
+    """UNKNOWN, the specification's only value, is read as DocumentStatus.UNKNOWN and
+    its text is kept as sent, like any other status."""
     result = result_from_json({"status": "UNKNOWN"})
     assert result.status is DocumentStatus.UNKNOWN
-    assert result.raw_status is None
+    assert result.raw_status == "UNKNOWN"
+    assert result_to_json(result)["status"] == "UNKNOWN"
 
 
 def test_numbers_as_strings_and_strings_as_numbers():
@@ -152,3 +154,65 @@ def test_results_are_frozen_and_hashable():
     with pytest.raises(AttributeError):
         result.mark = 2  # type: ignore[misc]
     assert len({result, result_from_json({"mark": 1, "foo": {"bar": 1}})}) == 1
+
+
+# --- the public dict functions ---------------------------------------------------------
+
+
+def test_outcome_dict_round_trip_keeps_error_types_and_data():
+    """outcome_to_dict gives plain JSON; outcome_from_dict gives back an equal outcome
+    with the error as its own type and data (maybe_sent, attempts, the last error)."""
+    import json  # noqa: PLC0415
+
+    from invoicing_async import (  # noqa: PLC0415
+        Outcome,
+        OutcomeStatus,
+        TransportError,
+        UnknownOutcomeError,
+        outcome_from_dict,
+        outcome_to_dict,
+    )
+
+    record = result_from_json({"mark": 400001000000001, "status": "UNKNOWN", "extraKey": [1]})
+    last = TransportError("the connection was reset", maybe_sent=True)
+    outcome = Outcome(
+        index=3,
+        key="id:1",
+        status=OutcomeStatus.UNKNOWN,
+        error=UnknownOutcomeError("retries ran out", last_error=last, attempts=4),
+        attempts=4,
+    )
+    data = json.loads(json.dumps(outcome_to_dict(outcome)))
+    back = outcome_from_dict(data)
+    assert (back.index, back.key, back.status, back.attempts) == (3, "id:1", outcome.status, 4)
+    assert isinstance(back.error, UnknownOutcomeError)
+    assert back.error.attempts == 4
+    assert isinstance(back.error.last_error, TransportError)
+    assert back.error.last_error.maybe_sent is True
+    accepted = Outcome(index=0, key="id:2", status=OutcomeStatus.ACCEPTED, result=record)
+    assert outcome_from_dict(json.loads(json.dumps(outcome_to_dict(accepted)))) == accepted
+
+
+def test_result_dict_round_trip_and_refusal():
+    """result_to_dict is the provider's record; result_from_dict reads it back equal and
+    refuses a value of the wrong type with ValueError."""
+    from invoicing_async import result_from_dict, result_to_dict  # noqa: PLC0415
+
+    record = result_from_json(
+        {"mark": 1, "dateIssued": "2026-11-22T09:15:30.123Z", "status": "X", "foo": {"a": 1}}
+    )
+    data = result_to_dict(record)
+    assert data["dateIssued"] == "2026-11-22T09:15:30.123Z"
+    assert result_from_dict(data) == record
+    with pytest.raises(ValueError, match="not a result record"):
+        result_from_dict({"mark": True})
+
+
+def test_outcome_from_dict_refuses_what_is_not_an_outcome():
+    """A dict without key, index or a known status is a ValueError, not a wrong outcome."""
+    from invoicing_async import outcome_from_dict  # noqa: PLC0415
+
+    for data in ({}, {"key": "k", "index": 0, "status": "maybe"}, {"key": 1, "index": 0,
+                 "status": "accepted"}):  # fmt: skip
+        with pytest.raises(ValueError, match="not an outcome"):
+            outcome_from_dict(data)

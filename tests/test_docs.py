@@ -37,6 +37,7 @@ EXECUTED = {
     "security.py",
     "shared_tokens.py",
     "test_with_sandbox.py",
+    "outbox.py",
 }
 
 
@@ -187,6 +188,17 @@ async def test_security_properties_hold():
     await load("security").main()
 
 
+async def test_outbox_example_on_sqlite():
+    """Invoices enqueued in the application's own SQLite transaction are drained by a
+    worker: all accepted, each committed once."""
+    await load("outbox").main()
+
+
+async def test_outbox_example_on_postgres(postgres_dsn):
+    """The same example on PostgreSQL (enqueued in an asyncpg transaction)."""
+    await load("outbox").main(postgres_dsn)
+
+
 @pytest.mark.parametrize("mode", ["strict", "auto"])
 def test_sandbox_testing_examples_pass_under_pytest(mode):
     """The testing guide's tests pass when pytest runs them as a user's suite would, in
@@ -328,3 +340,28 @@ def test_docs_build_without_warnings(tmp_path):
     )
     assert completed.returncode == 0, completed.stderr
     assert (tmp_path / "html" / "index.html").exists()
+
+
+def test_readme_invoice_is_the_sample_the_sandbox_accepts():
+    """The invoice README shows is `sample_invoice(1, lines=1)`, as the library makes it;
+    a default `Sandbox()` accepts it (tested in test_sandbox_service)."""
+    import json  # noqa: PLC0415
+
+    text = (ROOT / "README.rst").read_text(encoding="utf-8")
+    block = text.split(".. code-block:: json\n", 1)[1]
+    lines = []
+    for line in block.splitlines()[1:]:
+        if line and not line.startswith("    "):
+            break
+        lines.append(line)
+    assert json.loads("\n".join(lines)) == sample_invoice(1, lines=1)
+
+
+def test_readme_numbers_cite_their_benchmark():
+    """Every bullet of README's Speed section names the benchmark command behind it."""
+    text = (ROOT / "README.rst").read_text(encoding="utf-8")
+    speed = text.split("\nSpeed\n-----\n", 1)[1].split("\nErrors\n------\n", 1)[0]
+    bullets = re.split(r"\n- ", speed)[1:]
+    assert bullets
+    for bullet in bullets:
+        assert re.search(r"python -m benchmarks --only \w+", bullet), bullet

@@ -14,11 +14,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import keyfactory as kf
+import peerfactory as pf
 import pytest
+import trickykeys as tk
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from invoicing_async import ProviderKey, ProviderKeyError
+from invoicing_async._pgp import Tag, dearmor, iter_packets
+from invoicing_async._pgp._sigs import _subpackets
 
 REASONS = frozenset(
     {
@@ -31,6 +35,8 @@ REASONS = frozenset(
         "weak_rsa",
         "unsupported_algorithm",
         "fingerprint_mismatch",
+        "weak_hash",
+        "not_yet_valid",
     }
 )
 
@@ -422,3 +428,123 @@ def test_mismatching_pin_is_rejected(other, tmp_path):
     with pytest.raises(ProviderKeyError) as info:
         ProviderKey.from_file(path, fingerprint=pin)
     assert info.value.reason == "fingerprint_mismatch"
+
+
+# --------------------------------------------------------------------------
+# keys other implementations make (issue 13)
+# --------------------------------------------------------------------------
+
+
+def _hash_preferences(armored: str) -> set[int]:
+    """Every hash id listed in a preferred-hash subpacket (type 21) of the key's signatures."""
+    found: set[int] = set()
+    for tag, body in iter_packets(dearmor(armored.encode())[1]):
+        if tag == Tag.SIGNATURE and body[0] == 4:
+            hashed = body[6 : 6 + int.from_bytes(body[4:6], "big")]
+            for _, kind, data in _subpackets(hashed):
+                if kind == 21:
+                    found |= set(data)
+    return found
+
+
+@interop
+def test_openpgpjs_default_key_with_sha3_preferences_loads():
+    """An OpenPGP.js 6 key made with default options (SHA3-256/512, ids 12 and 14, among its
+    preferred hashes) loads, and messages go to its Curve25519 subkey as GnuPG's would.
+    """
+    public = tk.js("default")()
+    assert {12, 14} <= _hash_preferences(public)
+    key = ProviderKey.from_armored(public)
+    assert key.algorithm == "Curve25519"
+    assert key.subkey_fingerprint[-16:] == pf.gnupg_choice(public)
+
+
+@interop
+def test_unknown_algorithm_subkey_is_skipped():
+    """A key with a Curve25519 subkey and a newer RFC 9580 X25519 (algorithm 25) subkey, made
+    by OpenPGP.js, is usable: the unknown subkey is skipped, the Curve25519 one chosen.
+    """
+    public = tk.js("x25519-beside-cv25519")()
+    key = ProviderKey.from_armored(public)
+    assert key.algorithm == "Curve25519"
+    assert key.subkey_fingerprint[-16:] == pf.gnupg_choice(public)
+
+
+@interop
+@pytest.mark.parametrize(
+    "make",
+    [tk.gpg_future_subkey, tk.js("future-subkey"), tk.CORPUS_BY_NAME["bc-future-subkey"].make],
+    ids=["gnupg", "openpgpjs", "bouncycastle"],
+)
+def test_subkey_created_in_the_future_is_not_chosen(make):
+    """A subkey whose creation time and binding lie in 2099 is not valid yet: the current
+    subkey is chosen (as GnuPG, OpenPGP.js and RNP do), whoever made the key.
+    """
+    public = make()
+    key = ProviderKey.from_armored(public)
+    assert key.subkey_fingerprint[-16:] == pf.gnupg_choice(public)
+    later = ProviderKey.from_armored(public)._recipient  # the same choice every time
+    assert later == key._recipient
+
+
+@interop
+@pytest.mark.parametrize(
+    ("make", "named"),
+    [
+        (tk.js("x25519-only"), "X25519"),
+        (tk.js("x448-only"), "X448"),
+        (tk.CORPUS_BY_NAME["rnp-brainpool"].make, "brainpoolP256r1"),
+        (tk.CORPUS_BY_NAME["rnp-secp256k1"].make, "secp256k1"),
+    ],
+    ids=["openpgpjs-x25519", "openpgpjs-x448", "rnp-brainpool", "rnp-secp256k1"],
+)
+def test_well_formed_key_with_unsupported_encryption_algorithm(make, named):
+    """A well-formed v4 key whose only encryption subkeys use algorithms the library does not
+    support is 'unsupported_algorithm' naming the algorithm, not 'unreadable'.
+    """
+    with pytest.raises(ProviderKeyError) as info:
+        ProviderKey.from_armored(make())
+    assert info.value.reason == "unsupported_algorithm", str(info.value)
+    assert named in str(info.value)
+    assert "ask the provider" in str(info.value)
+
+
+@interop
+@pytest.mark.parametrize(
+    "make",
+    [tk.gpg_sha1_since_cutoff, tk.CORPUS_BY_NAME["bc-sha1-2024"].make],
+    ids=["gnupg", "bouncycastle"],
+)
+def test_self_signatures_only_in_a_refused_hash_say_so(make):
+    """A key made in 2024 whose self-signatures all use SHA-1 is refused as 'weak_hash' with
+    the policy in the message, not as a key without a valid binding.
+    """
+    with pytest.raises(ProviderKeyError) as info:
+        ProviderKey.from_armored(make())
+    assert info.value.reason == "weak_hash", str(info.value)
+    assert "SHA-1" in str(info.value)
+    assert "2023-02-01" in str(info.value)
+
+
+@interop
+def test_sha1_self_signatures_before_the_cutoff_still_count():
+    """SHA-1 self-signatures made before 2023-02-01 are accepted (Sequoia's policy too)."""
+    public = tk.CORPUS_BY_NAME["bc-sha1-2020"].make()
+    assert ProviderKey.from_armored(public).algorithm == "RSA-2048"
+
+
+@interop
+def test_primary_key_created_in_the_future_is_not_valid_yet():
+    """A key created in 2099 is refused as 'not_yet_valid' (check the clock, or the key)."""
+    with pytest.raises(ProviderKeyError) as info:
+        ProviderKey.from_armored(tk.bc_future_primary())
+    assert info.value.reason == "not_yet_valid", str(info.value)
+    assert "2099" in str(info.value)
+
+
+@interop
+def test_key_a_few_minutes_ahead_is_within_the_clock_skew():
+    """A key dated ten minutes ahead (a provider's clock running fast) loads: 30 minutes of
+    clock skew are allowed, as Sequoia allows.
+    """
+    assert ProviderKey.from_armored(tk.bc_minutes_ahead()).algorithm == "RSA-2048"

@@ -135,12 +135,26 @@ def test_key_packets_are_read(algorithm, names):
     ("body", "reason"),
     [
         (b"\x05" + bytes(5), "version 5"),
-        (b"\x04" + bytes(4) + b"\x19" + bytes(32), "algorithm 25"),
+        (b"\x04" + bytes(4) + b"\x63" + bytes(32), "algorithm 99"),
+        (b"\x04" + bytes(4) + b"\x19" + bytes(31), "truncated"),
         (b"\x04" + bytes(4) + b"\x01\x08\x00", "truncated"),
     ],
-    ids=["v5", "x25519-v6-algorithm", "truncated"],
+    ids=["v5", "unknown-algorithm", "truncated-x25519", "truncated"],
 )
 def test_unreadable_key_packets(body, reason):
     """Other key versions, algorithms not known here and truncated keys are PacketError."""
     with pytest.raises(PacketError, match=reason):
         read_public_key(Reader(body))
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "size", "name"),
+    [(25, 32, "X25519"), (26, 56, "X448"), (27, 32, "Ed25519"), (28, 57, "Ed448")],
+)
+def test_rfc9580_native_keys_are_read(algorithm, size, name):
+    """RFC 9580's X25519/X448/Ed25519/Ed448 keys in v4 packets are read (fixed-size keys),
+    so a key carrying one can name it instead of being unreadable.
+    """
+    body = b"\x04" + bytes(4) + bytes((algorithm,)) + bytes(range(size))
+    key = read_public_key(Reader(body))
+    assert (key.algorithm, key.mpis, key.description) == (algorithm, (bytes(range(size)),), name)

@@ -8,7 +8,12 @@ import types
 
 import pytest
 
-MODULES = ["invoicing_async", "invoicing_async.sandbox", "invoicing_async.testing"]
+MODULES = [
+    "invoicing_async",
+    "invoicing_async.outbox",
+    "invoicing_async.sandbox",
+    "invoicing_async.testing",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -394,7 +394,7 @@ async def test_add_client_is_another_issuer(sb):
     """add_client registers another issuer; its documents are scoped to it."""
     sb.add_client("test", "094019245", "second-api-key")
     second = sb.environment("test", client_id="094019245")
-    doc = sample_invoice(1)
+    doc = sample_invoice(1, issuer_vat="094019245")
     async with InvoicingClient(second.base_url, second.client_id, second.client_secret) as client:
         await client.submit_json(doc)
     assert sb.committed[document_key(doc)].client_id == "094019245"

@@ -1,90 +1,196 @@
-"""What the command shows: a progress line on a terminal, the summary, outcome lines."""
+"""What the command shows: a progress line on a terminal, the summary, outcome records.
+
+The progress line is redrawn in place (a carriage return) and always fits the terminal's
+width, read at every redraw: a line one column too long wraps, and every redraw then
+stacks a new line. Parts are dropped by priority to fit (counts and ETA first, the bar takes what is
+left), so 50 columns show ``[####....] 120/300 40% ETA 0:03`` and 120 columns add the
+outcomes, retries and rate. Plain ASCII, so one character is one column.
+"""
 
 from __future__ import annotations
 
-import contextlib
+import os
 import sys
 import time
 from collections import Counter
 from typing import IO, TYPE_CHECKING, Any
 
-from invoicing_async._convert import outcome_to_json
+import attrs
+
+from invoicing_async._convert import outcome_to_dict
 from invoicing_async._documents import dumps
 from invoicing_async._outcomes import Outcome, OutcomeStatus
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator
+    from ._input import Source
 
-__all__ = ["Progress", "run_batch", "summary"]
+__all__ = ["Progress", "Tally", "fit", "summary", "terminal_width", "write_record"]
+
+_REDRAW = 0.1  # seconds between redraws
+_LABELS = {
+    OutcomeStatus.ACCEPTED: "accepted",
+    OutcomeStatus.DUPLICATE: "duplicate",
+    OutcomeStatus.REJECTED: "rejected",
+    OutcomeStatus.UNKNOWN: "unknown",
+    OutcomeStatus.NOT_SENT: "not sent",
+}
+
+
+@attrs.define
+class Tally:
+    """Counts of a run: outcomes sent now, outcomes replayed from the journal, retries."""
+
+    total: int | None = None
+    sent: Counter[OutcomeStatus] = attrs.field(factory=Counter)
+    replayed: Counter[OutcomeStatus] = attrs.field(factory=Counter)
+    unreadable: int = 0
+    retries: int = 0
+    started: float = attrs.field(factory=time.perf_counter)
+
+    @property
+    def settled(self) -> int:
+        """Documents with an outcome so far."""
+        return sum(self.sent.values()) + sum(self.replayed.values())
+
+    @property
+    def failed(self) -> int:
+        """Documents the provider does not hold (or may not)."""
+        ok = (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE)
+        return sum(
+            n for counts in (self.sent, self.replayed) for s, n in counts.items() if s not in ok
+        )
+
+    def add(self, outcome: Outcome, *, unreadable: bool = False) -> None:
+        """Count one outcome."""
+        (self.replayed if outcome.replayed else self.sent)[outcome.status] += 1
+        self.retries += max(0, outcome.attempts - 1)
+        self.unreadable += unreadable
+
+    def elapsed(self) -> float:
+        """Seconds since the run started."""
+        return time.perf_counter() - self.started
+
+
+def write_record(output: IO[str], outcome: Outcome, index: int, source: Source) -> None:
+    """One JSON line: the outcome's public dict, its input position and its source."""
+    record = {**outcome_to_dict(outcome), "index": index, "source": source.as_dict()}
+    output.write(dumps(record).decode("utf-8") + "\n")
+    output.flush()
+
+
+def terminal_width(stream: IO[str]) -> int:
+    """Columns of the terminal ``stream`` writes to (``COLUMNS`` wins; 80 if unknown)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (OSError, ValueError, AttributeError):
+        return 80
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def fit(tally: Tally, width: int) -> str:
+    """The progress line for ``tally`` in at most ``width - 1`` columns (see the module)."""
+    room = max(1, width - 1)  # the last column wraps on some terminals
+    done, total, elapsed = tally.settled, tally.total, tally.elapsed()
+    rate = done / elapsed if elapsed > 0 else 0.0
+    head = f"{done}/{total} {min(100, done * 100 // total)}%" if total else f"{done} settled"
+    held = tally.sent[OutcomeStatus.ACCEPTED] + tally.sent[OutcomeStatus.DUPLICATE]
+    problems = [
+        f"{label} {tally.sent[status]}"
+        for status, label in _LABELS.items()
+        if tally.sent[status] and status not in (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE)
+    ]
+    optional = [  # by priority, each shown only when it fits after those before it
+        f" ETA {_clock((total - done) / rate)}" if total and rate and done < total else "",
+        " | " + " ".join([f"ok {held}", *problems]),
+        f" | retries {tally.retries}",
+        f" | from journal {sum(tally.replayed.values())}" if tally.replayed else "",
+        f" | {rate:.0f}/s",
+    ]
+    # A bar of at least 10 cells comes right after the count and ETA, when there is room.
+    reserve = 13 if total and room >= 40 else 0
+    line = head[:room]
+    for part in optional:
+        if len(line) + len(part) > room - reserve:
+            break
+        line += part
+    if reserve and total:
+        cells = min(40, room - len(line) - 3)
+        filled = cells * min(done, total) // total
+        line = f"[{'#' * filled}{'.' * (cells - filled)}] {line}"
+    return line
 
 
 class Progress:
-    """A one-line progress bar on a terminal; silent otherwise."""
+    """The progress line on a terminal (stderr); nothing when it is not a terminal."""
 
-    def __init__(self, total: int | None, stream: IO[str]) -> None:
-        self._total = total
-        self._stream = stream
-        self._enabled = stream.isatty()
-        self._counts: Counter[OutcomeStatus] = Counter()
+    def __init__(self, tally: Tally, stream: IO[str] | None = None) -> None:
+        self._tally = tally
+        self._stream = stream if stream is not None else sys.stderr
+        self.enabled = _isatty(self._stream)
+        self._shown = 0  # columns on screen now
         self._last = 0.0
-        self._started = time.perf_counter()
 
-    def update(self, outcome: Outcome) -> None:
-        self._counts[outcome.status] += 1
+    def update(self) -> None:
+        """Redraw, at most every 0.1 s."""
         now = time.perf_counter()
-        if self._enabled and now - self._last > 0.1:
+        if self.enabled and now - self._last >= _REDRAW:
             self._last = now
             self._draw()
 
+    def clear(self) -> None:
+        """Blank the line (before a log message is written over it)."""
+        if self.enabled and self._shown:
+            self._stream.write("\r" + " " * self._shown + "\r")
+            self._stream.flush()
+            self._shown = 0
+
     def close(self) -> None:
-        if self._enabled:
+        """Draw the final state and end the line."""
+        if self.enabled:
             self._draw()
             self._stream.write("\n")
             self._stream.flush()
+            self._shown = 0
 
     def _draw(self) -> None:
-        done = sum(self._counts.values())
-        rate = done / max(time.perf_counter() - self._started, 1e-9)
-        if self._total:
-            width = 30
-            filled = int(width * done / self._total)
-            bar = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{self._total}"
-        else:
-            bar = f"{done} settled"
-        counts = " ".join(f"{s.value} {n}" for s, n in sorted(self._counts.items(), key=str))
-        self._stream.write(f"\r{bar}  {counts}  {rate:.0f}/s ")
+        line = fit(self._tally, terminal_width(self._stream))
+        pad = max(0, self._shown - len(line))
+        self._stream.write("\r" + line + " " * pad)
         self._stream.flush()
+        self._shown = len(line) + pad
 
 
-def summary(counts: Counter[OutcomeStatus], elapsed: float, extra: dict[str, Any]) -> str:
-    total = sum(counts.values())
-    lines = [
-        f"documents:   {total}",
-        f"accepted:    {counts[OutcomeStatus.ACCEPTED]}",
-        f"duplicates:  {counts[OutcomeStatus.DUPLICATE]}",
-        f"rejected:    {counts[OutcomeStatus.REJECTED]}",
-        f"unknown:     {counts[OutcomeStatus.UNKNOWN]}",
-        f"not sent:    {counts[OutcomeStatus.NOT_SENT]}",
-        f"elapsed:     {elapsed:.2f} s ({total / max(elapsed, 1e-9):.0f} documents/s)",
-    ]
-    lines += [f"{name + ':':<12} {value}" for name, value in extra.items()]
-    return "\n".join(lines)
-
-
-async def run_batch(
-    stream: AsyncGenerator[Outcome, None], *, output: IO[str], total: int | None
-) -> tuple[Counter[OutcomeStatus], float]:
-    """Write each outcome of ``stream`` as a JSON line as it settles, with progress."""
-    progress = Progress(total, sys.stderr)
-    counts: Counter[OutcomeStatus] = Counter()
-    started = time.perf_counter()
+def _isatty(stream: IO[str]) -> bool:
     try:
-        async with contextlib.aclosing(stream) as outcomes:
-            async for outcome in outcomes:
-                counts[outcome.status] += 1
-                output.write(dumps(outcome_to_json(outcome)).decode("utf-8") + "\n")
-                output.flush()
-                progress.update(outcome)
-    finally:
-        progress.close()
-    return counts, time.perf_counter() - started
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def summary(tally: Tally, extra: dict[str, Any] | None = None) -> str:
+    """The closing summary: documents sent now and those from the journal, apart."""
+    elapsed = tally.elapsed()
+    sent, replayed = sum(tally.sent.values()), sum(tally.replayed.values())
+    head = f"{tally.settled}"
+    if replayed:
+        head += f": {sent} sent now, {replayed} from the journal (settled by an earlier run)"
+    lines = [f"documents:   {head}"]
+    for status, label in _LABELS.items():
+        line = f"{label + ':':<12} {tally.sent[status]}"
+        if tally.replayed[status]:
+            line += f" (+{tally.replayed[status]} from the journal)"
+        if status is OutcomeStatus.REJECTED and tally.unreadable:
+            line += f" ({tally.unreadable} unreadable input, see above)"
+        lines.append(line)
+    lines.append(f"retries:     {tally.retries}")
+    lines.append(f"elapsed:     {elapsed:.2f} s ({sent / max(elapsed, 1e-9):.0f} documents/s sent)")
+    lines += [f"{name + ':':<12} {value}" for name, value in (extra or {}).items()]
+    return "\n".join(lines)

@@ -1,18 +1,20 @@
-"""The provider's public key: parsed and verified with PGPy, the encryption subkey chosen here.
+"""The provider's public key: parsed, verified and its encryption subkey chosen here.
 
-PGPy reads the key and checks the mathematics of its signatures (user id
-certifications, subkey bindings, revocations). Everything PGPy would decide by policy is
-decided here instead, because PGPy picks the first subkey with an encryption flag,
-ignoring expiry and revocation, and does not check an expired primary key. The rule: the
-newest subkey whose binding signature verifies, with an encryption flag, not expired, not
-revoked, of an algorithm messages can be built for.
+The key is read with the package's own parser (:mod:`._certs`) and its signatures checked
+with ``cryptography`` (:mod:`._sigs`), so what another implementation writes and this one
+does not know never makes a key unreadable: an unknown hash id in a preference list, an
+unknown subpacket, a subkey of an algorithm added after this was written (RFC 9580's
+X25519) are skipped, as GnuPG skips them, and the choice is made among the rest.
 
-The key material itself (RSA numbers, ECDH points and KDF parameters) is read with the
-package's own packet parser, which the message composer builds its recipient from. PGPy's
-internals are used only where it has no public view: a subkey's unfiltered signatures,
-and a signature check without PGPy's expiry policy.
+The rule, GnuPG's: the newest subkey (by creation time) whose newest valid binding
+signature gives it an encryption flag, that is not expired, not revoked, not created in
+the future (beyond :data:`~._sigs.CLOCK_SKEW`), and of an algorithm messages can be built
+for (RSA of 2048 bits or more; ECDH on Curve25519 or NIST P-256/384/521). A lone RSA
+primary key certified for encryption takes the role when no subkey does. The signature
+hash policy is Sequoia's standard policy (see :mod:`._sigs`).
 
-This is the only module that imports PGPy.
+A refusal is a :class:`~invoicing_async.ProviderKeyError` whose ``reason`` names the
+problem truthfully and whose message says what to ask the provider for.
 """
 
 from __future__ import annotations
@@ -20,120 +22,89 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import time
-import warnings
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from cryptography.hazmat.primitives import hashes
 
 from invoicing_async._errors import ProviderKeyError
 
 from ._armor import ArmorError, armor, dearmor
+from ._certs import Certificate, Component, KeyPacket, parse_certificate
 from ._compose import Recipient, encrypt_message, recipient_for
 from ._packets import (
     PK_DSA,
+    PK_ECDH,
     PK_ELGAMAL,
     PK_RSA,
+    PK_X448,
+    PK_X25519,
     PacketError,
     PublicKey,
-    Reader,
     Tag,
     iter_packets,
-    read_public_key,
+)
+from ._sigs import (
+    CLOCK_SKEW,
+    Signature,
+    SigType,
+    can_verify,
+    hash_refusal,
+    key_subject,
+    user_id_subject,
+    verify,
 )
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Iterator
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    import pgpy
-    from pgpy.constants import KeyFlags, SignatureType
+    from collections.abc import Iterable
 
 __all__ = ["ProviderKey"]
 
-_ENCRYPT_FLAGS = frozenset({KeyFlags.EncryptCommunications, KeyFlags.EncryptStorage})
-_CERTIFICATIONS = frozenset(
-    {
-        SignatureType.Generic_Cert,
-        SignatureType.Persona_Cert,
-        SignatureType.Casual_Cert,
-        SignatureType.Positive_Cert,
-    }
-)
-
-
-@contextmanager
-def _quiet() -> Iterator[None]:
-    """Silence PGPy's own warnings (TODO notes, CFB deprecation) around PGPy calls only."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
+_ENCRYPT_FLAGS = 0x04 | 0x08  # encrypt communications, encrypt storage
+_CAN_ENCRYPT = frozenset({*PK_RSA, PK_ELGAMAL, PK_ECDH, PK_X25519, PK_X448})
+_SUPPORTED = "RSA (2048 bits or more) or ECDH (Curve25519, NIST P-256, P-384 or P-521)"
+_ASK = f"ask the provider for a v4 key with an {_SUPPORTED} encryption subkey"
 
 
 def _fail(reason: str, message: str) -> ProviderKeyError:
     return ProviderKeyError(message, reason=reason)
 
 
-def _hex(fingerprint: Any) -> str:
-    return "".join(str(fingerprint).split()).upper()
+@attrs.frozen
+class _Valid:
+    """The newest valid signature among candidates, or the policy refusal that hid one."""
+
+    signature: Signature | None
+    #: A signature that verifies but whose hash the policy refuses (when none is valid).
+    refused: Signature | None = None
 
 
-def _verified(primary: Any, subject: Any, signature: Any) -> bool:
-    """Check the signature cryptographically, and nothing else.
-
-    ``PGPKey.verify`` also applies PGPy's policy, and fails every signature of a key that
-    has since expired; expiry, revocation and algorithm policy are decided here instead,
-    so only the mathematics is asked of PGPy.
-    """
-    try:
-        with _quiet():
-            digest = getattr(hashes, signature.hash_algorithm.name)()
-            verified = primary._key.verify(  # noqa: SLF001
-                signature.hashdata(subject), signature.__sig__, digest
-            )
-    except Exception:  # noqa: BLE001  (PGPy raises many types for broken signatures)
-        return False
-    return verified is True
-
-
-def _newest_verified(primary: Any, subject: Any, signatures: list[Any]) -> Any | None:
+def _newest_valid(
+    signer: PublicKey,
+    signatures: Iterable[Signature],
+    subjects: tuple[bytes, ...],
+    now: dt.datetime,
+) -> _Valid:
+    refused: Signature | None = None
     for signature in sorted(signatures, key=lambda s: s.created, reverse=True):
-        if _verified(primary, subject, signature):
-            return signature
-    return None
+        if not signature.alive(now) or signature.unknown_critical is not None:
+            continue
+        if hash_refusal(signature) is not None:
+            if refused is None and verify(signer, signature, *subjects) is not False:
+                refused = signature
+            continue
+        if verify(signer, signature, *subjects) is True:
+            return _Valid(signature)
+    return _Valid(None, refused)
 
 
-def _signatures(primary: Any, subject: Any, *kinds: Any) -> list[Any]:
-    """``subject``'s signatures of the types ``kinds`` made by the primary key."""
-    return [
-        s
-        for s in subject._signatures  # noqa: SLF001  (PGPy exposes no unfiltered view)
-        if s.type in kinds and s.signer == primary.fingerprint.keyid
-    ]
+def _of_type(component: Component | Certificate, *kinds: int) -> list[Signature]:
+    return [s for s in component.signatures if s.type in kinds]
 
 
-def _expiry(created: dt.datetime, signature: Any) -> dt.datetime | None:
-    lifetime = signature.key_expiration if signature is not None else None
-    if not lifetime:  # absent, or 0: never expires
-        return None
-    return created + lifetime  # type: ignore[no-any-return]
-
-
-def _public_keys(binary: bytes) -> dict[str, PublicKey]:
-    """Every v4 public (sub)key packet in ``binary``, by fingerprint."""
-    keys: dict[str, PublicKey] = {}
-    for tag, body in iter_packets(binary):
-        if tag in (Tag.PUBLIC_KEY, Tag.PUBLIC_SUBKEY):
-            try:
-                key = read_public_key(Reader(body))
-            except PacketError:
-                continue  # an algorithm we do not know: PGPy's verdict stands
-            keys[key.fingerprint.hex().upper()] = key
-    return keys
+def _date(moment: dt.datetime) -> str:
+    return f"{moment:%Y-%m-%d}"
 
 
 @attrs.frozen
@@ -143,56 +114,85 @@ class _Choice:
     recipient: Recipient
 
 
-def _verdict(
-    primary: Any, subkey: Any, fields: PublicKey | None, now: dt.datetime
-) -> _Choice | tuple[str, str]:
+def _lapsed(
+    primary: PublicKey, subkey: Component, binding: Signature, now: dt.datetime
+) -> str | None:
+    """``revoked`` or ``expired <date>`` if the bound subkey is no longer valid."""
+    packet = subkey.key
+    assert packet is not None  # noqa: S101  (subkeys always carry their packet)
+    subjects = (key_subject(primary), key_subject(packet.body))
+    revocations = _of_type(subkey, SigType.SUBKEY_REVOCATION)
+    if _newest_valid(primary, revocations, subjects, now).signature is not None:
+        return "revoked"
+    if binding.key_lifetime:
+        expires = packet.created + dt.timedelta(seconds=binding.key_lifetime)
+        if expires <= now:
+            return f"expired {_date(expires)}"
+    return None
+
+
+def _verdict(primary: PublicKey, subkey: Component, now: dt.datetime) -> _Choice | tuple[str, str]:
     """The subkey as the recipient, or why not: ``(kind of problem, description)``."""
-    fingerprint = _hex(subkey.fingerprint)
-    described = f"{fields.description if fields else subkey.key_algorithm.name} {fingerprint}"
-    binding = _newest_verified(
-        primary, subkey, _signatures(primary, subkey, SignatureType.Subkey_Binding)
-    )
+    packet = subkey.key
+    assert packet is not None  # noqa: S101  (subkeys always carry their packet)
+    described = f"{packet.description} subkey {packet.fingerprint}"
+    if packet.version != 4:
+        return "problem", f"{described}: a v{packet.version} subkey in a v4 key"
+    if packet.created > now + CLOCK_SKEW:
+        return "problem", f"{described}: created in the future ({_date(packet.created)})"
+    subjects = (key_subject(primary), key_subject(packet.body))
+    found = _newest_valid(primary, _of_type(subkey, SigType.SUBKEY_BINDING), subjects, now)
+    binding = found.signature or found.refused
     if binding is None:
         return "problem", f"{described}: no valid binding signature"
-    flags = frozenset(binding.key_flags)
-    if not flags & _ENCRYPT_FLAGS and (flags or not subkey.key_algorithm.can_encrypt):
+    flags = binding.key_flags
+    if (flags is None and packet.algorithm not in _CAN_ENCRYPT) or (
+        flags is not None and not flags & _ENCRYPT_FLAGS
+    ):
         return "problem", f"{described}: not an encryption key"
-    revocations = _signatures(primary, subkey, SignatureType.SubkeyRevocation)
-    if _newest_verified(primary, subkey, revocations) is not None:
-        return "problem", f"{described}: revoked"
-    expires = _expiry(subkey.created, binding)
-    if expires is not None and expires <= now:
-        return "problem", f"{described}: expired {expires:%Y-%m-%d}"
-    if fields is None:
+    if found.signature is None:
+        return "weak_hash", f"{described}: its binding signature's {hash_refusal(binding)}"
+    problem = _lapsed(primary, subkey, binding, now)
+    if problem is not None:
+        return "problem", f"{described}: {problem}"
+    if packet.key is None:
         return "unsupported", described
-    if fields.algorithm in PK_RSA and fields.bits < 2048:
+    if packet.key.algorithm in PK_RSA and packet.key.bits < 2048:
         return "weak", described
     try:
-        return _Choice(fingerprint, fields.description, recipient_for(fields))
+        return _Choice(packet.fingerprint, packet.description, recipient_for(packet.key))
     except PacketError:
         return "unsupported", described
 
 
-def _choose_subkey(primary: Any, keys: dict[str, PublicKey], now: dt.datetime) -> _Choice:
+def _choose_subkey(primary: PublicKey, cert: Certificate, now: dt.datetime) -> _Choice:
     """The newest usable encryption subkey, or a ProviderKeyError saying why none is."""
-    found: dict[str, list[str]] = {"problem": [], "weak": [], "unsupported": []}
-    for subkey in sorted(primary.subkeys.values(), key=lambda k: k.created, reverse=True):
-        verdict = _verdict(primary, subkey, keys.get(_hex(subkey.fingerprint)), now)
+    found: dict[str, list[str]] = {"problem": [], "weak": [], "unsupported": [], "weak_hash": []}
+    subkeys = sorted(cert.subkeys, key=lambda c: c.key.created if c.key else now, reverse=True)
+    for subkey in subkeys:
+        verdict = _verdict(primary, subkey, now)
         if isinstance(verdict, _Choice):
             return verdict
         found[verdict[0]].append(verdict[1])
     if found["weak"]:
         raise _fail(
-            "weak_rsa", f"the encryption subkey is RSA under 2048 bits ({found['weak'][0]})"
+            "weak_rsa",
+            f"the encryption subkey is RSA under 2048 bits ({found['weak'][0]}); {_ASK}",
         )
     if found["unsupported"]:
         raise _fail(
             "unsupported_algorithm",
-            f"the encryption subkey uses an unsupported algorithm ({found['unsupported'][0]}); "
-            "RSA and ECDH (Curve25519, NIST P-256/384/521) are supported",
+            "the only encryption subkeys use algorithms this library does not support "
+            f"({'; '.join(found['unsupported'])}); {_ASK}",
+        )
+    if found["weak_hash"]:
+        raise _fail(
+            "weak_hash",
+            f"no encryption subkey is bound by an acceptable signature ({found['weak_hash'][0]});"
+            " ask the provider to re-sign the key with SHA-256 or stronger",
         )
     detail = "; ".join(found["problem"]) if found["problem"] else "the key has no subkeys"
-    raise _fail("no_encryption_subkey", f"no usable encryption subkey ({detail})")
+    raise _fail("no_encryption_subkey", f"no usable encryption subkey ({detail}); {_ASK}")
 
 
 def _binary_public_key(data: bytes) -> bytes:
@@ -222,9 +222,9 @@ def _binary_public_key(data: bytes) -> bytes:
     return binary
 
 
-def _check_primary(primary: Any, fields: PublicKey | None, pin: str | None) -> PublicKey:
-    """The primary key's fields; refused if it is not the pinned one, weak or revoked."""
-    fingerprint = _hex(primary.fingerprint)
+def _check_primary(packet: KeyPacket, pin: str | None, now: dt.datetime) -> PublicKey:
+    """The primary key's fields; refused if it is not the pinned one, unusable or weak."""
+    fingerprint = packet.fingerprint
     if pin is not None:
         wanted = pin.replace(" ", "").upper()
         if wanted != fingerprint:
@@ -232,62 +232,100 @@ def _check_primary(primary: Any, fields: PublicKey | None, pin: str | None) -> P
                 "fingerprint_mismatch",
                 f"the key's fingerprint {fingerprint} does not match the pinned {wanted}",
             )
-    if fields is None:
-        raise _fail("unreadable", f"the primary key {fingerprint} cannot be parsed")
-    if fields.algorithm in (PK_DSA, PK_ELGAMAL):
+    if packet.version != 4:
+        raise _fail("unsupported_version", f"v{packet.version} keys are not supported")
+    fields = packet.key
+    if fields is None or fields.algorithm in (PK_DSA, PK_ELGAMAL) or not can_verify(fields):
         raise _fail(
             "unsupported_algorithm",
-            f"{fields.description} keys are not supported (key {fingerprint})",
+            f"{packet.description} primary keys are not supported (key {fingerprint}); "
+            "ask the provider for a key whose primary is RSA, EdDSA or ECDSA on a NIST curve",
         )
     if fields.algorithm in PK_RSA and fields.bits < 2048:
-        raise _fail("weak_rsa", f"RSA-{fields.bits} is under 2048 bits (key {fingerprint})")
-    revocations = _signatures(primary, primary, SignatureType.KeyRevocation)
-    if _newest_verified(primary, primary, revocations) is not None:
-        raise _fail("revoked", f"the key {fingerprint} is revoked")
+        raise _fail(
+            "weak_rsa",
+            f"RSA-{fields.bits} is under 2048 bits (key {fingerprint}); {_ASK}",
+        )
+    if packet.created > now + CLOCK_SKEW:
+        raise _fail(
+            "not_yet_valid",
+            f"the key {fingerprint} is dated {_date(packet.created)}, in the future: "
+            "check this machine's clock, or ask the provider for a key dated correctly",
+        )
     return fields
+
+
+def _self_signature(primary: PublicKey, cert: Certificate, now: dt.datetime) -> _Valid:
+    """The primary key's current self-signature: its primary user id's, else direct-key."""
+    subject = key_subject(primary)
+    certified: list[tuple[bool, dt.datetime, Signature]] = []
+    refused: Signature | None = None
+    for user in cert.user_ids:
+        subjects = (subject, user_id_subject(user.tag, user.body))
+        found = _newest_valid(primary, _of_type(user, *SigType.CERTIFICATIONS), subjects, now)
+        refused = refused or found.refused
+        if found.signature is None:
+            continue
+        revoked = _of_type(user, SigType.CERTIFICATION_REVOCATION)
+        revocation = _newest_valid(primary, revoked, subjects, now).signature
+        if revocation is None or revocation.created < found.signature.created:
+            certified.append(
+                (found.signature.primary_user_id, found.signature.created, found.signature)
+            )
+    if certified:
+        return _Valid(max(certified, key=lambda entry: entry[:2])[2])
+    direct = _newest_valid(primary, _of_type(cert, SigType.DIRECT_KEY), (subject,), now)
+    return direct if direct.signature is not None else _Valid(None, refused or direct.refused)
 
 
 def _load(data: bytes, pin: str | None, now: dt.datetime) -> ProviderKey:
     binary = _binary_public_key(data)
     try:
-        with _quiet():
-            primary, _ = pgpy.PGPKey.from_blob(binary)
-        keys = _public_keys(binary)
-    except Exception as exc:  # noqa: BLE001  (PGPy raises anything on corrupt input)
-        raise _fail("unreadable", f"the key cannot be parsed: {str(exc)[:120]}") from None
-    if not primary.is_public:
-        raise _fail("secret_key", "this is a secret key: give the provider's PUBLIC key")
-    fingerprint = _hex(primary.fingerprint)
-    fields = _check_primary(primary, keys.get(fingerprint), pin)
-    certifications = [
-        (uid, signature)
-        for uid in primary.userids
-        for signature in _signatures(primary, uid, *_CERTIFICATIONS)
-    ]
-    certifications.sort(key=lambda pair: pair[1].created, reverse=True)
-    self_cert = next((s for uid, s in certifications if _verified(primary, uid, s)), None)
-    expires_at = _expiry(primary.created, self_cert)
+        cert = parse_certificate(binary)
+    except PacketError as exc:
+        raise _fail("unreadable", f"the key cannot be parsed: {exc}") from None
+    fingerprint = cert.primary.fingerprint
+    primary = _check_primary(cert.primary, pin, now)
+    revocations = _of_type(cert, SigType.KEY_REVOCATION)
+    if _newest_valid(primary, revocations, (key_subject(primary),), now).signature is not None:
+        raise _fail(
+            "revoked", f"the key {fingerprint} is revoked; ask the provider for its new key"
+        )
+    current = _self_signature(primary, cert, now)
+    if current.signature is None and current.refused is not None:
+        raise _fail(
+            "weak_hash",
+            f"the key {fingerprint} is certified only by signatures the policy refuses "
+            f"({hash_refusal(current.refused)}); "
+            "ask the provider to re-sign the key with SHA-256 or stronger",
+        )
+    self_sig = current.signature
+    expires_at = None
+    if self_sig is not None and self_sig.key_lifetime:
+        expires_at = cert.primary.created + dt.timedelta(seconds=self_sig.key_lifetime)
     if expires_at is not None and expires_at <= now:
-        raise _fail("expired", f"the key {fingerprint} expired on {expires_at:%Y-%m-%d}")
+        raise _fail(
+            "expired",
+            f"the key {fingerprint} expired on {_date(expires_at)}; "
+            "ask the provider for a renewed key (or the same key with a new expiry date)",
+        )
     try:
-        choice = _choose_subkey(primary, keys, now)
+        choice = _choose_subkey(primary, cert, now)
     except ProviderKeyError as refusal:
-        flags = frozenset(self_cert.key_flags) if self_cert is not None else frozenset()
-        if not (fields.algorithm in PK_RSA and flags & _ENCRYPT_FLAGS):
+        flags = self_sig.key_flags if self_sig is not None else None
+        if not (primary.algorithm in PK_RSA and flags and flags & _ENCRYPT_FLAGS):
             raise
         # An RSA primary certified for encryption can take the role.
         try:
-            choice = _Choice(fingerprint, fields.description, recipient_for(fields))
+            choice = _Choice(fingerprint, primary.description, recipient_for(primary))
         except PacketError:
             raise refusal from None
-    with _quiet():
-        armored = str(primary)
     return ProviderKey(
         fingerprint=fingerprint,
         subkey_fingerprint=choice.fingerprint,
         algorithm=choice.algorithm,
         expires_at=expires_at,
-        armored=armored,
+        armored=armor(cert.binary, "PUBLIC KEY BLOCK").decode("ascii"),
         recipient=choice.recipient,
     )
 

@@ -25,9 +25,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CURVES",
+    "OTHER_CURVES",
+    "PK_DSA",
     "PK_ECDH",
+    "PK_ECDSA",
+    "PK_ED448",
+    "PK_ED25519",
     "PK_EDDSA",
+    "PK_ELGAMAL",
     "PK_RSA",
+    "PK_X448",
+    "PK_X25519",
     "PacketError",
     "PublicKey",
     "Reader",
@@ -74,12 +82,22 @@ PK_DSA: Final = 17
 PK_ECDH: Final = 18
 PK_ECDSA: Final = 19
 PK_EDDSA: Final = 22
+#: RFC 9580's native Bernstein-curve algorithms: their keys are fixed-size octet strings.
+PK_X25519: Final = 25
+PK_X448: Final = 26
+PK_ED25519: Final = 27
+PK_ED448: Final = 28
+_NATIVE_SIZES: Final = {PK_X25519: 32, PK_X448: 56, PK_ED25519: 32, PK_ED448: 57}
 _ALGORITHM_NAMES: Final = {
     PK_ELGAMAL: "ElGamal",
     PK_DSA: "DSA",
     PK_ECDH: "ECDH",
     PK_ECDSA: "ECDSA",
     PK_EDDSA: "EdDSA",
+    PK_X25519: "X25519",
+    PK_X448: "X448",
+    PK_ED25519: "Ed25519",
+    PK_ED448: "Ed448",
 }
 
 #: Curve OIDs as keys carry them (without the length octet): name, and the
@@ -90,6 +108,15 @@ CURVES: Final[dict[bytes, tuple[str, ec.EllipticCurve | None]]] = {
     bytes.fromhex("2a8648ce3d030107"): ("NIST P-256", ec.SECP256R1()),
     bytes.fromhex("2b81040022"): ("NIST P-384", ec.SECP384R1()),
     bytes.fromhex("2b81040023"): ("NIST P-521", ec.SECP521R1()),
+}
+#: Curves keys may carry that nothing here encrypts to: named in refusals only.
+OTHER_CURVES: Final = {
+    bytes.fromhex("2b2403030208010107"): "brainpoolP256r1",
+    bytes.fromhex("2b240303020801010b"): "brainpoolP384r1",
+    bytes.fromhex("2b240303020801010d"): "brainpoolP512r1",
+    bytes.fromhex("2b8104000a"): "secp256k1",
+    bytes.fromhex("2b656f"): "Curve448",
+    bytes.fromhex("2b6571"): "Ed448",
 }
 
 
@@ -223,7 +250,8 @@ class PublicKey:
     #: The public key packet body: what fingerprints and signatures hash.
     body: bytes
     algorithm: int
-    #: The algorithm's public MPIs (RSA: n, e; DSA: p, q, g, y; EC: the point).
+    #: The algorithm's public MPIs (RSA: n, e; DSA: p, q, g, y; EC: the point; RFC 9580's
+    #: X25519, X448, Ed25519, Ed448: the raw key octets).
     mpis: tuple[bytes, ...]
     #: The curve OID of an EC key (without its length octet).
     oid: bytes = b""
@@ -245,8 +273,10 @@ class PublicKey:
         """``RSA-3072``, ``Curve25519``, ``DSA`` …, for messages."""
         if self.algorithm in PK_RSA:
             return f"RSA-{self.bits}"
+        if self.oid in CURVES:
+            return CURVES[self.oid][0]
         if self.oid:
-            return CURVES.get(self.oid, (f"curve {self.oid.hex()}", None))[0]
+            return OTHER_CURVES.get(self.oid, f"curve {self.oid.hex()}")
         return _ALGORITHM_NAMES.get(self.algorithm, f"algorithm {self.algorithm}")
 
     @property
@@ -272,6 +302,8 @@ def read_public_key(reader: Reader) -> PublicKey:
     oid = kdf = b""
     if algorithm in _MPI_COUNTS:
         mpis = tuple(reader.mpi_bytes() for _ in range(_MPI_COUNTS[algorithm]))
+    elif algorithm in _NATIVE_SIZES:
+        mpis = (reader.take(_NATIVE_SIZES[algorithm]),)
     elif algorithm in (PK_ECDH, PK_ECDSA, PK_EDDSA):
         oid = reader.take(reader.byte())
         mpis = (reader.mpi_bytes(),)

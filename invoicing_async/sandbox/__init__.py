@@ -19,11 +19,12 @@ from __future__ import annotations
 from ._faults import DEFAULT_RANDOM_KINDS, Fault
 from ._keys import SandboxKeyPair, cached_keypair, generate_keypair
 from ._records import CommittedDocument, RequestRecord, SandboxEnvironment, SandboxStats
-from ._samples import sample_invoice, sample_invoices
+from ._samples import SANDBOX_CLIENT_ID, sample_invoice, sample_invoices
 from ._sandbox import Sandbox
 
 __all__ = [
     "DEFAULT_RANDOM_KINDS",
+    "SANDBOX_CLIENT_ID",
     "CommittedDocument",
     "Fault",
     "RequestRecord",

@@ -1,17 +1,13 @@
 """The sandbox on the wire: aiohttp routes, request reading, faults, replies written.
 
 One server holds every environment as a path prefix (``/test``, ``/production``), like
-the real service's separate hosts. Handlers read what a request carries and hand it to
-the provider state (:mod:`._provider`), which decides every answer synchronously; this
-module adds only what needs the network: reading bodies, decrypting off the loop, and
-writing replies, straight or mangled as a fault says (a reset, a lost answer, half a
-body, a trickle, an oversized body, a hang).
-
-Decryption, the one CPU-heavy step, runs in a small thread pool: ``cryptography``
-releases the GIL for the RSA operation, so it scales with cores and the loop stays free
-for the clients that usually share it.
-
-This is the only module of the sandbox that imports aiohttp.
+the real service's separate hosts, and the read-only endpoints under ``/_sandbox``
+(:mod:`._inspect`). Handlers hand what a request carries to the provider state
+(:mod:`._provider`), which decides every answer synchronously; this module adds what
+needs the network: reading bodies, decrypting off the loop (a small thread pool:
+``cryptography`` releases the GIL for RSA), TLS, the request log line, and writing
+replies, straight or mangled as a fault says (a reset, a lost answer, half a body, a
+trickle, an oversized body, a hang). The only module of the sandbox importing aiohttp.
 """
 
 from __future__ import annotations
@@ -20,22 +16,28 @@ import asyncio
 import concurrent.futures
 import contextlib
 import datetime as dt
+import functools
+import logging
 import os
 import socket
 import struct
+import time
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from ._decrypt import OpenPGPError
 from ._faults import Fault
-from ._replies import METHOD_NOT_ALLOWED, Reply, error_reply, fault_reply, foreign, undecryptable
+from ._inspect import PREFIX
+from ._replies import METHOD_NOT_ALLOWED, Reply, error_reply, fault_reply, mangled, undecryptable
 
 if TYPE_CHECKING:
+    import ssl
     from collections.abc import Awaitable, Callable
 
     from ._decrypt import Decryptor
     from ._faults import FaultPlan
+    from ._inspect import Inspector
     from ._provider import Exchange, Provider, Route, Submission
 
     _Handler = Callable[[web.Request, str, Exchange], Awaitable[web.StreamResponse]]
@@ -43,12 +45,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Server"]
 
+log = logging.getLogger("invoicing_async.sandbox")
+
 _JSON_TYPES = frozenset({"application/json", "text/json"})
 _PGP_TYPES = frozenset({"application/pgp-encrypted", "application/octet-stream"})
-_HTML = (
-    b"<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head>"
-    b"<body><h1>Bad Gateway</h1><p>The upstream server is unavailable.</p></body></html>"
-)
 _CHUNK = 64 * 1024
 
 
@@ -63,8 +63,10 @@ class Server:
         *,
         max_body_size: int,
         max_in_flight: int | None = None,
+        inspector: Inspector | None = None,
     ) -> None:
         self._provider = provider
+        self._inspector = inspector
         self._max_in_flight = max_in_flight
         self._documents_in_flight = 0
         self._faults = faults
@@ -76,13 +78,15 @@ class Server:
         #: Handler tasks: aiohttp forgets the task of a connection the client closed.
         self.inflight: set[asyncio.Task[Any]] = set()
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on ``host:port`` (0: any free port) and return the port."""
+    async def start(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> int:
+        """Listen on ``host:port`` (0: any free port), over TLS with ``tls``; the port."""
         app = web.Application(client_max_size=self._max_body_size)
+        app.router.add_route("*", PREFIX + "{tail:(/.*)?}", self._inspect)
+        secure, plain = (functools.partial(self._document, encrypted=e) for e in (True, False))
         routes: tuple[tuple[str, _Handler, Route], ...] = (
             ("/{env}/oauth/token", self._token, "token"),
-            ("/{env}/Invoice/secure", self._secure, "document"),
-            ("/{env}/Invoice/json", self._json, "document"),
+            ("/{env}/Invoice/secure", secure, "document"),
+            ("/{env}/Invoice/json", plain, "document"),
             ("/{env}/Invoice/cancelDeliveryNote", self._cancel, "cancel"),
             ("/{tail:.*}", self._not_found, "other"),
         )
@@ -91,18 +95,15 @@ class Server:
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=min(8, os.cpu_count() or 2), thread_name_prefix="invoicing-sandbox"
         )
+        # handler_cancellation=False, explicit although it is aiohttp's default: a client
+        # that disconnects must not cancel the commit of a document it already sent.
         runner = web.AppRunner(
-            app,
-            access_log=None,
-            handle_signals=False,
-            shutdown_timeout=2.0,
-            # Explicit although it is aiohttp's default: a client that disconnects must
-            # not cancel the commit of a document it already sent.
+            app, access_log=None, handle_signals=False, shutdown_timeout=2.0,
             handler_cancellation=False,
-        )
+        )  # fmt: skip
         await runner.setup()
         try:
-            await web.TCPSite(runner, host, port).start()
+            await web.TCPSite(runner, host, port, ssl_context=tls).start()
         except BaseException:
             await runner.cleanup()
             self._executor.shutdown()
@@ -133,7 +134,7 @@ class Server:
             exchange = self._provider.begin(
                 environment, route, request.method, request.path, dict(request.query)
             )
-            task = asyncio.current_task()
+            task, started = asyncio.current_task(), time.perf_counter()
             if task is not None:
                 self.inflight.add(task)
             try:
@@ -144,8 +145,17 @@ class Server:
                 self._provider.finish(exchange)
                 if task is not None:
                     self.inflight.discard(task)
+                if log.isEnabledFor(logging.INFO):
+                    log.info("%s", exchange.log_line(time.perf_counter() - started))
 
         return serve
+
+    async def _inspect(self, request: web.Request) -> web.StreamResponse:
+        """The read-only endpoints (:mod:`._inspect`): not logged, not counted."""
+        if self._inspector is None:
+            return _response(_unknown(request))
+        tail = request.match_info.get("tail", "")
+        return _response(self._inspector.answer(request.method, tail, request.query))
 
     async def _before(
         self, request: web.Request, fault: Fault | None, exchange: Exchange
@@ -198,16 +208,6 @@ class Server:
         reply = METHOD_NOT_ALLOWED if form is None else grant(form, environment, exchange)
         return await self._send(request, reply, fault, exchange)
 
-    async def _secure(
-        self, request: web.Request, environment: str, exchange: Exchange
-    ) -> web.StreamResponse:
-        return await self._document(request, environment, exchange, encrypted=True)
-
-    async def _json(
-        self, request: web.Request, environment: str, exchange: Exchange
-    ) -> web.StreamResponse:
-        return await self._document(request, environment, exchange, encrypted=False)
-
     async def _document(
         self, request: web.Request, environment: str, exchange: Exchange, *, encrypted: bool
     ) -> web.StreamResponse:
@@ -225,6 +225,8 @@ class Server:
     async def _process_document(
         self, request: web.Request, environment: str, exchange: Exchange, *, encrypted: bool
     ) -> web.StreamResponse:
+        if latency := self._faults.base_latency():  # the service's --latency
+            await _sleep_unless(latency, self._stopping)
         scripted, fault = self._faults.take(self._faults.documents)
         try:
             body = await request.read()
@@ -257,12 +259,7 @@ class Server:
         """Authenticate, check the media type, decrypt, then let the provider check."""
         if request.method != "POST":
             return METHOD_NOT_ALLOWED
-        refusal = self._provider.authenticate(
-            environment,
-            request.headers.get("Authorization", ""),
-            request.headers.get("APIKey", ""),
-            exchange,
-        )
+        refusal = self._authenticate(request, environment, exchange)
         if refusal is not None:
             return refusal
         media = request.content_type
@@ -285,25 +282,27 @@ class Server:
         if request.method != "POST":
             reply = METHOD_NOT_ALLOWED
         else:
-            reply = self._provider.authenticate(
-                environment,
-                request.headers.get("Authorization", ""),
-                request.headers.get("APIKey", ""),
-                exchange,
-            ) or self._provider.cancel(exchange, request.query.get("mark"), await request.read())
+            reply = self._authenticate(request, environment, exchange) or self._provider.cancel(
+                exchange, request.query.get("mark"), await request.read()
+            )
         return await self._send(request, reply, None, exchange)
+
+    def _authenticate(
+        self, request: web.Request, environment: str, exchange: Exchange
+    ) -> Reply | None:
+        headers = request.headers
+        authorization, api_key = headers.get("Authorization", ""), headers.get("APIKey", "")
+        return self._provider.authenticate(environment, authorization, api_key, exchange)
 
 
 def _unknown(request: web.Request) -> Reply:
     return error_reply(404, f"no such operation: {request.method} {request.path}"[:300])
 
 
-def _response(reply: Reply, *, content_type: str | None = None) -> web.Response:
-    """``reply`` as a plain aiohttp response (optionally mislabelled)."""
-    response = web.Response(
-        status=reply.status, body=reply.body, content_type=content_type or reply.content_type
-    )
-    if reply.content_type == "application/json" and content_type is None:
+def _response(reply: Reply) -> web.Response:
+    """``reply`` as a plain aiohttp response."""
+    response = web.Response(status=reply.status, body=reply.body, content_type=reply.content_type)
+    if reply.content_type == "application/json":
         response.charset = "utf-8"
     for name, value in reply.headers:
         response.headers[name] = value
@@ -346,8 +345,7 @@ async def _sleep_unless(seconds: float | None, stop: asyncio.Event) -> bool:
 async def _hang(request: web.BaseRequest, stop: asyncio.Event) -> None:
     """Hold the request until the client goes away or the sandbox stops, then drop it.
 
-    The handler is not cancelled when the client disconnects (aiohttp's default), so the
-    connection is polled; a fraction of a second of delay in noticing costs nothing.
+    The handler is not cancelled when the client leaves (aiohttp's default): poll.
     """
     while not _connection_gone(request):
         if await _sleep_unless(0.05, stop):
@@ -370,15 +368,9 @@ async def _write_reply(
     if kind == "commit_then_drop":
         _abort(request)
         return web.Response(status=reply.status), None
-    if kind == "commit_then_500":
-        return _response(fault_reply(Fault.status(500))), 500
-    if kind == "non_json":
-        html = web.Response(status=reply.status, body=_HTML, content_type="text/html")
-        return html, reply.status
-    if kind == "wrong_content_type":
-        return _response(reply, content_type="text/html"), reply.status
-    if kind == "foreign_record":
-        return _response(foreign(reply)), reply.status
+    instead = mangled(reply, kind, request.headers)
+    if instead is not None:  # another whole reply
+        return _response(instead), instead.status
     assert fault is not None  # noqa: S101  (kind is not None only with a fault)
     response = web.StreamResponse(status=reply.status)
     response.content_type = reply.content_type

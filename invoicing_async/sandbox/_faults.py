@@ -44,6 +44,7 @@ FaultKind = Literal[
     "trickle",
     "oversized",
     "foreign_record",
+    "echo_secrets",
 ]
 
 #: Kinds applied before the request is processed; the others mangle the response.
@@ -140,6 +141,15 @@ class Fault:
         """
         return cls(kind="foreign_record")
 
+    @classmethod
+    def echo_secrets(cls) -> Fault:
+        """Commit, then answer with a record that echoes the request's API key and token.
+
+        Some providers put what they received into their messages; a client must keep
+        it out of everything it hands on.
+        """
+        return cls(kind="echo_secrets")
+
     @property
     def name(self) -> str:
         """A short label for the request log: ``status:503``, ``latency:0.2``, ``reset``."""
@@ -197,6 +207,20 @@ class FaultPlan:
         self.tokens: collections.deque[Fault | None] = collections.deque()
         self.refresh: collections.deque[Fault | None] = collections.deque()
         self.random: _RandomFaults | None = None
+        #: Every document request waits ``latency[0]`` plus up to ``latency[1]`` seconds.
+        self.latency: tuple[float, float] = (0.0, 0.0)
+        self._rng = random.Random()
+
+    def set_latency(self, seconds: float, jitter: float = 0.0) -> None:
+        """Delay every document request by ``seconds`` plus up to ``jitter`` at random."""
+        if seconds < 0 or jitter < 0:
+            raise ValueError("latency and jitter must not be negative")
+        self.latency = (float(seconds), float(jitter))
+
+    def base_latency(self) -> float:
+        """This request's delay: 0 unless :meth:`set_latency` asked for one."""
+        seconds, jitter = self.latency
+        return seconds + self._rng.uniform(0, jitter) if jitter else seconds
 
     def clear(self) -> None:
         """Forget scripted and random faults."""

@@ -8,11 +8,10 @@ first as GnuPG does, so a default ``gpg --encrypt`` compresses) and the MDC feat
 one encryption subkey (RSA or Curve25519) bound with a SHA-256 signature. No expiry:
 sandbox keys live as long as the test that uses them.
 
-The keys are written with the package's own packet writer (:mod:`invoicing_async._pgp`)
-rather than PGPy: PGPy belongs to the client's key loader alone, and the sandbox reads
-the same packets back with the same parser, here, into ``cryptography`` private key
-objects built once (:func:`load_decryption_keys`). Secret key material never appears in
-a ``repr`` or an error message.
+The keys are written with the package's own packet writer (:mod:`invoicing_async._pgp`),
+and the sandbox reads the same packets back with the same parser, here, into
+``cryptography`` private key objects built once (:func:`load_decryption_keys`). Secret
+key material never appears in a ``repr`` or an error message.
 """
 
 from __future__ import annotations

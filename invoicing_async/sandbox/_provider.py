@@ -78,6 +78,22 @@ class Exchange:
     #: What the counters record if no status line is sent: ``drop`` or ``reset``.
     dropped: str = "drop"
 
+    def log_line(self, seconds: float) -> str:
+        """One line for the request log: what arrived, what was answered, how long it took.
+
+        Never a credential: the path, the document's identity, the client id (a TIN).
+        """
+        where = f"/{self.environment}{self.path}" if self.environment else self.path
+        answer = str(self.status) if self.status is not None else self.dropped
+        parts = [f"{self.method} {where} -> {answer}"]
+        if self.identity is not None:
+            parts.append(f"document {self.identity} attempt {self.attempt}")
+        if self.client_id is not None:
+            parts.append(f"client {self.client_id}")
+        if self.fault is not None:
+            parts.append(f"fault {self.fault}")
+        return ", ".join(parts) + f" ({seconds * 1000:.1f} ms)"
+
     def record(self) -> RequestRecord:
         """The frozen log entry."""
         return RequestRecord(
@@ -117,6 +133,7 @@ class Provider:
     :param rng: draws the clients' TINs (and API keys when ``seeded``).
     :param salt: derives the random-looking values of result records.
     :param duplicate_detection: with ``False`` a re-sent document is committed again.
+    :param default_client_id: the first environment's client (TIN); random when ``None``.
     """
 
     def __init__(
@@ -131,6 +148,7 @@ class Provider:
         refresh_expires_in: float,
         domain: str,
         duplicate_detection: bool = True,
+        default_client_id: str | None = None,
         token_propagation_delay: float = 0.0,
         revoke_tokens_on_issue: bool = False,
     ) -> None:
@@ -150,7 +168,7 @@ class Provider:
         self.environments: dict[str, Environment] = {}
         used: set[str] = set()
         for name in names:
-            tin = random_tin(rng)
+            tin = default_client_id if name == names[0] and default_client_id else random_tin(rng)
             while tin in used:
                 tin = random_tin(rng)
             used.add(tin)
@@ -331,6 +349,10 @@ class Provider:
     def committed(self) -> Mapping[str, CommittedDocument]:
         """Every committed document by identity (read-only, live; first scope wins)."""
         return types.MappingProxyType(self._by_identity)
+
+    def all_committed(self) -> list[CommittedDocument]:
+        """Every committed document of every environment and client, in commit order."""
+        return list(self._store.values())
 
     def committed_in(self, environment: str, client_id: str) -> dict[str, CommittedDocument]:
         """The documents committed by one client of one environment, by identity."""

@@ -1,26 +1,32 @@
 """pytest fixtures for users' own test suites: a running sandbox and a client bound to it.
 
-Installed as the ``invoicing_async`` pytest plugin (entry point ``pytest11``), so any
-suite that has the library and pytest-asyncio can ask for them::
+Installed as the ``invoicing_async`` pytest plugin (entry point ``pytest11``); the
+fixtures need pytest-asyncio, which the ``invoicing-async[pytest]`` extra installs::
 
     async def test_invoice_is_accepted(invoicing_client, invoicing_sandbox):
         result = await invoicing_client.submit_secure(invoice)
         assert invoicing_sandbox.committed[document_key(invoice)].record == result
 
-Both fixtures are function-scoped: every test gets an empty sandbox on its own event
-loop. The provider key is generated once per process and shared (RSA-3072 takes about
-a second), so a fixture costs a few milliseconds.
+Scope: both fixtures are function-scoped, so every test gets an empty sandbox on its own
+event loop. The provider key is generated once per process and shared (RSA-3072 takes
+about a second), so a fixture costs a few milliseconds.
 
-They are declared with ``pytest_asyncio.fixture``, which works in both of
-pytest-asyncio's modes (``auto`` and ``strict``). Without pytest-asyncio the plugin
-defines nothing: it must never break a pytest run that does not use it. Imports of the
+Configuration: override the ``invoicing_sandbox_options`` fixture (a dict of
+:class:`~invoicing_async.sandbox.Sandbox` keyword arguments) in a ``conftest.py``, e.g.
+``{"key_algorithm": "cv25519", "seed": 7}``.
+
+The fixtures are declared with ``pytest_asyncio.fixture``, which works in both of
+pytest-asyncio's modes (``auto`` and ``strict``). Without pytest-asyncio the fixtures
+still exist, and fail with a message saying what to install, instead of pytest's
+"fixture not found"; a suite that does not use them is not affected. Imports of the
 library happen inside the fixtures, so loading the plugin costs nothing either.
 """
 
 from __future__ import annotations
 
-import importlib.util
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import pytest
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -28,30 +34,63 @@ if TYPE_CHECKING:
     from invoicing_async import InvoicingClient
     from invoicing_async.sandbox import Sandbox
 
-__all__: list[str] = []
+__all__ = ["invoicing_client", "invoicing_sandbox", "invoicing_sandbox_options"]
 
-if importlib.util.find_spec("pytest_asyncio") is not None:
+MISSING = (
+    "the invoicing_async fixtures need pytest-asyncio, which is not installed: "
+    "pip install 'invoicing-async[pytest]' (or pytest-asyncio)"
+)
+
+
+@pytest.fixture
+def invoicing_sandbox_options() -> dict[str, Any]:
+    """Keyword arguments of the sandbox ``invoicing_sandbox`` starts: none by default.
+
+    Override it in a ``conftest.py`` to configure that
+    :class:`~invoicing_async.sandbox.Sandbox` (key algorithm, seed, token lifetimes,
+    ``duplicate_detection``, ``tls`` …).
+    """
+    return {}
+
+
+try:
     import pytest_asyncio
+except ImportError:  # the fixtures say what is missing when a test asks for them
 
-    __all__ += ["invoicing_client", "invoicing_sandbox"]
+    @pytest.fixture
+    def invoicing_sandbox() -> NoReturn:
+        """Needs pytest-asyncio (``pip install 'invoicing-async[pytest]'``)."""
+        pytest.fail(MISSING, pytrace=False)
+
+    @pytest.fixture
+    def invoicing_client() -> NoReturn:
+        """Needs pytest-asyncio (``pip install 'invoicing-async[pytest]'``)."""
+        pytest.fail(MISSING, pytrace=False)
+
+else:
 
     @pytest_asyncio.fixture
-    async def invoicing_sandbox() -> AsyncIterator[Sandbox]:
+    async def invoicing_sandbox(  # type: ignore[misc]
+        invoicing_sandbox_options: dict[str, Any],
+    ) -> AsyncIterator[Sandbox]:
         """A running :class:`~invoicing_async.sandbox.Sandbox`, stopped after the test.
 
-        Environments ``test`` (the default) and ``production``; empty for every test.
+        Function-scoped: empty for every test. Environments ``test`` (the default) and
+        ``production``; configured by ``invoicing_sandbox_options``.
         """
         from invoicing_async.sandbox import Sandbox  # noqa: PLC0415
 
-        async with Sandbox() as sandbox:
+        async with Sandbox(**invoicing_sandbox_options) as sandbox:
             yield sandbox
 
     @pytest_asyncio.fixture
-    async def invoicing_client(invoicing_sandbox: Sandbox) -> AsyncIterator[InvoicingClient]:
+    async def invoicing_client(  # type: ignore[misc]
+        invoicing_sandbox: Sandbox,
+    ) -> AsyncIterator[InvoicingClient]:
         """An :class:`~invoicing_async.InvoicingClient` bound to ``invoicing_sandbox``.
 
-        Default environment, its credentials and the sandbox's provider key; closed
-        after the test.
+        Default environment, its credentials, the sandbox's provider key (and its CA when
+        it serves TLS); closed after the test.
         """
         from invoicing_async import InvoicingClient  # noqa: PLC0415
 
@@ -61,5 +100,6 @@ if importlib.util.find_spec("pytest_asyncio") is not None:
             sandbox.client_id,
             sandbox.client_secret,
             provider_key=sandbox.provider_key,
+            ssl=sandbox.client_ssl_context(),
         ) as client:
             yield client

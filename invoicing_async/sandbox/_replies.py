@@ -18,9 +18,10 @@ import attrs
 from invoicing_async._documents import dumps
 
 from ._decrypt import NotIntegrityProtectedError, OpenPGPError
+from ._faults import Fault
 
 if TYPE_CHECKING:
-    from ._faults import Fault
+    from collections.abc import Callable, Mapping
 
 __all__ = [
     "METHOD_NOT_ALLOWED",
@@ -28,7 +29,7 @@ __all__ = [
     "Reply",
     "error_reply",
     "fault_reply",
-    "foreign",
+    "mangled",
     "oauth_error",
     "undecryptable",
 ]
@@ -108,17 +109,62 @@ def undecryptable(error: OpenPGPError) -> Reply:
 METHOD_NOT_ALLOWED = error_reply(405, "use POST", headers=(("Allow", "POST"),))
 
 
-def foreign(reply: Reply) -> Reply:
-    """``reply`` carrying another document's record: its number and internal id changed.
+_HTML = (
+    b"<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head>"
+    b"<body><h1>Bad Gateway</h1><p>The upstream server is unavailable.</p></body></html>"
+)
 
-    A reply that is not a JSON object (an error page) is returned unchanged.
+
+def mangled(reply: Reply, kind: str, headers: Mapping[str, str]) -> Reply | None:
+    """The whole reply an after-commit fault ``kind`` sends instead of ``reply``.
+
+    ``None`` for the kinds that break the stream or the connection instead (the
+    application writes those).
     """
+    if kind == "commit_then_500":
+        return fault_reply(Fault.status(500))
+    if kind == "non_json":  # a proxy's error page with the right status
+        return Reply(reply.status, _HTML, content_type="text/html")
+    if kind == "wrong_content_type":  # the real record, mislabelled
+        return attrs.evolve(reply, content_type="text/html")
+    if kind == "foreign_record":
+        return _foreign(reply)
+    if kind == "echo_secrets":
+        return _echoing(reply, headers.get("APIKey", ""), headers.get("Authorization", ""))
+    return None
+
+
+def _foreign(reply: Reply) -> Reply:
+    """``reply`` carrying another document's record: its number and internal id changed."""
+
+    def change(record: dict[str, Any]) -> None:
+        record["number"] = f"{record.get('number') or 0}-other"
+        record["internalId"] = f"{record.get('internalId') or 'document'}-other"
+
+    return _edit_record(reply, change)
+
+
+def _echoing(reply: Reply, api_key: str, authorization: str) -> Reply:
+    """``reply`` whose record repeats the request's credentials, as careless ones do.
+
+    They go into the message and into an extra member.
+    """
+
+    def change(record: dict[str, Any]) -> None:
+        token = authorization.partition(" ")[2]
+        record["message"] = f"{record.get('message') or ''} (API key {api_key}, token {token})"
+        record["requestEcho"] = {"apiKey": api_key, "authorization": authorization}
+
+    return _edit_record(reply, change)
+
+
+def _edit_record(reply: Reply, change: Callable[[dict[str, Any]], None]) -> Reply:
+    """``reply`` with its JSON record changed; a body that is not a record is kept as is."""
     try:
         record = json.loads(reply.body)
     except ValueError:
         return reply
     if not isinstance(record, dict):
         return reply
-    record["number"] = f"{record.get('number') or 0}-other"
-    record["internalId"] = f"{record.get('internalId') or 'document'}-other"
+    change(record)
     return attrs.evolve(reply, body=dumps(record))

@@ -255,6 +255,7 @@ def build_record(
             "authenticationCode": authentication_code,
         },
         status=DocumentStatus.UNKNOWN,
+        raw_status=DocumentStatus.UNKNOWN.value,
         series=None if series is None else str(series),
         number=None if number is None else str(number),
         date_issued=date_issued,

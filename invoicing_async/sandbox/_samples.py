@@ -13,7 +13,11 @@ import random
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-__all__ = ["sample_invoice", "sample_invoices"]
+__all__ = ["SANDBOX_CLIENT_ID", "sample_invoice", "sample_invoices"]
+
+#: The TIN of the sandbox's default client and the issuer of sample invoices, so that
+#: ``Sandbox()`` accepts ``sample_invoice(n)`` as they come (9 digits, valid check digit).
+SANDBOX_CLIENT_ID = "123456783"
 
 _PRODUCTS = [
     ("Καφές espresso 1kg", "24.90"),
@@ -36,7 +40,7 @@ def _money(value: Decimal) -> float:
 def sample_invoice(
     number: int,
     *,
-    issuer_vat: str = "094019245",
+    issuer_vat: str = SANDBOX_CLIENT_ID,
     series: str = "A",
     lines: int = 10,
     branch: int = 0,
@@ -46,7 +50,12 @@ def sample_invoice(
     """One invoice; the same arguments always give the same document.
 
     Its identity is ``DistributionDetails.InternalDocumentId`` =
-    ``{issuer_vat}-{series}-{number}``.
+    ``{issuer_vat}-{series}-{number}``. The default issuer is the default client of
+    :class:`~invoicing_async.sandbox.Sandbox` (:data:`SANDBOX_CLIENT_ID`), so a sandbox
+    with default options accepts it; for another client pass
+    ``issuer_vat=env.client_id``.
+
+    .. versionchanged:: 0.2.0 the default issuer is the sandbox's default client.
     """
     rng = random.Random(f"{seed}:{issuer_vat}:{series}:{number}")
     issued = issued or dt.date(2026, 11, 22)

@@ -23,12 +23,16 @@ from invoicing_async._pgp import ProviderKey
 from ._app import Server
 from ._decrypt import Decryptor
 from ._faults import DEFAULT_RANDOM_KINDS, Fault, FaultPlan
+from ._inspect import Inspector
 from ._keys import Algorithm, cached_keypair, public_half
 from ._provider import Provider
 from ._records import CommittedDocument, RequestRecord, SandboxEnvironment, SandboxStats
+from ._samples import SANDBOX_CLIENT_ID
+from ._tls import ServerCertificate, default_names
 
 if TYPE_CHECKING:
     import os
+    import ssl
     from collections.abc import Callable, Iterable, Mapping
     from types import TracebackType
 
@@ -62,8 +66,20 @@ class Sandbox:
                 result = await client.submit_secure(invoice)
             assert sb.committed[document_key(invoice)].record == result
 
-    :param host: interface to listen on (loopback by default).
+    :param host: interface to listen on (loopback by default; ``0.0.0.0`` for every one,
+        as a service in a container, which wants ``tls=True`` too).
     :param port: TCP port; 0 picks a free one (read it from :attr:`port`).
+    :param tls: serve HTTPS with a certificate made at start by a private CA; clients
+        trust it with :meth:`client_ssl_context` or the file :meth:`write_ca_certificate`
+        writes (the client sends an API key in clear to loopback only).
+    :param tls_names: the host names and addresses the certificate is valid for (default:
+        loopback and this machine's names; add a docker-compose service name here).
+    :param public_host: the host written into :attr:`url` and the base URLs (default:
+        the listen host, or the first of ``tls_names`` / ``127.0.0.1`` when listening on
+        every interface).
+    :param client_id: the default environment's client id (TIN): by default the issuer
+        of :func:`~invoicing_async.sandbox.sample_invoice`, so samples are accepted as
+        they come. The other environments draw theirs.
     :param key_algorithm: ``rsa3072``, ``rsa2048`` or ``cv25519``; the key is generated
         once per process and shared.
     :param key_file: an armored *secret* key to use instead.
@@ -108,6 +124,10 @@ class Sandbox:
         max_body_size: int = 16 * 1024 * 1024,
         duplicate_detection: bool = True,
         max_in_flight: int | None = None,
+        tls: bool = False,
+        tls_names: Iterable[str] | None = None,
+        public_host: str | None = None,
+        client_id: str = SANDBOX_CLIENT_ID,
         token_propagation_delay: float = 0.0,
         revoke_tokens_on_issue: bool = False,
     ) -> None:
@@ -122,10 +142,17 @@ class Sandbox:
             refresh_expires_in=refresh_expires_in,
             domain=domain,
             duplicate_detection=duplicate_detection,
+            default_client_id=client_id,
             token_propagation_delay=token_propagation_delay,
             revoke_tokens_on_issue=revoke_tokens_on_issue,
         )
         self._host = host
+        self._tls_names = list(tls_names) if tls_names is not None else default_names(host)
+        wildcard = host in ("", "0.0.0.0", "::")  # noqa: S104  (comparing, not binding)
+        default_public = (self._tls_names[0] if tls_names else "127.0.0.1") if wildcard else host
+        self._public_host = public_host or default_public
+        self._certificate: ServerCertificate | None = None
+        self._tls = tls
         self._requested_port = port
         self._key_algorithm: Algorithm = key_algorithm
         self._key_file = key_file
@@ -163,15 +190,23 @@ class Sandbox:
         if self._material is None:
             # Generating an RSA key takes about a second (once per process): not on the loop.
             self._material = await asyncio.to_thread(self._load_key)
+        context = None
+        if self._tls:
+            if self._certificate is None:
+                self._certificate = ServerCertificate(self._tls_names)
+            context = self._certificate.server_context()
+        inspector = Inspector(self._provider, self._material.public_armored)
         server = Server(
             self._provider,
             self._faults,
             self._material.decryptor,
             max_body_size=self._max_body_size,
             max_in_flight=self._max_in_flight,
+            inspector=inspector,
         )
-        self._port = await server.start(self._host, self._requested_port)
+        self._port = await server.start(self._host, self._requested_port, context)
         self._server = server
+        inspector.base_url = self.url
 
     async def close(self) -> None:
         """Stop listening and wait for requests in flight.
@@ -214,8 +249,45 @@ class Sandbox:
     def url(self) -> str:
         """The server's root URL (environments are path prefixes below it)."""
         self._running()
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        return f"http://{host}:{self._port}"
+        host = f"[{self._public_host}]" if ":" in self._public_host else self._public_host
+        return f"{'https' if self._tls else 'http'}://{host}:{self._port}"
+
+    @property
+    def inspect_url(self) -> str:
+        """Where the read-only endpoints are: ``{url}/_sandbox`` (stats, documents …).
+
+        .. versionadded:: 0.2.0
+        """
+        return f"{self.url}/_sandbox"
+
+    @property
+    def ca_certificate(self) -> str | None:
+        """The PEM of the CA that signed the TLS certificate (``None`` without ``tls``).
+
+        .. versionadded:: 0.2.0
+        """
+        self._running()
+        return self._certificate.ca_pem if self._certificate is not None else None
+
+    def write_ca_certificate(self, path: str | os.PathLike[str]) -> Path:
+        """Write :attr:`ca_certificate` to ``path`` (for ``INVOICING_CA_FILE``) and return it.
+
+        .. versionadded:: 0.2.0
+        """
+        self._running()
+        if self._certificate is None:
+            raise RuntimeError("the sandbox serves plain http: start it with tls=True")
+        return self._certificate.write_ca(path)
+
+    def client_ssl_context(self) -> ssl.SSLContext | None:
+        """A verifying context trusting this sandbox, for ``InvoicingClient(ssl=...)``.
+
+        ``None`` without ``tls`` (plain http on loopback needs none).
+
+        .. versionadded:: 0.2.0
+        """
+        self._running()
+        return self._certificate.client_context() if self._certificate is not None else None
 
     @property
     def base_url(self) -> str:
@@ -364,6 +436,16 @@ class Sandbox:
         queued, come first.
         """
         self._faults.set_random(rate, seed, kinds, max_per_document)
+
+    def set_latency(self, seconds: float, *, jitter: float = 0.0) -> None:
+        """Delay every document request by ``seconds``, plus up to ``jitter`` at random.
+
+        Like a real provider's processing time (``0`` turns it off); stays through
+        :meth:`reset`.
+
+        .. versionadded:: 0.2.0
+        """
+        self._faults.set_latency(seconds, jitter)
 
     def expire_tokens(self) -> None:
         """Make every access token issued so far expired (to test 401 recovery)."""

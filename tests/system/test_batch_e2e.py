@@ -3,7 +3,7 @@
 These prove the promises of bulk submission end to end: N documents in, N outcomes out in
 order; every document committed exactly once; everything committed reported ok; nothing
 committed reported failed; each result belongs to its own invoice; a SIGKILLed run
-resumes from its journal without losing or re-sending settled documents.
+resumes from its ledger without losing or re-sending settled documents.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import signal
 import sys
 from pathlib import Path
 
+import ledgertools
 import pytest
 
 from invoicing_async import InvoicingClient, OutcomeStatus, RetryPolicy, TokenCache
@@ -161,23 +162,15 @@ async def start_submitter(sb, tmp_path, journal, count):
 
 
 def settled_keys(journal: Path) -> set[str]:
-    keys = set()
-    for line in journal.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if record["event"] == "settled" and record["status"] in ("accepted", "duplicate"):
-            keys.add(record["key"])
-    return keys
+    return ledgertools.settled_ok(journal)
 
 
 @pytest.mark.parametrize("kill_after", [5, 40])
 async def test_sigkill_mid_batch_then_resume(tmp_path, kill_after):
-    """SIGKILL a submitting process mid-batch; resume from its journal: every document
+    """SIGKILL a submitting process mid-batch; resume from its ledger: every document
     committed exactly once, settled ones not re-sent."""
     count = 120
-    journal = tmp_path / "journal.jsonl"
+    journal = tmp_path / "batch.db"
     async with Sandbox(key_algorithm="cv25519") as sb:
         # Slow every request a little (and lose some answers) so the kill lands mid-batch.
         sb.random_faults(

@@ -251,12 +251,12 @@ def test_no_secret_in_tracebacks_formatted_with_locals_under_every_fault(matrix)
 
 async def test_no_secret_in_journal_or_outcomes_of_a_faulty_batch(tmp_path, caplog):
     """A batch under random faults of every default kind plus 400s, 401s and 409s, with a
-    journal: no secret in the journal file, any outcome's repr, its error's traceback
+    ledger: no secret in the ledger's files, any outcome's repr, its error's traceback
     formatted with locals, or the DEBUG log.
     """
     caplog.set_level(logging.DEBUG)
     clock = FakeClock()
-    journal = tmp_path / "journal.jsonl"
+    journal = tmp_path / "batch.db"
     async with Sandbox(key_algorithm="cv25519", clock=clock) as sb:
         sb.add_client(sb.environments[0], TIN, SENTINEL_KEY)
         leaks = Leaks(sb)
@@ -280,7 +280,8 @@ async def test_no_secret_in_journal_or_outcomes_of_a_faulty_batch(tmp_path, capl
         leaks.text(f"outcome {outcome.index}", repr(outcome))
         if outcome.error is not None:
             leaks.error(f"outcome {outcome.index} error", outcome.error)
-    leaks.text("journal", journal.read_text(encoding="utf-8"))
+    for file in tmp_path.glob("batch.db*"):  # the ledger, its WAL and its lock file
+        leaks.text(file.name, file.read_bytes().decode("utf-8", "replace"))
     leaks.text("log", caplog.text)
     assert not leaks.findings(), "\n".join(leaks.findings())
 
@@ -322,7 +323,7 @@ async def test_no_secret_in_command_output_under_faults(tmp_path):
         documents[3] = sample_invoice(3, issuer_vat="999999999", lines=1)
         source = tmp_path / "invoices.jsonl"
         source.write_text("".join(json.dumps(d) + "\n" for d in documents) + "{torn\n")
-        journal = tmp_path / "journal.jsonl"
+        journal = tmp_path / "batch.db"
         output = tmp_path / "out.jsonl"
         sb.script(Fault.commit_then_500(), Fault.truncated(), Fault.non_json())
         sb.script_token(Fault.status(503, retry_after=0))
@@ -350,7 +351,8 @@ async def test_no_secret_in_command_output_under_faults(tmp_path):
         leaks.text(f"run {n} stderr", stderr)
         assert "Traceback" not in stderr, stderr
     leaks.text("output", output.read_text(encoding="utf-8"))
-    leaks.text("journal", journal.read_text(encoding="utf-8"))
+    for file in tmp_path.glob("batch.db*"):  # the ledger, its WAL and its lock file
+        leaks.text(file.name, file.read_bytes().decode("utf-8", "replace"))
     assert len(leaks.secrets) >= 4
     assert not leaks.findings(), "\n".join(leaks.findings())
 

@@ -216,8 +216,8 @@ async def test_single_calls_behind_faults_report_every_committed_sale_as_accepte
                         return exc
 
                 results = await asyncio.gather(*(sale(d) for d in documents))
-        failed = [r for r in results if isinstance(r, Exception)]
-        assert failed == []
+        failed = [repr(r) for r in results if isinstance(r, Exception)]
+        assert failed == [], failed
         for document, result in zip(documents, results, strict=True):
             internal_id = document["DistributionDetails"]["InternalDocumentId"]
             assert result.internal_id == internal_id
@@ -432,3 +432,26 @@ async def test_a_batch_adapts_its_concurrency_to_a_provider_answering_429():
         assert {o.status for o in outcomes} == {OutcomeStatus.ACCEPTED}
         requests = sum(sb.stats.submissions.values())
         assert sb.stats.submissions[429] < 0.25 * requests, sb.stats.submissions
+
+
+# --- 9. secrets echoed into records -----------------------------------------------------
+
+
+async def test_secrets_a_provider_echoes_into_records_reach_no_outcome_or_journal(tmp_path):
+    """A provider that echoes the API key and the bearer token into its record (201, and
+    409 on the re-send): neither reaches an outcome, an error or the journal."""
+    async with Sandbox(key_algorithm="cv25519") as sb, client_for(sb) as client:
+        documents = sample_invoices(6, issuer_vat=sb.client_id, lines=1)
+        sb.random_faults(rate=1.0, seed=2, kinds=[Fault.echo_secrets()], max_per_document=2)
+        sb.script(None, Fault.commit_then_drop())  # the second document is re-sent: 409
+        journal = tmp_path / "batch.db"
+        outcomes = await client.submit_many(documents, journal=journal, retry=QUICK)
+        token = (await client.token()).value
+    assert {o.status for o in outcomes} == {OutcomeStatus.ACCEPTED}
+    texts = [repr(o) for o in outcomes] + [  # the ledger's files: database, WAL, lock
+        file.read_bytes().decode("utf-8", "replace") for file in tmp_path.glob("batch.db*")
+    ]
+    for text in texts:
+        assert sb.client_secret not in text
+        assert token not in text
+    assert any("[redacted]" in (o.result.message or "") for o in outcomes)

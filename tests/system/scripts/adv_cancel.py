@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import gc
 import json
+import sqlite3
 import sys
 import threading
 from pathlib import Path
@@ -57,28 +58,31 @@ class SandboxThread:
         self._thread.join(30)
 
 
+def ledger_rows(path: Path) -> list[tuple[str, str, str | None]]:
+    if not path.exists():  # noqa: ASYNC240  (a small file the batch writes)
+        return []
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    try:
+        return connection.execute("SELECT key, state, status FROM entries").fetchall()
+    except sqlite3.OperationalError:  # not created yet
+        return []
+    finally:
+        connection.close()
+
+
 def journal_state(path: Path) -> dict[str, object]:
-    last: dict[str, dict] = {}
-    sent: set[str] = set()
-    for line in path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        last[record["key"]] = record
-        if record["event"] == "sending":
-            sent.add(record["key"])
+    """Every entry exists once its document was sent (``sending`` is recorded first)."""
+    rows = ledger_rows(path)
     return {
-        "sent": len(sent),
-        "in_flight_without_settled": sorted(k for k, r in last.items() if r["event"] == "sending"),
-        "unknown": sorted(k for k, r in last.items() if r.get("status") == "unknown"),
-        "settled": sum(1 for r in last.values() if r["event"] == "settled"),
+        "sent": len(rows),
+        "in_flight_without_settled": sorted(k for k, state, _ in rows if state == "in_flight"),
+        "unknown": sorted(k for k, state, status in rows if status == "unknown"),
+        "settled": sum(1 for _, state, _ in rows if state == "done"),
     }
 
 
 async def wait_for_sending(path: Path, count: int) -> None:
-    while True:
-        if path.exists():  # noqa: ASYNC240  (polling a small file the batch writes)
-            text = path.read_text(encoding="utf-8")  # noqa: ASYNC240
-            if text.count('"event":"sending"') >= count:
-                return
+    while len(ledger_rows(path)) < count:
         await asyncio.sleep(0.01)
 
 

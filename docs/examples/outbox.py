@@ -1,0 +1,84 @@
+"""The transactional outbox: enqueue with your own data, drain with workers.
+
+Run as a script it uses a SQLite outbox (one machine); ``main(dsn)`` runs the same code
+on PostgreSQL, the fleet's outbox (tests/test_docs.py runs both).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import tempfile
+from pathlib import Path
+
+from invoicing_async import InvoicingClient, OutcomeStatus, document_key
+from invoicing_async.outbox import PostgresOutbox, SqliteOutbox
+from invoicing_async.sandbox import Sandbox, sample_invoices
+
+
+async def enqueue_sqlite(path: Path, invoices: list[dict]) -> None:
+    # region enqueue-sqlite
+    outbox = SqliteOutbox(path)
+    await outbox.setup()
+    connection = sqlite3.connect(path)  # the application's own database
+    with connection:  # one transaction: the sales and their invoices, or neither
+        connection.execute("CREATE TABLE IF NOT EXISTS sales (number INTEGER)")
+        for invoice in invoices:
+            connection.execute("INSERT INTO sales VALUES (?)", (invoice["Number"],))
+        await outbox.enqueue(invoices, connection=connection)
+    connection.close()
+    # endregion enqueue-sqlite
+
+
+async def enqueue_postgres(dsn: str, invoices: list[dict]) -> None:
+    import asyncpg  # noqa: PLC0415  (the postgres extra)
+
+    # region enqueue-postgres
+    outbox = PostgresOutbox(dsn)
+    await outbox.setup()  # idempotent: every worker may call it at start
+    connection = await asyncpg.connect(dsn)
+    async with connection.transaction():  # the sales and their invoices, or neither
+        await connection.execute("CREATE TABLE IF NOT EXISTS sales (number integer)")
+        for invoice in invoices:
+            await connection.execute("INSERT INTO sales VALUES ($1)", invoice["Number"])
+        await outbox.enqueue(invoices, connection=connection)
+    await connection.close()
+    # endregion enqueue-postgres
+    await outbox.close()
+
+
+async def main(dsn: str | None = None) -> None:
+    async with Sandbox() as sandbox:
+        invoices = sample_invoices(40, issuer_vat=sandbox.client_id)
+        with tempfile.TemporaryDirectory() as tmp:
+            if dsn is None:
+                await enqueue_sqlite(Path(tmp, "app.db"), invoices)
+                outbox = SqliteOutbox(Path(tmp, "app.db"))
+            else:
+                await enqueue_postgres(dsn, invoices)
+                outbox = PostgresOutbox(dsn)
+            # region worker
+            async with outbox, InvoicingClient(
+                sandbox.base_url,
+                sandbox.client_id,
+                sandbox.client_secret,
+                provider_key=sandbox.provider_key,
+            ) as client:
+                # A service runs this forever (stop_when_empty=False), in as many
+                # processes and on as many machines as it likes.
+                counts = await outbox.run_worker(
+                    client, concurrency=16, stop_when_empty=True
+                )
+                key = document_key(invoices[0])  # "id:<InternalDocumentId>"
+                entry = await outbox.status(key)
+                assert entry is not None
+                assert entry.outcome is not None
+                assert entry.outcome.result is not None
+                print(entry.status, entry.outcome.result.mark)  # accepted, its mark
+            # endregion worker
+        assert counts == {OutcomeStatus.ACCEPTED: 40}
+        assert sandbox.commit_count == 40
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,169 @@
+"""What the subcommands share: credentials options, logging, the registration protocol.
+
+A module of subcommands exposes ``register(commands)``: it adds its parsers to
+``commands`` (the ``add_subparsers`` object) and gives each a ``handler`` default, a
+function of the parsed arguments returning the exit status (a coroutine function is run
+with :func:`asyncio.run`). :mod:`._main` lists the modules; adding one is one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import IO, TYPE_CHECKING
+
+from invoicing_async._env import (
+    ENV_API_KEY,
+    ENV_API_KEY_FILE,
+    ENV_BASE_URL,
+    ENV_CA_FILE,
+    ENV_CLIENT_ID,
+    ENV_PROVIDER_FINGERPRINT,
+    ENV_PROVIDER_KEY,
+    Settings,
+    read_settings,
+)
+
+from ._input import UsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from ._output import Progress
+
+    Handler = Callable[[argparse.Namespace], "int | Awaitable[int]"]
+    Commands = argparse._SubParsersAction[argparse.ArgumentParser]  # noqa: SLF001
+
+__all__ = [
+    "UsageError",
+    "add_credentials",
+    "add_verbosity",
+    "attach_progress",
+    "configure_logging",
+    "settings",
+    "verbosity",
+]
+
+LIBRARY_LOGGER = "invoicing_async"
+
+
+def add_verbosity(parser: argparse.ArgumentParser) -> None:
+    """``-v/--verbose``, on the main parser and on every subcommand."""
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=argparse.SUPPRESS,
+        help="log what happens: -v retries and requests (INFO), -vv everything (DEBUG)",
+    )
+
+
+def add_credentials(parser: argparse.ArgumentParser, *, provider_key: bool = False) -> None:
+    """The options naming an environment and its credentials (each with its variable)."""
+    group = parser.add_argument_group(
+        "environment and credentials",
+        "Each option wins over its environment variable; the API key is never an option "
+        "(command lines are visible to other users): give it in a variable or a file.",
+    )
+    group.add_argument(
+        "--base-url", metavar="URL", help=f"the environment's base URL (default: ${ENV_BASE_URL})"
+    )
+    group.add_argument(
+        "--client-id", metavar="TIN", help=f"the issuer's TIN (default: ${ENV_CLIENT_ID})"
+    )
+    group.add_argument(
+        "--api-key-file",
+        metavar="FILE",
+        help=(
+            f"read the API key from FILE (default: the key itself in ${ENV_API_KEY}, "
+            f"or the file named by ${ENV_API_KEY_FILE})"
+        ),
+    )
+    group.add_argument(
+        "--ca-file",
+        metavar="PEM",
+        help=(f"also trust the CA certificates in PEM, e.g. a sandbox's (default: ${ENV_CA_FILE})"),
+    )
+    if provider_key:
+        group.add_argument(
+            "--provider-key",
+            metavar="FILE",
+            help=f"the provider's public key file (default: ${ENV_PROVIDER_KEY})",
+        )
+        group.add_argument(
+            "--fingerprint",
+            help=(
+                f"the fingerprint the provider key must have (default: ${ENV_PROVIDER_FINGERPRINT})"
+            ),
+        )
+
+
+def settings(args: argparse.Namespace, *, environ: dict[str, str] | None = None) -> Settings:
+    """The settings the options and the variables give; missing ones are a UsageError."""
+    try:
+        found = read_settings(
+            os.environ if environ is None else environ,
+            base_url=args.base_url,
+            client_id=args.client_id,
+            api_key_file=args.api_key_file,
+            provider_key=getattr(args, "provider_key", None),
+            fingerprint=getattr(args, "fingerprint", None),
+            ca_file=args.ca_file,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    missing = found.missing(
+        labels={
+            "base_url": f"--base-url or ${ENV_BASE_URL}",
+            "client_id": f"--client-id or ${ENV_CLIENT_ID}",
+            "api_key": f"--api-key-file, ${ENV_API_KEY} or ${ENV_API_KEY_FILE}",
+        }
+    )
+    if missing:
+        raise UsageError("missing " + ", ".join(missing))
+    return found
+
+
+class _ProgressFriendlyHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes log records to stderr, clearing the progress line first."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        super().__init__(stream)
+        self.progress: Progress | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.progress is not None:
+            self.progress.clear()
+        super().emit(record)
+
+
+_handler: _ProgressFriendlyHandler | None = None
+
+
+def configure_logging(verbosity: int) -> None:
+    """Library log records to stderr: WARNING, ``-v`` INFO, ``-vv`` DEBUG."""
+    global _handler  # noqa: PLW0603  (one process, one command)
+    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    logger = logging.getLogger(LIBRARY_LOGGER)
+    if _handler is not None:
+        logger.removeHandler(_handler)
+    _handler = _ProgressFriendlyHandler(sys.stderr)
+    _handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S")
+    )
+    logger.addHandler(_handler)
+    logger.setLevel(level)
+    logger.propagate = False
+
+
+def attach_progress(progress: Progress | None) -> None:
+    """Tell the log handler about the progress line to clear before each record."""
+    if _handler is not None:
+        _handler.progress = progress
+
+
+def verbosity(args: argparse.Namespace) -> int:
+    """How many ``-v`` were given, wherever on the command line."""
+    return int(getattr(args, "verbose", 0) or 0)

@@ -1,0 +1,247 @@
+"""``invoicing-async submit``: documents from files or stdin to the provider, one record each.
+
+Every input entry gets exactly one output record (a JSON line): the outcome's public
+dict (:func:`invoicing_async.outcome_to_dict`) with ``index`` (its position in the input)
+and ``source`` (file and line). Entries that are not documents are refused here with
+what is wrong and where, and are never sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+import sys
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from invoicing_async._client import InvoicingClient
+from invoicing_async._documents import document_key
+from invoicing_async._env import ssl_context
+from invoicing_async._errors import ValidationError
+from invoicing_async._outcomes import Outcome, OutcomeStatus, RetryPolicy
+from invoicing_async._pgp import ProviderKey
+
+from ._common import UsageError, add_credentials, add_verbosity, attach_progress, settings
+from ._input import Source, Unreadable, count_documents, read
+from ._output import Progress, Tally, summary, write_record
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import AsyncGenerator, Iterator
+
+    from ._common import Commands
+
+__all__ = ["register", "run_batch"]
+
+
+def register(commands: Commands) -> None:
+    """Add ``submit``."""
+    submit = commands.add_parser(
+        "submit",
+        help="submit documents to the provider",
+        description=(
+            "Submit JSON documents (invoices) from files, directories of *.json / *.jsonl "
+            "files, or standard input, with bounded concurrency and safe retries. One JSON "
+            "line per input entry is written (outcome, source file and line); a summary and "
+            "a progress line go to stderr. Exit status: 0 all accepted, 1 some not, 2 bad "
+            "usage or no documents, 130 interrupted."
+        ),
+    )
+    add_verbosity(submit)
+    submit.add_argument(
+        "documents",
+        nargs="*",
+        metavar="SOURCE",
+        help="a .json file (an object or an array of objects), a .jsonl file (one object a "
+        "line), a directory of them, or - for standard input",
+    )
+    add_credentials(submit, provider_key=True)
+    options = submit.add_argument_group("sending")
+    options.add_argument(
+        "--json", action="store_true", help="send to /Invoice/json, unencrypted (no key needed)"
+    )
+    options.add_argument(
+        "--concurrency", type=int, default=16, metavar="N", help="documents in flight (16)"
+    )
+    options.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="for one attempt of a document (30)",
+    )
+    options.add_argument(
+        "--deadline",
+        type=float,
+        metavar="SECONDS",
+        help="for the whole run; documents not sent by then end not_sent",
+    )
+    options.add_argument(
+        "--output",
+        default="-",
+        metavar="FILE",
+        help="append the JSON Lines records to FILE (default: standard output)",
+    )
+    options.add_argument(
+        "--journal",
+        metavar="FILE",
+        help="write-ahead journal: after a crash or Ctrl-C, the same command resumes, "
+        "skipping settled documents and re-sending only those in flight",
+    )
+    options.add_argument(
+        "--no-progress", action="store_true", help="no progress line, even on a terminal"
+    )
+    submit.set_defaults(handler=_submit)
+
+
+def _identity(document: Any) -> str:
+    return document_key(document)
+
+
+async def run_batch(
+    stream: AsyncGenerator[Outcome, None],
+    *,
+    output: IO[str],
+    tally: Tally,
+    sources: dict[int, tuple[int, Source]],
+    progress: Progress,
+) -> None:
+    """Write each outcome of ``stream`` as a record as it settles, counting it."""
+    attach_progress(progress)
+    try:
+        async with contextlib.aclosing(stream) as outcomes:
+            async for outcome in outcomes:
+                index, source = sources.pop(outcome.index, (outcome.index, Source("?", 0)))
+                write_record(output, outcome, index, source)
+                tally.add(outcome)
+                progress.update()
+    finally:
+        progress.close()
+        attach_progress(None)
+
+
+def _documents(
+    entries: Iterator[tuple[Source, Any]],
+    sources: dict[int, tuple[int, Source]],
+    output: IO[str],
+    tally: Tally,
+) -> Iterator[Any]:
+    """The documents to send; unreadable entries are reported and recorded here."""
+    sent = 0
+    for position, (source, value) in enumerate(entries):
+        if isinstance(value, Unreadable):
+            where = f"{source}:{value.column}" if value.column else str(source)
+            print(f"invoicing-async: {where}: {value.why}", file=sys.stderr)
+            error = ValidationError(f"{where}: {value.why}")
+            refused = Outcome(
+                index=position, key=f"unreadable:{source}", status=OutcomeStatus.REJECTED,
+                error=error,
+            )  # fmt: skip
+            write_record(output, refused, position, source)
+            tally.add(refused, unreadable=True)
+        else:
+            sources[sent] = (position, source)
+            sent += 1
+            yield value
+
+
+def _check_input(args: argparse.Namespace) -> list[str]:
+    sources: list[str] = args.documents
+    if not sources:
+        if sys.stdin.isatty():
+            raise UsageError(
+                "no documents given: name files or directories, or - to read standard input"
+            )
+        sources = ["-"]
+    if "-" in sources and sys.stdin.isatty():
+        print(
+            "invoicing-async: reading documents from the terminal, one JSON object a line; "
+            "end with Ctrl-D",
+            file=sys.stderr,
+        )
+    return sources
+
+
+async def _submit(args: argparse.Namespace) -> int:
+    found = settings(args)
+    if args.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    sources = _check_input(args)
+    key = None
+    if not args.json:
+        if not found.provider_key:
+            raise UsageError("missing --provider-key or $INVOICING_PROVIDER_KEY (or use --json)")
+        key = ProviderKey.from_file(found.provider_key, fingerprint=found.fingerprint)
+    try:
+        ssl = ssl_context(found.ca_file)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    progress_wanted = not args.no_progress and sys.stderr.isatty()
+    tally = Tally(total=count_documents(sources) if progress_wanted else None)
+    entries = read(sources)
+    first = next(entries, None)  # before connecting: empty input is a usage error
+    if first is None:
+        raise UsageError(f"no documents in {', '.join(sources)}: nothing to submit")
+    entries = _chain(first, entries)
+    output_path = None if args.output == "-" else Path(args.output)
+    output_cm: Any = (
+        contextlib.nullcontext(sys.stdout)
+        if output_path is None
+        else output_path.open("a", encoding="utf-8")
+    )
+    progress = Progress(tally)
+    progress.enabled = progress.enabled and not args.no_progress
+    interrupted = False
+    with output_cm as output:
+        try:
+            async with InvoicingClient(
+                str(found.base_url), str(found.client_id), str(found.api_key),
+                provider_key=key, ssl=ssl,
+            ) as client:  # fmt: skip
+                positions: dict[int, tuple[int, Source]] = {}
+                stream = client.submit_stream(
+                    _documents(entries, positions, output, tally),
+                    concurrency=args.concurrency,
+                    encrypted=not args.json,
+                    journal=args.journal,
+                    retry=RetryPolicy(attempt_timeout=args.timeout),
+                    deadline=args.deadline,
+                    key=_identity,
+                )
+                await run_batch(
+                    stream, output=output, tally=tally, sources=positions, progress=progress
+                )
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            interrupted = True
+            raise
+        finally:
+            extra = {"results": str(output_path)} if output_path is not None else {}
+            print(summary(tally, extra), file=sys.stderr)
+            if interrupted:
+                print(_resume_hint(args, tally), file=sys.stderr)
+    return 1 if tally.failed else 0
+
+
+def _chain(
+    first: tuple[Source, Any], rest: Iterator[tuple[Source, Any]]
+) -> Iterator[tuple[Source, Any]]:
+    yield first
+    yield from rest
+
+
+def _resume_hint(args: argparse.Namespace, tally: Tally) -> str:
+    again = "invoicing-async " + shlex.join(sys.argv[1:])
+    settled = f"interrupted after {tally.settled} document(s)"
+    if args.journal:
+        return (
+            f"{settled}. To resume, run the same command again:\n  {again}\n"
+            f"The journal {args.journal} skips settled documents and re-sends those that "
+            "were in flight; the provider answers one it already holds with its record."
+        )
+    return (
+        f"{settled}. Running the command again re-sends every document: those the "
+        "provider already holds come back as duplicates, never committed twice. Add "
+        "--journal FILE to skip settled documents on the next run:\n"
+        f"  {again} --journal FILE"
+    )

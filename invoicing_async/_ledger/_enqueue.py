@@ -1,0 +1,60 @@
+"""Documents made ready for an outbox: serialised once, keyed, fingerprinted.
+
+Enqueuing an identity again replaces the stored document and makes the entry pending
+again, unless it is final for that content: a document the provider holds stays done,
+and so does one refused whose content did not change (the SQL is the same for both
+backends, :data:`UPSERT_SET`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from invoicing_async._documents import document_key, serialize_document
+from invoicing_async._errors import ValidationError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+__all__ = ["UPSERT_SET", "Ready", "ready"]
+
+#: The ``ON CONFLICT (key) DO UPDATE SET`` clause of an enqueue (``{t}``: the table).
+UPSERT_SET = (
+    "document = excluded.document, encrypted = excluded.encrypted, "
+    "doc_fingerprint = excluded.doc_fingerprint, "
+    "state = CASE WHEN {t}.state = 'in_flight' THEN {t}.state "
+    "WHEN {t}.final AND {t}.status IN ('accepted', 'duplicate') THEN {t}.state "
+    "WHEN {t}.final AND {t}.fingerprint = excluded.doc_fingerprint THEN {t}.state "
+    "ELSE 'pending' END"
+)
+
+
+@attrs.frozen
+class Ready:
+    """One document as stored in an outbox."""
+
+    key: str
+    body: bytes = attrs.field(repr=False)
+    encrypted: bool
+    fingerprint: str
+
+
+def ready(
+    documents: Iterable[Any], *, encrypted: bool, key: Callable[[Any], str] | None
+) -> list[Ready]:
+    """Serialise every document; a document that cannot be serialised raises.
+
+    :raises ValidationError: naming the document's position (nothing is enqueued).
+    """
+    out: list[Ready] = []
+    for index, document in enumerate(documents):
+        try:
+            body = serialize_document(document)
+        except ValidationError as exc:
+            raise ValidationError(f"document {index} cannot be enqueued: {exc.message}") from None
+        identity = key(document) if key is not None else document_key(body)
+        out.append(Ready(identity, body, encrypted, hashlib.sha256(body).hexdigest()))
+    return out

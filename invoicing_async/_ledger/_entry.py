@@ -1,0 +1,186 @@
+"""What the ledger holds for one document, and how an outcome is stored and read back.
+
+Stored outcomes are JSON written by :func:`~invoicing_async._convert.outcome_to_json`:
+the provider's record, and an error as type, message and status (never a secret). An
+error read back is rebuilt as the class it was written from, with its message and
+status; attributes the JSON does not keep (a 409's record, a ``Retry-After``) are
+``None``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+
+from invoicing_async import _errors
+from invoicing_async._convert import outcome_to_json, result_from_json
+from invoicing_async._documents import serialize_document
+from invoicing_async._errors import InvoicingError, UnknownOutcomeError
+from invoicing_async._outcomes import Outcome, OutcomeStatus
+
+if TYPE_CHECKING:
+    import datetime as dt
+    from collections.abc import Mapping, Sequence
+
+__all__ = [
+    "IN_FLIGHT",
+    "PENDING",
+    "Backend",
+    "LedgerEntry",
+    "fingerprint",
+    "outcome_from_json",
+    "outcome_json",
+]
+
+#: An entry waiting to be sent (enqueued, marked for re-sending, or put back after an
+#: outcome that is not final).
+PENDING = "pending"
+#: A request for the entry may be out (or an outbox worker holds it).
+IN_FLIGHT = "in_flight"
+
+
+@attrs.frozen(kw_only=True)
+class LedgerEntry:
+    """What a ledger (or an outbox) holds for one document identity.
+
+    .. versionadded:: 0.2.0
+    """
+
+    #: The document's identity (:func:`~invoicing_async.document_key`, or ``key=``).
+    key: str
+    #: ``"pending"``, ``"in_flight"``, or the :class:`~invoicing_async.OutcomeStatus` of
+    #: its last outcome.
+    status: OutcomeStatus | str
+    #: The last outcome recorded, if any (a pending entry may have one: the reason it
+    #: is sent again).
+    outcome: Outcome | None = None
+    #: The outcome is final: the provider holds the document, or refused this exact
+    #: content. Final entries are never sent again unless marked for re-sending.
+    final: bool = False
+    #: An earlier request may have been committed: a ``409`` is then its own commit.
+    maybe_committed: bool = False
+    #: SHA-256 of the serialised content a final refusal refused (re-sent if it changes).
+    fingerprint: str | None = None
+    #: When the entry last changed.
+    updated_at: dt.datetime | None = None
+
+
+class Backend(Protocol):
+    """What a batch asks of a ledger (the SQLite file, or an outbox worker's claims)."""
+
+    async def lookup(self, keys: Sequence[str]) -> Mapping[str, LedgerEntry]:
+        """The entries of ``keys`` that exist."""
+
+    async def sending(self, key: str, index: int) -> None:
+        """A request for ``key`` is about to leave: return once that is durable."""
+
+    def settled(self, outcome: Outcome, fingerprint: str | None) -> None:
+        """Record an outcome without blocking; raise a failure already known."""
+
+    async def flush(self) -> None:
+        """Wait until every record is durable; raise a write failure."""
+
+
+def fingerprint(document: Any) -> str | None:
+    """SHA-256 (hex) of the bytes ``document`` is sent as; ``None`` if it cannot be read."""
+    try:
+        body = serialize_document(document)
+    except InvoicingError:
+        return None
+    return hashlib.sha256(body).hexdigest()
+
+
+def outcome_json(outcome: Outcome) -> str:
+    """The outcome as the JSON text the ledger stores."""
+    data = outcome_to_json(outcome)
+    error = outcome.error
+    if isinstance(error, UnknownOutcomeError) and data["error"] is not None:
+        last = error.last_error
+        data["error"]["last"] = {
+            "type": type(last).__name__,
+            "message": last.message,
+            "status": last.status,
+        }
+        data["error"]["attempts"] = error.attempts
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def outcome_from_json(text: str | bytes | dict[str, Any], *, key: str) -> Outcome | None:
+    """The outcome stored as ``text``; ``None`` if it cannot be read."""
+    try:
+        data = text if isinstance(text, dict) else json.loads(text)
+        result = data.get("result")
+        return Outcome(
+            index=int(data.get("index", 0)),
+            key=key,
+            status=OutcomeStatus(data["status"]),
+            result=result_from_json(result) if isinstance(result, dict) else None,
+            error=_error_from_json(data.get("error")),
+            attempts=int(data.get("attempts", 0)),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+_DEFAULTS: dict[str, Any] = {
+    "body": None,
+    "reason": "unknown",
+    "error": None,
+    "error_description": None,
+    "result": None,
+    "retry_after": None,
+    "maybe_sent": True,
+    "mismatches": (),
+}
+
+
+def _error_from_json(data: Any) -> InvoicingError | None:
+    if not isinstance(data, dict):
+        return None
+    cls = getattr(_errors, str(data.get("type")), None)
+    if not (isinstance(cls, type) and issubclass(cls, InvoicingError)):
+        cls = InvoicingError
+    message = str(data.get("message", ""))
+    status = data.get("status")
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    error.message = message
+    error.status = status if isinstance(status, int) else None
+    for name, value in _DEFAULTS.items():
+        # Only the attributes the class's own constructor sets.
+        if name in cls.__init__.__code__.co_varnames or name == "body":
+            setattr(error, name, value)
+    if isinstance(error, UnknownOutcomeError):
+        error.last_error = _error_from_json(data.get("last")) or InvoicingError(message)
+        error.attempts = int(data.get("attempts", 0))
+    return error
+
+
+def entry_from_row(
+    key: str,
+    state: str,
+    status: str | None,
+    *,
+    final: bool,
+    maybe_committed: bool,
+    fingerprint: str | None,
+    outcome: str | bytes | dict[str, Any] | None,
+    updated_at: dt.datetime | None,
+) -> LedgerEntry:
+    """A stored row as an entry (both backends store the same columns)."""
+    recorded = outcome_from_json(outcome, key=key) if outcome is not None else None
+    shown: OutcomeStatus | str = state
+    if state not in (PENDING, IN_FLIGHT):
+        shown = OutcomeStatus(status) if status else PENDING
+    return LedgerEntry(
+        key=key,
+        status=shown,
+        outcome=recorded,
+        final=final,
+        maybe_committed=maybe_committed or status == OutcomeStatus.UNKNOWN.value,
+        fingerprint=fingerprint,
+        updated_at=updated_at,
+    )

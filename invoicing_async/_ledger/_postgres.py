@@ -1,0 +1,295 @@
+"""The outbox in PostgreSQL (asyncpg): one table, drained by any number of workers.
+
+Claims take pending rows, and rows whose lease expired, with ``FOR UPDATE SKIP
+LOCKED`` (workers never wait for each other); a claim writes a fresh lease id and an
+expiry that the worker's heartbeat extends. Every later write of the worker checks the
+lease id (fencing): once another worker has claimed a row, the first one can neither
+mark it sending nor overwrite the newer outcome. Schema creation is idempotent and
+serialised by an advisory lock, so every worker may call it at start.
+
+asyncpg is imported when an outbox is first used: the extra
+``invoicing-async[postgres]`` installs it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from invoicing_async._errors import LedgerError
+from invoicing_async._outcomes import OutcomeStatus
+
+from ._enqueue import UPSERT_SET
+from ._entry import IN_FLIGHT, PENDING, LedgerEntry, entry_from_row
+from ._worker import Claim, Settlement, make_claim
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+
+    from ._enqueue import Ready
+
+__all__ = ["TABLE", "PostgresStore"]
+
+TABLE = "invoicing_outbox"
+SCHEMA_VERSION = 1
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {TABLE} (
+    id bigserial PRIMARY KEY,
+    key text NOT NULL UNIQUE,
+    state text NOT NULL DEFAULT 'pending',
+    status text,
+    final boolean NOT NULL DEFAULT false,
+    ambiguous boolean NOT NULL DEFAULT false,
+    sending boolean NOT NULL DEFAULT false,
+    fingerprint text,
+    attempts integer NOT NULL DEFAULT 0,
+    claims integer NOT NULL DEFAULT 0,
+    outcome text,
+    document bytea NOT NULL,
+    encrypted boolean NOT NULL DEFAULT true,
+    doc_fingerprint text,
+    available_at timestamptz NOT NULL DEFAULT now(),
+    lease text,
+    lease_until timestamptz,
+    enqueued_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS {TABLE}_pending ON {TABLE} (available_at, id)
+    WHERE state = 'pending';
+CREATE INDEX IF NOT EXISTS {TABLE}_leased ON {TABLE} (lease_until) WHERE state = 'in_flight';
+CREATE INDEX IF NOT EXISTS {TABLE}_lease ON {TABLE} (lease) WHERE lease IS NOT NULL;
+CREATE TABLE IF NOT EXISTS {TABLE}_schema (version integer NOT NULL);
+"""
+_COLUMNS = "key, state, status, final, ambiguous, sending, fingerprint, outcome, updated_at"
+_INSERT = (
+    f"INSERT INTO {TABLE} (key, document, encrypted, doc_fingerprint) "  # noqa: S608
+    "VALUES ($1, $2, $3, $4) ON CONFLICT (key) DO UPDATE SET "
+    + UPSERT_SET.format(t=TABLE)
+    + ", available_at = now(), updated_at = now()"
+)
+_CLAIM = f"""
+WITH fresh AS (
+    SELECT id FROM {TABLE} WHERE state = 'pending' AND available_at <= now()
+    ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED
+), stale AS (
+    SELECT id FROM {TABLE} WHERE state = 'in_flight' AND lease_until < now()
+    ORDER BY lease_until LIMIT $1 FOR UPDATE SKIP LOCKED
+), chosen AS (
+    SELECT id FROM fresh UNION SELECT id FROM stale LIMIT $1
+)
+UPDATE {TABLE} AS o SET state = 'in_flight', lease = $2,
+    lease_until = now() + make_interval(secs => $3), claims = o.claims + 1, updated_at = now()
+FROM chosen WHERE o.id = chosen.id
+RETURNING o.id, o.key, o.document, o.encrypted, o.status, o.ambiguous, o.sending, o.claims,
+    o.outcome
+"""  # noqa: S608
+_SETTLE = f"""
+UPDATE {TABLE} AS o SET state = t.state, status = t.status, final = t.final,
+    ambiguous = o.ambiguous OR t.ambiguous, sending = false, fingerprint = t.fingerprint,
+    attempts = t.attempts, outcome = t.outcome,
+    available_at = now() + make_interval(secs => t.delay), lease = NULL, lease_until = NULL,
+    updated_at = now()
+FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::boolean[],
+    $7::text[], $8::integer[], $9::text[], $10::float8[])
+    AS t(id, lease, state, status, final, ambiguous, fingerprint, attempts, outcome, delay)
+WHERE o.id = t.id AND o.lease = t.lease AND o.state = 'in_flight'
+RETURNING o.id
+"""  # noqa: S608
+
+
+def _driver() -> Any:
+    try:
+        import asyncpg  # noqa: PLC0415  (optional: only an outbox in PostgreSQL needs it)
+    except ImportError:
+        raise LedgerError(
+            "an outbox in PostgreSQL needs asyncpg: pip install 'invoicing-async[postgres]'",
+            reason="unreadable",
+        ) from None
+    return asyncpg
+
+
+def _entry(row: Any) -> LedgerEntry:
+    key, state, status, final, ambiguous, sending, fingerprint, outcome, updated = row
+    return entry_from_row(
+        key,
+        state,
+        status,
+        final=final,
+        maybe_committed=ambiguous or sending,
+        fingerprint=fingerprint,
+        outcome=outcome,
+        updated_at=updated,
+    )
+
+
+class PostgresStore:
+    """The outbox table over an asyncpg pool (see :class:`~._worker.Store`)."""
+
+    def __init__(self, dsn: str, *, pool_size: int = 4) -> None:
+        self._dsn = dsn
+        self._pool_size = pool_size
+        self._pool: Any = None
+
+    async def pool(self) -> Any:
+        """The connection pool, created on first use."""
+        if self._pool is None:
+            asyncpg = _driver()
+            try:
+                self._pool = await asyncpg.create_pool(
+                    self._dsn, min_size=1, max_size=self._pool_size
+                )
+            except (OSError, asyncpg.PostgresError) as exc:
+                raise LedgerError(
+                    f"cannot connect to the outbox database: {type(exc).__name__}: {exc}",
+                    reason="unreadable",
+                ) from None
+        return self._pool
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    async def setup(self) -> None:
+        """Create (or migrate) the table and its indexes; safe to call from every worker."""
+        pool = await self.pool()
+        async with pool.acquire() as connection, connection.transaction():
+            await connection.execute("SELECT pg_advisory_xact_lock(hashtext($1))", TABLE)
+            await connection.execute(_SCHEMA)
+            version = await connection.fetchval(f"SELECT max(version) FROM {TABLE}_schema")  # noqa: S608
+            if version is None:
+                await connection.execute(
+                    f"INSERT INTO {TABLE}_schema (version) VALUES ($1)",  # noqa: S608
+                    SCHEMA_VERSION,
+                )
+            elif version > SCHEMA_VERSION:
+                raise LedgerError(
+                    f"the outbox table was made by a newer version (format {version})",
+                    reason="unreadable",
+                )
+
+    async def insert(self, documents: Sequence[Ready], connection: Any = None) -> None:
+        rows = [(d.key, d.body, d.encrypted, d.fingerprint) for d in documents]
+        if connection is not None:  # the caller's transaction
+            await connection.executemany(_INSERT, rows)
+            return
+        pool = await self.pool()
+        async with pool.acquire() as own, own.transaction():
+            await own.executemany(_INSERT, rows)
+
+    async def _fetch(self, sql: str, *args: Any) -> list[Any]:
+        pool = await self.pool()
+        return list(await pool.fetch(sql, *args))
+
+    # --- the worker's side ----------------------------------------------------------------
+
+    async def claim(self, limit: int, lease: str, seconds: float) -> list[Claim]:
+        rows = await self._fetch(_CLAIM, limit, lease, float(seconds))
+        return [
+            make_claim(
+                row["id"],
+                lease,
+                key=row["key"],
+                document=row["document"],
+                encrypted=row["encrypted"],
+                status=row["status"],
+                maybe_committed=row["ambiguous"] or row["sending"],
+                claims=row["claims"],
+                outcome=row["outcome"],
+            )
+            for row in rows
+        ]
+
+    async def extend(self, leases: Sequence[str], seconds: float) -> None:
+        await self._fetch(
+            f"UPDATE {TABLE} SET lease_until = now() + make_interval(secs => $2) "  # noqa: S608
+            "WHERE lease = ANY($1::text[]) AND state = 'in_flight' RETURNING id",
+            list(leases),
+            float(seconds),
+        )
+
+    async def mark_sending(self, items: Sequence[tuple[Any, str]]) -> set[Any]:
+        rows = await self._fetch(
+            f"UPDATE {TABLE} AS o SET sending = true, updated_at = now() "  # noqa: S608
+            "FROM unnest($1::bigint[], $2::text[]) AS t(id, lease) "
+            "WHERE o.id = t.id AND o.lease = t.lease AND o.state = 'in_flight' RETURNING o.id",
+            [row_id for row_id, _ in items],
+            [lease for _, lease in items],
+        )
+        return {row["id"] for row in rows}
+
+    async def settle(self, items: Sequence[Settlement]) -> set[Any]:
+        columns = [
+            [getattr(s, name) for s in items]
+            for name in (
+                "id", "lease", "state", "status", "final", "ambiguous", "fingerprint",
+                "attempts", "outcome", "delay",
+            )
+        ]  # fmt: skip
+        rows = await self._fetch(_SETTLE, *columns)
+        return {row["id"] for row in rows}
+
+    async def release(self, leases: Sequence[str], delay: float) -> None:
+        await self._fetch(
+            f"UPDATE {TABLE} SET state = 'pending', lease = NULL, lease_until = NULL, "  # noqa: S608
+            "available_at = now() + make_interval(secs => $2), updated_at = now() "
+            "WHERE lease = ANY($1::text[]) AND state = 'in_flight' RETURNING id",
+            list(leases),
+            float(delay),
+        )
+
+    async def remaining(self) -> int:
+        pool = await self.pool()
+        return int(
+            await pool.fetchval(
+                f"SELECT count(*) FROM {TABLE} WHERE state IN ('pending', 'in_flight')"  # noqa: S608
+            )
+        )
+
+    # --- reading and marking --------------------------------------------------------------
+
+    async def get(self, key: str) -> LedgerEntry | None:
+        rows = await self._fetch(f"SELECT {_COLUMNS} FROM {TABLE} WHERE key = $1", key)  # noqa: S608
+        return _entry(rows[0]) if rows else None
+
+    async def entries(self, status: OutcomeStatus | str | None) -> AsyncIterator[LedgerEntry]:
+        wanted = status.value if isinstance(status, OutcomeStatus) else status
+        where, args = "key > $1", []
+        if wanted in (PENDING, IN_FLIGHT):
+            where, args = "key > $1 AND state = $2", [wanted]
+        elif wanted is not None:
+            where, args = "key > $1 AND state = 'done' AND status = $2", [wanted]
+        after = ""
+        while True:
+            rows = await self._fetch(
+                f"SELECT {_COLUMNS} FROM {TABLE} WHERE {where} ORDER BY key LIMIT 500",  # noqa: S608
+                after,
+                *args,
+            )
+            for row in rows:
+                yield _entry(row)
+            if len(rows) < 500:
+                return
+            after = rows[-1]["key"]
+
+    async def counts(self) -> dict[str, int]:
+        rows = await self._fetch(
+            f"SELECT CASE WHEN state = 'done' THEN status ELSE state END AS s, count(*) "  # noqa: S608
+            f"FROM {TABLE} GROUP BY 1"
+        )
+        return {str(row[0]): int(row[1]) for row in rows}
+
+    async def retry(self, keys: Sequence[str]) -> int:
+        rows = await self._fetch(
+            f"UPDATE {TABLE} SET state = 'pending', final = false, available_at = now(), "  # noqa: S608
+            "updated_at = now() WHERE key = ANY($1::text[]) AND state != 'in_flight' "
+            "RETURNING id",
+            list(keys),
+        )
+        return len(rows)
+
+    async def forget(self, keys: Sequence[str]) -> int:
+        rows = await self._fetch(
+            f"DELETE FROM {TABLE} WHERE key = ANY($1::text[]) RETURNING id",  # noqa: S608
+            list(keys),
+        )
+        return len(rows)

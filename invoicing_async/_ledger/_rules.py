@@ -1,0 +1,124 @@
+"""The finality rules: one pure function per question, the same for every backend.
+
+* :func:`is_final` decides, when an outcome is recorded, whether the document is done
+  for good: the provider holds it (accepted, duplicate), or refused *this exact content*
+  (a 400 and other definite refusals, stored with the content's fingerprint). Failures
+  that blame the configuration are never final: ``not_sent`` (refused credentials, no
+  provider key, the breaker, a deadline), a ``rejected`` 401/403 (an API key or VAT
+  number problem), and a document refused locally before sending (re-checked for free).
+* :func:`decide` decides, when a document is read again (a resumed batch, a claimed
+  outbox entry), whether to send it, and whether a ``409`` would be its own commit, or
+  to report the recorded outcome without sending.
+* :func:`requeue` decides whether an outbox worker puts an entry back to be sent later.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+from invoicing_async._errors import AuthenticationError, TransportError, UnknownOutcomeError
+from invoicing_async._outcomes import Outcome, OutcomeStatus
+
+from ._entry import IN_FLIGHT, PENDING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ._entry import LedgerEntry
+
+__all__ = ["Verdict", "decide", "is_final", "needs_fingerprint", "requeue"]
+
+_HELD = (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE)
+
+
+def needs_fingerprint(outcome: Outcome) -> bool:
+    """A definite refusal by the provider: final only together with its content's hash."""
+    error = outcome.error
+    return (
+        outcome.status is OutcomeStatus.REJECTED
+        and error is not None
+        and error.status is not None  # refused by the provider, not locally
+        and not isinstance(error, AuthenticationError)  # credentials / VAT: configuration
+    )
+
+
+def is_final(outcome: Outcome, fingerprint: str | None) -> bool:
+    """Whether ``outcome`` ends the document for good (see the module docstring)."""
+    if outcome.status in _HELD:
+        return True
+    return needs_fingerprint(outcome) and fingerprint is not None
+
+
+def requeue(outcome: Outcome, *, final: bool, resend_ambiguous: bool) -> bool:
+    """Whether an outbox entry goes back to be sent again after ``outcome``.
+
+    Everything that is not final, except an ``unknown`` outcome under a policy that
+    forbids ambiguous re-sends: that one stays ``unknown`` and is reported.
+    """
+    if final:
+        return False
+    return outcome.status is not OutcomeStatus.UNKNOWN or resend_ambiguous
+
+
+@attrs.frozen
+class Verdict:
+    """What to do with a document read again: send it, or report ``replay``."""
+
+    replay: Outcome | None = None
+    #: An earlier request may have been committed: a 409 is the document's own commit.
+    maybe_committed: bool = False
+
+
+_SEND = Verdict()
+
+
+def decide(
+    entry: LedgerEntry | None,
+    *,
+    index: int,
+    resend_ambiguous: bool,
+    fingerprint: Callable[[], str | None],
+) -> Verdict:
+    """Send the document, or report its recorded outcome (with ``attempts == 0``).
+
+    ``fingerprint`` is called only for an entry finally refused, to tell whether the
+    content changed since.
+    """
+    if entry is None:
+        return _SEND
+    maybe = entry.maybe_committed
+    if entry.status == PENDING:  # enqueued, or marked for re-sending by an operator
+        return Verdict(maybe_committed=maybe)
+    outcome = entry.outcome
+    if entry.status == IN_FLIGHT or (
+        outcome is not None and outcome.status is OutcomeStatus.UNKNOWN
+    ):
+        if resend_ambiguous:
+            return Verdict(maybe_committed=True)
+        return Verdict(replay=_unknown(entry, index))
+    if outcome is None:
+        return Verdict(maybe_committed=maybe)
+    if entry.final and outcome.status in _HELD:
+        return Verdict(replay=attrs.evolve(outcome, index=index, attempts=0, replayed=True))
+    if entry.final and entry.fingerprint is not None and entry.fingerprint == fingerprint():
+        return Verdict(replay=attrs.evolve(outcome, index=index, attempts=0, replayed=True))
+    return Verdict(maybe_committed=maybe)
+
+
+def _unknown(entry: LedgerEntry, index: int) -> Outcome:
+    """The recorded ambiguity, reported again without a request (no ambiguous re-sends)."""
+    outcome = entry.outcome
+    if outcome is not None and outcome.status is OutcomeStatus.UNKNOWN:
+        return attrs.evolve(outcome, index=index, attempts=0, replayed=True)
+    error = UnknownOutcomeError(
+        "a request for this document was in flight when an earlier run stopped; the "
+        "provider may or may not hold it, and the retry policy forbids re-sending "
+        "(resend_ambiguous=False): re-send it once the provider detects duplicates",
+        last_error=TransportError("interrupted while the request was in flight", maybe_sent=True),
+        attempts=0,
+    )
+    return Outcome(
+        index=index, key=entry.key, status=OutcomeStatus.UNKNOWN, error=error, replayed=True
+    )

@@ -1,0 +1,296 @@
+"""A SQLite ledger file: created 0600, locked for one sender, written from one thread.
+
+Every statement runs in the file's own thread, so the event loop never waits on the
+disk. The thread takes whatever is queued (up to a few hundred operations) and runs it
+in one transaction: many documents share one commit (group commit). Waiting callers
+(``call``) are woken when the commit that holds their operation is done; the others
+(``post``) learn of a failure at their next call. After a failed write (disk full, I/O
+error) the file refuses everything with :class:`~invoicing_async.LedgerError`: what was
+committed before stays, and nothing later is claimed to be durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import queue
+import sqlite3
+import threading
+from typing import IO, TYPE_CHECKING, Any, TypeVar
+
+from invoicing_async._errors import LedgerError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+__all__ = ["SCHEMA_VERSION", "LedgerFile", "connect"]
+
+log = logging.getLogger("invoicing_async.ledger")
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    key TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    status TEXT,
+    final INTEGER NOT NULL DEFAULT 0,
+    ambiguous INTEGER NOT NULL DEFAULT 0,
+    sending INTEGER NOT NULL DEFAULT 0,
+    fingerprint TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    claims INTEGER NOT NULL DEFAULT 0,
+    outcome TEXT,
+    document BLOB,
+    encrypted INTEGER NOT NULL DEFAULT 1,
+    doc_fingerprint TEXT,
+    available_at REAL NOT NULL DEFAULT 0,
+    lease TEXT,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entries_open ON entries (state, available_at) WHERE state != 'done';
+"""
+_GROUP = 512
+_STOP = object()
+
+
+def connect(path: Path, *, durable: bool, timeout: float = 30.0) -> sqlite3.Connection:
+    """Open (creating 0600 if missing) and check a ledger file; the schema is created."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise LedgerError(
+            f"cannot open the ledger {path}: {exc.strerror}", reason="unreadable"
+        ) from None
+    os.close(fd)
+    try:
+        connection = sqlite3.connect(
+            path, timeout=timeout, isolation_level=None, check_same_thread=False
+        )
+        version = connection.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            connection.close()
+            raise LedgerError(
+                f"the ledger {path} was written by a newer version (format {version})",
+                reason="unreadable",
+            )
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+        if version < SCHEMA_VERSION:
+            connection.executescript(
+                f"BEGIN IMMEDIATE;{_SCHEMA}PRAGMA user_version={SCHEMA_VERSION};COMMIT;"
+            )
+    except sqlite3.DatabaseError as exc:
+        raise LedgerError(
+            f"{path} is not a ledger ({exc}); an old JSON Lines journal cannot be resumed "
+            "by this version: give the batch a new file",
+            reason="unreadable",
+        ) from None
+    return connection
+
+
+class _Lock:
+    """An exclusive lock on ``<ledger>.lock``, held while a process sends from it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path.with_name(path.name + ".lock")
+        self._file: IO[str] | None = None
+
+    def acquire(self, ledger: Path) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        file = os.fdopen(fd, "r+", encoding="ascii")
+        try:
+            _lock(file)
+        except OSError:
+            holder = file.read().strip() or "unknown"
+            file.close()
+            raise LedgerError(
+                f"the ledger {ledger} is in use by another process (pid {holder}); two "
+                "runs on one ledger would send every document twice: wait for it to end",
+                reason="locked",
+            ) from None
+        file.seek(0)
+        file.truncate()
+        file.write(str(os.getpid()))
+        file.flush()
+        self._file = file
+
+    def release(self) -> None:
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.seek(0)
+                self._file.truncate()
+            self._file.close()  # closing the descriptor releases the lock
+            self._file = None
+
+
+def _lock(file: IO[str]) -> None:
+    try:
+        import fcntl  # noqa: PLC0415  (POSIX)
+    except ImportError:  # pragma: no cover  (Windows)
+        import msvcrt  # noqa: PLC0415
+
+        msvcrt.locking(file.fileno(), msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
+        return
+    fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+class LedgerFile:
+    """One ledger file and its writer thread.
+
+    :param durable: ``synchronous=FULL`` (every commit survives power loss) rather than
+        ``NORMAL`` (survives a crash of the process).
+    """
+
+    def __init__(self, path: Path, *, durable: bool = True) -> None:
+        self.path = path
+        self._durable = durable
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = _Lock(path)
+        self._failure: LedgerError | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self._thread is not None
+
+    def acquire(self) -> None:
+        """Take the sender's lock (a batch, an outbox worker); reading does not need it."""
+        self._lock.acquire(self.path)
+
+    def release(self) -> None:
+        """Give the sender's lock back."""
+        self._lock.release()
+
+    async def open(self) -> None:
+        """Open and check the file (created 0600), start the writer thread."""
+        if self._thread is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._failure = None
+        ready: asyncio.Future[None] = self._loop.create_future()
+        self._thread = threading.Thread(
+            target=self._run, args=(ready,), name=f"ledger {self.path.name}", daemon=True
+        )
+        self._thread.start()
+        try:
+            await ready
+        except BaseException:
+            self._thread.join()
+            self._thread = None
+            raise
+
+    def check(self) -> None:
+        """Raise the failure that stopped the writer, if any."""
+        if self._failure is not None:
+            raise self._failure
+        if self._thread is None:
+            raise LedgerError(f"the ledger {self.path} is not open", reason="closed")
+
+    def post(self, operation: Callable[[sqlite3.Connection], object]) -> None:
+        """Queue a write; it is committed with the next group. Never blocks."""
+        self.check()
+        self._queue.put((operation, None))
+
+    async def call(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``operation`` in the writer thread; return once its group is committed."""
+        self.check()
+        assert self._loop is not None  # noqa: S101
+        future: asyncio.Future[T] = self._loop.create_future()
+        self._queue.put((operation, future))
+        return await future
+
+    async def flush(self) -> None:
+        """Wait until everything queued so far is committed."""
+        if self._thread is not None:
+            await self.call(lambda _connection: None)
+
+    async def close(self) -> None:
+        """Commit what is queued, stop the thread, release the lock; raise a failure."""
+        thread = self._thread
+        if thread is None:
+            return
+        try:
+            with contextlib.suppress(LedgerError):
+                await self.flush()
+        finally:
+            self._queue.put(_STOP)
+            await asyncio.get_running_loop().run_in_executor(None, thread.join)
+            self._thread = None
+        if self._failure is not None:
+            raise self._failure
+
+    # --- the writer thread ---------------------------------------------------------------
+
+    def _run(self, ready: asyncio.Future[None]) -> None:
+        loop = ready.get_loop()
+        try:
+            connection = connect(self.path, durable=self._durable)
+        except LedgerError as exc:
+            error = exc
+            loop.call_soon_threadsafe(_settle, ready, None, error)
+            return
+        loop.call_soon_threadsafe(_settle, ready, None, None)
+        try:
+            self._serve(connection, loop)
+        finally:
+            connection.close()
+
+    def _serve(self, connection: sqlite3.Connection, loop: asyncio.AbstractEventLoop) -> None:
+        stopping = False
+        while not stopping:
+            group = [self._queue.get()]
+            while len(group) < _GROUP:
+                try:
+                    group.append(self._queue.get_nowait())
+                except queue.Empty:  # noqa: PERF203  (the end of what is queued)
+                    break
+            stopping = any(item is _STOP for item in group)
+            work = [item for item in group if item is not _STOP]
+            results: list[tuple[asyncio.Future[Any], Any]] = []
+            if work and self._failure is None:
+                try:
+                    connection.execute("BEGIN IMMEDIATE")
+                    for operation, future in work:
+                        value = operation(connection)
+                        if future is not None:
+                            results.append((future, value))
+                    connection.execute("COMMIT")
+                except Exception as exc:  # noqa: BLE001  (any failure stops the writer, typed)
+                    with contextlib.suppress(sqlite3.Error):
+                        connection.execute("ROLLBACK")
+                    self._failure = LedgerError(
+                        f"cannot write the ledger {self.path}: {exc}; the batch stops "
+                        "(nothing is lost: documents not recorded as settled are re-sent "
+                        "by the next run)",
+                        reason="write_failed",
+                    )
+                    log.error("%s", self._failure)  # noqa: TRY400  (not an exception in flight)
+            failure = self._failure
+            waiting = [future for _operation, future in work if future is not None]
+            if failure is not None:
+                results = [(future, None) for future in waiting]
+            if results or (failure is not None and waiting):
+                with contextlib.suppress(RuntimeError):  # the loop is closed: no one waits
+                    loop.call_soon_threadsafe(_settle_all, results, failure)
+
+
+def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
+
+
+def _settle_all(
+    results: list[tuple[asyncio.Future[Any], Any]], error: BaseException | None
+) -> None:
+    for future, value in results:
+        _settle(future, value, error)

@@ -1,0 +1,156 @@
+"""The outbox on one machine: the SQLite ledger file holds the documents too.
+
+One worker at a time (the file's lock); any process may enqueue. A worker starting
+puts back what a dead predecessor held: with the lock, no one else is sending.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from ._enqueue import UPSERT_SET
+from ._worker import Claim, Settlement, make_claim
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Sequence
+
+    from ._enqueue import Ready
+    from ._sqlfile import LedgerFile
+
+__all__ = ["SqliteStore", "insert"]
+
+_INSERT = (
+    "INSERT INTO entries (key, state, document, encrypted, doc_fingerprint, available_at, "  # noqa: S608
+    "updated_at) VALUES (?, 'pending', ?, ?, ?, 0, ?) ON CONFLICT (key) DO UPDATE SET "
+    + UPSERT_SET.format(t="entries")
+    + ", available_at = 0, updated_at = excluded.updated_at"
+)
+
+
+def insert(connection: sqlite3.Connection, documents: Sequence[Ready]) -> None:
+    """Insert (or re-enqueue) documents on ``connection``, in its transaction."""
+    now = time.time()
+    connection.executemany(
+        _INSERT,
+        [(d.key, d.body, int(d.encrypted), d.fingerprint, now) for d in documents],
+    )
+
+
+class SqliteStore:
+    """The worker's side of a SQLite outbox (see :class:`~._worker.Store`)."""
+
+    def __init__(self, file: LedgerFile) -> None:
+        self._file = file
+
+    async def recover(self) -> None:
+        """Put back what a dead worker held (call with the lock held)."""
+        await self._file.call(
+            lambda c: c.execute(
+                "UPDATE entries SET state = 'pending', lease = NULL WHERE state = 'in_flight' "
+                "AND lease IS NOT NULL"
+            )
+        )
+
+    async def claim(self, limit: int, lease: str, seconds: float) -> list[Claim]:  # noqa: ARG002
+        def claim(c: sqlite3.Connection) -> list[Any]:
+            now = time.time()
+            rows = c.execute(
+                "SELECT key, document, encrypted, status, ambiguous, sending, claims, outcome "
+                "FROM entries WHERE state = 'pending' AND available_at <= ? AND document IS "
+                "NOT NULL ORDER BY available_at LIMIT ?",
+                (now, limit),
+            ).fetchall()
+            c.executemany(
+                "UPDATE entries SET state = 'in_flight', lease = ?, claims = claims + 1, "
+                "updated_at = ? WHERE key = ?",
+                [(lease, now, row[0]) for row in rows],
+            )
+            return rows
+
+        return [
+            make_claim(
+                key,
+                lease,
+                key=key,
+                document=document,
+                encrypted=bool(encrypted),
+                status=status,
+                maybe_committed=bool(ambiguous or sending),
+                claims=claims + 1,
+                outcome=outcome,
+            )
+            for key, document, encrypted, status, ambiguous, sending, claims, outcome in (
+                await self._file.call(claim)
+            )
+        ]
+
+    async def extend(self, leases: Sequence[str], seconds: float) -> None:
+        """Nothing to extend: the file's lock keeps other workers out."""
+
+    async def mark_sending(self, items: Sequence[tuple[Any, str]]) -> set[Any]:
+        now = time.time()
+
+        def mark(c: sqlite3.Connection) -> set[Any]:
+            done = set()
+            for key, lease in items:
+                cursor = c.execute(
+                    "UPDATE entries SET sending = 1, updated_at = ? WHERE key = ? AND "
+                    "lease = ? AND state = 'in_flight'",
+                    (now, key, lease),
+                )
+                if cursor.rowcount:
+                    done.add(key)
+            return done
+
+        return await self._file.call(mark)
+
+    async def settle(self, items: Sequence[Settlement]) -> set[Any]:
+        now = time.time()
+
+        def settle(c: sqlite3.Connection) -> set[Any]:
+            done = set()
+            for s in items:
+                cursor = c.execute(
+                    "UPDATE entries SET state = ?, status = ?, final = ?, ambiguous = "
+                    "ambiguous OR ?, sending = 0, fingerprint = ?, attempts = ?, outcome = ?, "
+                    "available_at = ?, lease = NULL, updated_at = ? WHERE key = ? AND "
+                    "lease = ? AND state = 'in_flight'",
+                    (
+                        s.state,
+                        s.status,
+                        int(s.final),
+                        int(s.ambiguous),
+                        s.fingerprint,
+                        s.attempts,
+                        s.outcome,
+                        now + s.delay,
+                        now,
+                        s.id,
+                        s.lease,
+                    ),
+                )
+                if cursor.rowcount:
+                    done.add(s.id)
+            return done
+
+        return await self._file.call(settle)
+
+    async def release(self, leases: Sequence[str], delay: float) -> None:
+        now = time.time()
+        await self._file.call(
+            lambda c: c.executemany(
+                "UPDATE entries SET state = 'pending', lease = NULL, available_at = ?, "
+                "updated_at = ? WHERE lease = ? AND state = 'in_flight'",
+                [(now + delay, now, lease) for lease in leases],
+            )
+        )
+
+    async def remaining(self) -> int:
+        rows = await self._file.call(
+            lambda c: c.execute(
+                "SELECT count(*) FROM entries WHERE state != 'done' AND document IS NOT NULL"
+            ).fetchone()
+        )
+        return int(rows[0])

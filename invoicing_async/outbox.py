@@ -1,0 +1,302 @@
+"""The transactional outbox: invoices enqueued with your data, sent by any number of workers.
+
+An application writes each invoice into the outbox **in the same database transaction**
+as its own data (the sale, the order), so an invoice can never be lost between "saved"
+and "sent". Workers, in any number of processes on any number of machines, claim
+entries, submit them through the same machinery as
+:meth:`~invoicing_async.InvoicingClient.submit_stream` (retries, circuit breaker,
+adaptive concurrency) and record one truthful outcome per entry::
+
+    from invoicing_async.outbox import PostgresOutbox
+
+    outbox = PostgresOutbox(dsn)
+    await outbox.setup()                      # idempotent: every worker may call it
+    async with pool.acquire() as conn, conn.transaction():
+        ...                                   # your own rows
+        await outbox.enqueue(invoices, connection=conn)
+    async with InvoicingClient(...) as client:
+        await outbox.run_worker(client, concurrency=32)
+
+Claims use ``FOR UPDATE SKIP LOCKED`` and a lease that a heartbeat extends; a worker
+that dies (even SIGKILL) stops extending it, and another worker claims the entry when
+it expires. Every write checks the lease (fencing): a worker whose claim was taken over
+can neither send nor overwrite the newer outcome. Delivery is at least once; the
+provider's duplicate detection (``409`` with the original record) makes it exactly once.
+
+:class:`SqliteOutbox` is the same API in one SQLite file: one worker at a time, any
+process may enqueue.
+
+.. versionadded:: 0.2.0
+"""
+
+from __future__ import annotations
+
+import os as _os
+import typing as _typing
+from pathlib import Path as _Path
+
+from ._ledger._enqueue import ready as _ready
+from ._ledger._entry import IN_FLIGHT, PENDING, LedgerEntry
+from ._ledger._postgres import PostgresStore as _PostgresStore
+from ._ledger._sqlite import Ledger as _Ledger
+from ._ledger._sqlite_outbox import SqliteStore as _SqliteStore
+from ._ledger._sqlite_outbox import insert as _insert
+from ._ledger._worker import run_worker as _run_worker
+from ._outcomes import RetryPolicy as _RetryPolicy
+
+if _typing.TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import AsyncIterator, Callable, Iterable
+    from types import TracebackType
+
+    from ._client import InvoicingClient
+    from ._ledger._worker import Store
+    from ._outcomes import OutcomeStatus
+
+__all__ = [
+    "IN_FLIGHT",
+    "PENDING",
+    "LedgerEntry",
+    "PostgresOutbox",
+    "SqliteOutbox",
+    "open_outbox",
+]
+
+
+class _Outbox:
+    """What both outboxes do the same way."""
+
+    async def __aenter__(self) -> _typing.Any:
+        await self.setup()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def setup(self) -> None:
+        """Create the outbox (table or file) if missing; idempotent."""
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Close connections."""
+        raise NotImplementedError
+
+    async def _store(self) -> Store:
+        raise NotImplementedError
+
+    async def _unlock(self) -> None:
+        """Give back what :meth:`_store` took for a worker."""
+
+    async def run_worker(
+        self,
+        client: InvoicingClient,
+        *,
+        concurrency: int = 32,
+        stop_when_empty: bool = False,
+        retry: _RetryPolicy | None = None,
+        lease: float = 30.0,
+        poll: float = 1.0,
+    ) -> dict[OutcomeStatus, int]:
+        """Claim entries and submit them with ``client`` until cancelled.
+
+        Entries whose outcome is not final (``not_sent``, a refused API key, ``unknown``
+        when the policy allows ambiguous re-sends) go back to the outbox and are sent
+        again after a backoff; when the provider refuses the configuration (the batch's
+        circuit breaker opens), the worker pauses (up to a minute) and tries again.
+
+        :param concurrency: requests in flight at once (at most the client's pool).
+        :param stop_when_empty: return once no entry is pending or in flight (waiting
+            for other workers' claims to end or expire), or when the provider refuses
+            the configuration.
+        :param retry: the :class:`~invoicing_async.RetryPolicy` of every entry.
+        :param lease: seconds a claim lasts without a heartbeat (a third of it apart).
+        :param poll: seconds between looks at an empty outbox.
+        :returns: how many outcomes of each status this worker recorded.
+        """
+        store = await self._store()
+        try:
+            return await _run_worker(
+                store,
+                client._session,  # noqa: SLF001  (the client's sender: the batch's own)
+                concurrency=concurrency,
+                stop_when_empty=stop_when_empty,
+                retry=retry or _RetryPolicy(),
+                lease=lease,
+                poll=poll,
+            )
+        finally:
+            await self._unlock()
+
+
+class PostgresOutbox(_Outbox):
+    """The outbox as a table (``invoicing_outbox``) in your PostgreSQL database.
+
+    :param dsn: a libpq connection string or URL (``postgresql://user@host/db``).
+    :param pool_size: connections the outbox's own pool opens at most.
+
+    Needs the ``postgres`` extra (asyncpg). Use it as an async context manager, or call
+    :meth:`setup` and :meth:`close`.
+
+    .. versionadded:: 0.2.0
+    """
+
+    def __init__(self, dsn: str, *, pool_size: int = 4) -> None:
+        self._db = _PostgresStore(dsn, pool_size=pool_size)
+
+    def __repr__(self) -> str:
+        return "PostgresOutbox(...)"  # the DSN may hold a password
+
+    async def setup(self) -> None:
+        """Create (or migrate) the table and its indexes; every worker may call it."""
+        await self._db.setup()
+
+    async def close(self) -> None:
+        """Close the outbox's connection pool."""
+        await self._db.close()
+
+    async def _store(self) -> Store:
+        return self._db
+
+    async def enqueue(
+        self,
+        documents: Iterable[_typing.Any],
+        *,
+        encrypted: bool = True,
+        connection: _typing.Any | None = None,
+        key: Callable[[_typing.Any], str] | None = None,
+    ) -> list[str]:
+        """Add documents to the outbox; returns their keys.
+
+        :param connection: an asyncpg connection: the rows are written in its current
+            transaction (commit or roll back with your own data). Without it the outbox
+            commits them itself.
+        :param encrypted: send to ``/Invoice/secure`` (default) or ``/Invoice/json``.
+        :param key: the identity of a document (default: :func:`~invoicing_async.document_key`).
+
+        Enqueuing a document again replaces the stored one and sends it again, unless
+        the provider holds it or refused exactly this content.
+
+        :raises ValidationError: a document cannot be serialised (nothing is enqueued).
+        """
+        prepared = _ready(documents, encrypted=encrypted, key=key)
+        await self._db.insert(prepared, connection)
+        return [item.key for item in prepared]
+
+    async def status(self, key: str) -> LedgerEntry | None:
+        """The entry of ``key``: ``.status`` is ``pending``, ``in_flight`` or an outcome."""
+        return await self._db.get(key)
+
+    def entries(self, status: OutcomeStatus | str | None = None) -> AsyncIterator[LedgerEntry]:
+        """Every entry (or those with ``status``), by key."""
+        return self._db.entries(status)
+
+    async def counts(self) -> dict[str, int]:
+        """How many entries have each status."""
+        return await self._db.counts()
+
+    async def retry(self, keys: Iterable[str]) -> int:
+        """Mark entries to be sent again (final ones too); returns how many."""
+        return await self._db.retry(list(keys))
+
+    async def forget(self, keys: Iterable[str]) -> int:
+        """Delete entries; returns how many."""
+        return await self._db.forget(list(keys))
+
+
+class SqliteOutbox(_Outbox):
+    """The outbox in one SQLite file (the ledger's format): a single machine's default.
+
+    One worker at a time (a second gets :class:`~invoicing_async.LedgerError`); any
+    process may enqueue, on its own or on your ``sqlite3`` connection.
+
+    .. versionadded:: 0.2.0
+    """
+
+    def __init__(self, path: str | _os.PathLike[str], *, durable: bool = True) -> None:
+        self.path = _Path(path)
+        self.ledger = _Ledger(self.path, durable=durable)
+
+    def __repr__(self) -> str:
+        return f"SqliteOutbox({str(self.path)!r})"
+
+    async def setup(self) -> None:
+        """Create the file (0600) if missing."""
+        await self.ledger.open()
+
+    async def close(self) -> None:
+        """Commit and close the file."""
+        await self.ledger.close()
+
+    async def _store(self) -> Store:
+        await self.ledger.acquire()
+        store = _SqliteStore(self.ledger.file)
+        await store.recover()
+        return store
+
+    async def _unlock(self) -> None:
+        self.ledger.release()
+
+    async def enqueue(
+        self,
+        documents: Iterable[_typing.Any],
+        *,
+        encrypted: bool = True,
+        connection: sqlite3.Connection | None = None,
+        key: Callable[[_typing.Any], str] | None = None,
+    ) -> list[str]:
+        """Add documents to the outbox; returns their keys (see :meth:`PostgresOutbox.enqueue`).
+
+        :param connection: a ``sqlite3`` connection to the same file: the rows are
+            written in its current transaction, which you commit.
+        """
+        prepared = _ready(documents, encrypted=encrypted, key=key)
+        if connection is not None:
+            _insert(connection, prepared)
+        else:
+            await self.ledger.open()
+            await self.ledger.file.call(lambda c: _insert(c, prepared))
+        return [item.key for item in prepared]
+
+    async def status(self, key: str) -> LedgerEntry | None:
+        """The entry of ``key``: ``.status`` is ``pending``, ``in_flight`` or an outcome."""
+        await self.ledger.open()
+        return await self.ledger.get(key)
+
+    async def entries(
+        self, status: OutcomeStatus | str | None = None
+    ) -> AsyncIterator[LedgerEntry]:
+        """Every entry (or those with ``status``), by key."""
+        await self.ledger.open()
+        async for entry in self.ledger.entries(status):
+            yield entry
+
+    async def counts(self) -> dict[str, int]:
+        """How many entries have each status."""
+        await self.ledger.open()
+        return await self.ledger.counts()
+
+    async def retry(self, keys: Iterable[str]) -> int:
+        """Mark entries to be sent again (final ones too); returns how many."""
+        await self.ledger.open()
+        return await self.ledger.retry(keys)
+
+    async def forget(self, keys: Iterable[str]) -> int:
+        """Delete entries; returns how many."""
+        await self.ledger.open()
+        return await self.ledger.forget(keys)
+
+
+def open_outbox(url: str | _os.PathLike[str]) -> PostgresOutbox | SqliteOutbox:
+    """The outbox at ``url``: ``postgresql://…`` (or ``postgres://``), else a SQLite path.
+
+    .. versionadded:: 0.2.0
+    """
+    text = _os.fspath(url)
+    if text.startswith(("postgresql://", "postgres://")):
+        return PostgresOutbox(text)
+    return SqliteOutbox(text.removeprefix("sqlite:///") if text.startswith("sqlite:///") else text)

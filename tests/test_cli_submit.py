@@ -1,0 +1,289 @@
+"""`invoicing-async submit` as a user meets it: the real command, against the sandbox.
+
+Each test runs the installed command in a subprocess (``python -m invoicing_async``)
+against a sandbox on loopback; terminal behaviour (progress, prompts) is tested on a
+pseudo-terminal of a given width.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import pty
+import re
+import signal
+import struct
+import sys
+import termios
+import time
+
+import pytest
+
+from invoicing_async import document_key
+from invoicing_async.sandbox import Fault, Sandbox, sample_invoice, sample_invoices
+
+#: A fault retried at once (Retry-After: 0): retries without backoff delays in a subprocess.
+QUICK_503 = Fault.status(503, retry_after=0)
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "invoicing_async", *args]
+
+
+def environ(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INVOICING_")}
+    env.pop("COLUMNS", None)
+    return {**env, **extra}
+
+
+async def run(*args: str, env: dict[str, str], stdin: bytes | None = None, timeout=120):
+    process = await asyncio.create_subprocess_exec(
+        *command(*args),
+        env=environ(env),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(stdin), timeout)
+    return process.returncode, stdout.decode(), stderr.decode()
+
+
+def records(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+@pytest.fixture
+async def sandbox(tmp_path):
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        key_file = sb.write_public_key(tmp_path / "provider.asc")
+        sb.env = {
+            "INVOICING_BASE_URL": sb.base_url,
+            "INVOICING_CLIENT_ID": sb.client_id,
+            "INVOICING_API_KEY": sb.client_secret,
+            "INVOICING_PROVIDER_KEY": str(key_file),
+        }
+        yield sb
+
+
+async def test_broken_json_file_names_file_line_and_column(sandbox, tmp_path):
+    """A .json file that is not valid JSON: stderr and the record say what is wrong with
+    file, line and column (not "a document must be a mapping … _Unreadable"); nothing of
+    that file is sent, the other files are; exit 1."""
+    broken = tmp_path / "broken.json"
+    broken.write_text('[\n  {"Series": "A",\n   "Number" 7}\n]\n')
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(sample_invoice(1)))
+    code, stdout, stderr = await run("submit", str(broken), str(good), env=sandbox.env)
+    assert code == 1
+    assert f"{broken}:3:13: invalid JSON (Expecting ':' delimiter)" in stderr
+    assert "_Unreadable" not in stderr + stdout
+    bad, ok = records(stdout)
+    assert bad["status"] == "rejected"
+    assert bad["source"] == {"file": str(broken), "line": 3}
+    assert "Expecting ':' delimiter" in bad["error"]["message"]
+    assert ok["status"] == "accepted"
+    assert ok["source"] == {"file": str(good), "line": 1}
+    assert sandbox.commit_count == 1
+
+
+async def test_a_json_string_is_never_sent(sandbox, tmp_path):
+    """A file holding a JSON string (or a number, or null) is refused locally, never sent
+    raw to the provider."""
+    for name, content in (("s.json", '"hello"'), ("n.jsonl", "3\nnull\n")):
+        (tmp_path / name).write_text(content)
+    code, stdout, stderr = await run(
+        "submit", str(tmp_path / "s.json"), str(tmp_path / "n.jsonl"), env=sandbox.env
+    )
+    assert code == 1
+    assert "a string, not a JSON object" in stderr
+    assert "a number, not a JSON object" in stderr
+    assert "null, not a JSON object" in stderr
+    assert [r["status"] for r in records(stdout)] == ["rejected"] * 3
+    assert [r["source"]["line"] for r in records(stdout)] == [1, 1, 2]
+    assert not [r for r in sandbox.requests if r.path.startswith("/Invoice")]
+
+
+async def test_an_array_of_numbers_is_one_refused_entry(sandbox, tmp_path):
+    """`[1,2,3]` is not three documents: one refused entry naming the file."""
+    numbers = tmp_path / "numbers.json"
+    numbers.write_text("[1,2,3]")
+    code, stdout, stderr = await run("submit", str(numbers), env=sandbox.env)
+    assert code == 1
+    assert f"{numbers}:1: an array of numbers, not of JSON objects" in stderr
+    assert len(records(stdout)) == 1
+    assert not sandbox.requests
+
+
+@pytest.mark.parametrize("content", ["", "\n  \n"])
+async def test_empty_input_exits_2_with_a_message(sandbox, tmp_path, content):
+    """Empty input (a file, or stdin) exits 2 and says there is nothing to submit."""
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text(content)
+    code, stdout, stderr = await run("submit", str(empty), env=sandbox.env)
+    assert code == 2
+    assert "no documents in" in stderr
+    assert stdout == ""
+    code, _, stderr = await run("submit", "-", env=sandbox.env, stdin=content.encode())
+    assert code == 2
+    assert "no documents in -" in stderr
+    assert not sandbox.requests
+
+
+async def test_every_record_names_its_source(sandbox, tmp_path):
+    """Each output record has `source` (file and line) and `index` (input position),
+    for arrays, JSON Lines and stdin alike; identities follow the documents."""
+    docs = sample_invoices(5, lines=1)
+    array = tmp_path / "a.json"
+    array.write_text("[\n" + ",\n".join(json.dumps(d) for d in docs[:2]) + "\n]\n")
+    lines = tmp_path / "b.jsonl"
+    lines.write_text("\n" + json.dumps(docs[2]) + "\n" + json.dumps(docs[3]) + "\n")
+    code, stdout, stderr = await run(
+        "submit", "--json", str(array), str(lines), "-",
+        env=sandbox.env, stdin=json.dumps(docs[4]).encode(),
+    )  # fmt: skip
+    assert code == 0, stderr
+    by_index = {r["index"]: r for r in records(stdout)}
+    assert [by_index[i]["source"] for i in range(5)] == [
+        {"file": str(array), "line": 2},
+        {"file": str(array), "line": 3},
+        {"file": str(lines), "line": 2},
+        {"file": str(lines), "line": 3},
+        {"file": "-", "line": 1},
+    ]
+    assert [by_index[i]["key"] for i in range(5)] == [document_key(d) for d in docs]
+
+
+def _pty_run(args, env, columns, *, stdin_tty=False, timeout=120.0, stop=None):
+    """Run the command with stderr (and optionally stdin) on a pseudo-terminal of
+    ``columns``; returns (exit status, stdout, what the terminal received)."""
+    import subprocess  # noqa: PLC0415
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    process = subprocess.Popen(
+        command(*args),
+        env=environ(env),
+        stdin=slave if stdin_tty else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+    )
+    os.close(slave)
+    screen = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        screen += chunk
+        if stop is not None and stop(screen):
+            process.send_signal(signal.SIGINT)
+            stop = None
+    os.close(master)
+    with process:
+        stdout = process.stdout.read().decode() if process.stdout else ""
+        process.wait(timeout=30)
+    return process.returncode, stdout, ANSI.sub("", screen.decode(errors="replace"))
+
+
+@pytest.mark.parametrize("columns", [50, 120])
+async def test_progress_fits_the_terminal(sandbox, tmp_path, columns):
+    """On a 50- and a 120-column terminal every redraw of the progress line fits in one
+    line (no wrapped, stacked bars); it shows the count, an ETA and, when wide enough,
+    the outcomes and the retry count."""
+    sandbox.set_latency(0.03)
+    sandbox.random_faults(rate=0.3, seed=3, kinds=[QUICK_503])
+    source = tmp_path / "docs.jsonl"
+    source.write_text("".join(json.dumps(d) + "\n" for d in sample_invoices(120, lines=1)))
+    args = ("submit", "--json", "--concurrency", "4", str(source), "--output", str(tmp_path / "o"))
+    code, _, screen = await asyncio.to_thread(_pty_run, args, sandbox.env, columns)
+    assert code == 0, screen
+    redraws = [part for line in screen.split("\n") for part in line.split("\r") if part.strip()]
+    progress = [part for part in redraws if "/120" in part]
+    assert len(progress) >= 3, screen
+    too_long = [part for part in progress if len(part) >= columns]
+    assert not too_long
+    assert any("ETA" in part for part in progress)
+    assert any(part.startswith("[#") for part in progress)
+    if columns >= 100:
+        assert any("retries" in part and "| ok" in part for part in progress)
+    assert "documents:   120" in screen
+
+
+async def test_no_arguments_on_a_terminal_does_not_wait(sandbox):
+    """`submit` without arguments, stdin a terminal: exits 2 at once saying what to give,
+    instead of waiting silently for input."""
+    started = time.monotonic()
+    code, _, screen = await asyncio.to_thread(
+        _pty_run, ("submit",), sandbox.env, 80, stdin_tty=True, timeout=60.0
+    )
+    assert code == 2
+    assert "no documents given" in screen
+    assert time.monotonic() - started < 30
+
+
+async def test_ctrl_c_says_how_to_resume_and_the_rerun_replays_the_journal(sandbox, tmp_path):
+    """Ctrl-C mid-run: exit 130, a summary and how to resume; the same command again
+    skips what the journal settled (counted apart from what is sent now) and commits
+    every invoice exactly once."""
+    sandbox.set_latency(0.2)
+    docs = sample_invoices(40, lines=1)
+    source = tmp_path / "docs.jsonl"
+    source.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    journal, output = tmp_path / "run.journal", tmp_path / "out.jsonl"
+    args = ("submit", "--json", "--concurrency", "2", str(source),
+            "--journal", str(journal), "--output", str(output))  # fmt: skip
+
+    def enough(screen: bytes) -> bool:
+        return output.exists() and len(output.read_text().splitlines()) >= 4
+
+    code, _, screen = await asyncio.to_thread(_pty_run, args, sandbox.env, 100, stop=enough)
+    assert code == 130, screen
+    assert "To resume, run the same command again" in screen
+    assert str(journal) in screen
+    first = sandbox.commit_count
+    assert 4 <= first < 40
+
+    sandbox.set_latency(0)
+    code, _, stderr = await run(*args, env=sandbox.env)
+    assert code == 0, stderr
+    settled_before = len(records(output.read_text())) - 40
+    assert "from the journal (settled by an earlier run)" in stderr
+    assert re.search(rf"accepted:\s+\d+ \(\+{settled_before} from the journal\)", stderr)
+    assert all(sandbox.committed[document_key(d)].commits == 1 for d in docs)
+
+
+async def test_verbose_logs_and_secrets_stay_out(sandbox, tmp_path):
+    """-v shows the library's INFO lines (named loggers) on stderr; the API key appears
+    nowhere in the output."""
+    sandbox.script(QUICK_503)
+    source = tmp_path / "one.json"
+    source.write_text(json.dumps(sample_invoice(1)))
+    code, stdout, stderr = await run("submit", "-v", "--json", str(source), env=sandbox.env)
+    assert code == 0, stderr
+    assert "INFO invoicing_async.delivery:" in stderr
+    assert sandbox.client_secret not in stdout + stderr
+
+
+async def test_ca_file_reaches_a_tls_sandbox(tmp_path):
+    """`--ca-file` (or INVOICING_CA_FILE) makes the command trust a TLS sandbox's CA;
+    without it the certificate is refused."""
+    async with Sandbox(tls=True, key_algorithm="cv25519") as sb:
+        ca = sb.write_ca_certificate(tmp_path / "ca.pem")
+        env = {
+            "INVOICING_BASE_URL": sb.base_url,
+            "INVOICING_CLIENT_ID": sb.client_id,
+            "INVOICING_API_KEY": sb.client_secret,
+        }
+        code, _, _ = await run("token", "--ca-file", str(ca), env=env)
+        assert code == 0
+        assert sb.base_url.startswith("https://")
+        code, _, stderr = await run("token", env=env)
+        assert code == 1
+        assert "certificate" in stderr

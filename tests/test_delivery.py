@@ -1,0 +1,255 @@
+"""One document's delivery: classification, retries, deadlines, breaker, AIMD limiter, logs.
+
+A scripted ``send`` stands in for the session: each attempt takes the next answer (a
+record or an error), so every rule of the retry loop is checked exactly, without HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from invoicing_async import (
+    AuthenticationError,
+    ClientStateError,
+    CredentialsError,
+    DocumentResult,
+    DuplicateDocumentError,
+    ForeignRecordError,
+    MalformedResponseError,
+    OutcomeStatus,
+    ProviderTimeoutError,
+    RateLimitError,
+    RetryPolicy,
+    ServerError,
+    TransportError,
+    UnexpectedStatusError,
+    UnknownOutcomeError,
+    ValidationError,
+)
+from invoicing_async._delivery import Breaker, Budget, Delivery, Limiter, Shared
+from invoicing_async._documents import Identity
+
+NO_WAIT = RetryPolicy(base_delay=0, max_delay=0, max_attempts=4)
+OWN = DocumentResult(mark=1, series="A", number="7", internal_id="X-7")
+IDENTITY = Identity("A", "7", "X-7")
+
+
+def script(*answers):
+    """A send() that answers each attempt with the next record or raises the next error."""
+    queue = list(answers)
+    calls = []
+
+    async def send(timeout):
+        calls.append(timeout)
+        answer = queue.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    send.calls = calls
+    return send
+
+
+def delivery(**kwargs):
+    kwargs.setdefault("policy", NO_WAIT)
+    return Delivery(key="id:X-7", index=0, identity=IDENTITY, **kwargs)
+
+
+def shared(policy=NO_WAIT, *, limit=8):
+    return Shared(Budget(policy), Breaker(policy.circuit_breaker), Limiter(limit))
+
+
+REFUSED = TransportError("refused", maybe_sent=False)
+RESET = TransportError("reset after sending", maybe_sent=True)
+
+
+@pytest.mark.parametrize(
+    ("answers", "status", "attempts"),
+    [
+        ([OWN], OutcomeStatus.ACCEPTED, 1),
+        ([DuplicateDocumentError("dup", result=OWN)], OutcomeStatus.DUPLICATE, 1),
+        ([RESET, DuplicateDocumentError("dup", result=OWN)], OutcomeStatus.ACCEPTED, 2),
+        ([ServerError("s", status=500), OWN], OutcomeStatus.ACCEPTED, 2),
+        ([ProviderTimeoutError("t", status=408), OWN], OutcomeStatus.ACCEPTED, 2),
+        ([MalformedResponseError("m", status=201), OWN], OutcomeStatus.ACCEPTED, 2),
+        ([REFUSED, RateLimitError("r", status=429), OWN], OutcomeStatus.ACCEPTED, 3),
+        ([ValidationError("v", status=400)], OutcomeStatus.REJECTED, 1),
+        ([AuthenticationError("vat", status=401)], OutcomeStatus.REJECTED, 1),
+        ([UnexpectedStatusError("404", status=404)], OutcomeStatus.NOT_SENT, 1),
+        ([CredentialsError("creds", status=400)], OutcomeStatus.NOT_SENT, 1),
+        ([RESET, ClientStateError("closed")], OutcomeStatus.UNKNOWN, 2),
+        ([REFUSED] * 4, OutcomeStatus.NOT_SENT, 4),
+        ([RESET, REFUSED, REFUSED, REFUSED], OutcomeStatus.UNKNOWN, 4),
+    ],
+    ids=[
+        "201",
+        "409-first",
+        "reset-then-409",
+        "500-then-201",
+        "408-then-201",
+        "unreadable-201-then-201",
+        "not-sent-then-201",
+        "400",
+        "401",
+        "404",
+        "credentials",
+        "reset-then-closed",
+        "never-sent",
+        "maybe-then-never",
+    ],
+)
+async def test_each_answer_gives_its_truthful_outcome(answers, status, attempts):
+    """The classification table: what each answer means for the document."""
+    outcome = await delivery().run(script(*answers))
+    assert (outcome.status, outcome.attempts) == (status, attempts)
+    if status is OutcomeStatus.UNKNOWN:
+        assert isinstance(outcome.error, UnknownOutcomeError)
+        assert outcome.error.attempts == attempts
+    if status is OutcomeStatus.ACCEPTED:
+        assert outcome.result == OWN
+        assert outcome.error is None
+
+
+async def test_without_resends_an_ambiguous_failure_ends_unknown_at_once():
+    """resend_ambiguous=False: never a second request after a failure that may have been
+    committed."""
+    policy = RetryPolicy(base_delay=0, max_delay=0, resend_ambiguous=False)
+    send = script(RESET, OWN)
+    outcome = await delivery(policy=policy).run(send)
+    assert outcome.status is OutcomeStatus.UNKNOWN
+    assert outcome.error.last_error is RESET
+    assert len(send.calls) == 1
+
+
+@pytest.mark.parametrize("duplicate", [False, True])
+async def test_a_foreign_record_is_never_accepted(duplicate):
+    """A 201 (or 409) with another document's record is an ambiguous answer: retried, and
+    the document's own record (here through the 409 that follows) is what it ends with."""
+    foreign = DocumentResult(mark=2, series="A", number="8", internal_id="X-8")
+    first = DuplicateDocumentError("dup", result=foreign) if duplicate else foreign
+    outcome = await delivery().run(script(first, DuplicateDocumentError("dup", result=OWN)))
+    assert outcome.status is OutcomeStatus.ACCEPTED
+    assert outcome.result == OWN
+    only_foreign = await delivery(policy=RetryPolicy(max_attempts=1)).run(script(first))
+    assert only_foreign.status is OutcomeStatus.UNKNOWN
+    assert isinstance(only_foreign.error.last_error, ForeignRecordError)
+    assert only_foreign.error.last_error.result == foreign
+    assert only_foreign.error.last_error.mismatches == ("number", "internal_id")
+
+
+async def test_a_retry_after_beyond_the_deadline_gives_up_without_sleeping():
+    """No sleep outlives the deadline: a 429 asking for 60 s with 1 s left ends now."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    outcome = await delivery(policy=RetryPolicy(), deadline=started + 1).run(
+        script(RateLimitError("slow", status=429, retry_after=60))
+    )
+    assert loop.time() - started < 0.5
+    assert outcome.status is OutcomeStatus.NOT_SENT
+
+
+async def test_each_attempt_gets_what_is_left_of_the_deadline():
+    """The attempt timeout is capped by the time left to the deadline."""
+    loop = asyncio.get_running_loop()
+    send = script(REFUSED, OWN)
+    policy = RetryPolicy(base_delay=0, max_delay=0, attempt_timeout=30)
+    await delivery(policy=policy, deadline=loop.time() + 2).run(send)
+    assert all(0 < timeout <= 2 for timeout in send.calls)
+
+
+async def test_a_cancelled_send_is_recorded_as_unknown_a_cancelled_wait_as_not_sent():
+    """interrupted() says UNKNOWN when a request may be out, NOT_SENT when none is."""
+
+    async def hang(timeout):
+        await asyncio.sleep(3600)
+
+    sending = delivery()
+    task = asyncio.ensure_future(sending.run(hang))
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert sending.interrupted().status is OutcomeStatus.UNKNOWN
+
+    waiting = delivery(policy=RetryPolicy(base_delay=3600, max_delay=3600))
+    task = asyncio.ensure_future(waiting.run(script(REFUSED)))
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert waiting.interrupted().status is OutcomeStatus.NOT_SENT
+
+
+def test_breaker_opens_after_a_run_and_any_other_answer_ends_the_run():
+    """Consecutive configuration failures open it; a success or a 400 resets the run."""
+    breaker = Breaker(3)
+    vat = AuthenticationError("vat", status=401)
+    breaker.record(vat)
+    breaker.record(vat)
+    breaker.record(None)
+    breaker.record(vat)
+    breaker.record(ValidationError("bad", status=400))
+    breaker.record(vat)
+    breaker.record(vat)
+    assert breaker.error is None
+    breaker.record(vat)
+    assert isinstance(breaker.error, TransportError)
+    assert "3 consecutive" in str(breaker.error)
+
+
+async def test_an_open_breaker_sends_nothing_more():
+    """Once a batch's breaker is open, its documents end NOT_SENT without a request."""
+    batch = shared()
+    batch.breaker.trip(CredentialsError("creds", status=400))
+    send = script(OWN)
+    outcome = await delivery().run(send, shared=batch)
+    assert outcome.status is OutcomeStatus.NOT_SENT
+    assert isinstance(outcome.error, CredentialsError)
+    assert send.calls == []
+
+
+async def test_limiter_halves_once_per_round_and_grows_back_slowly():
+    """AIMD: overloads from one round halve the limit once; each success adds 1/limit."""
+    limiter = Limiter(16)
+    rounds = [await limiter.acquire() for _ in range(8)]
+    for sent in rounds:
+        limiter.release(sent, RateLimitError("slow", status=429), answered=True)
+    assert limiter.limit == 8
+    for _ in range(9):  # a window of successes (the limit grows within it) adds one
+        limiter.release(await limiter.acquire(), None, answered=True)
+    assert limiter.limit == 9
+    limiter.release(await limiter.acquire(), ServerError("busy", status=503), answered=True)
+    assert limiter.limit == 4
+    for _ in range(10):
+        limiter.release(await limiter.acquire(), RateLimitError("s", status=429), answered=True)
+    assert limiter.limit == 1  # never below one
+
+
+async def test_limiter_holds_requests_beyond_the_limit_until_one_ends():
+    """Room is given in order as requests end; a waiter that is cancelled gives way."""
+    limiter = Limiter(1)
+    first = await limiter.acquire()
+    second = asyncio.ensure_future(limiter.acquire())
+    third = asyncio.ensure_future(limiter.acquire())
+    await asyncio.sleep(0)
+    assert not second.done()
+    second.cancel()
+    limiter.release(first, None, answered=True)
+    assert await asyncio.wait_for(third, 1) == 0
+
+
+async def test_retries_and_give_ups_are_logged_with_key_and_attempt(caplog):
+    """An operator sees each retry (INFO) and each give-up (WARNING) with the document's
+    key and the attempt number."""
+    caplog.set_level(logging.INFO, logger="invoicing_async")
+    await delivery().run(script(REFUSED, REFUSED, REFUSED, REFUSED))
+    retries = [r for r in caplog.records if r.levelno == logging.INFO]
+    assert all(r.getMessage().startswith("invoice id:X-7: attempt") for r in retries)
+    assert len(retries) == 3
+    assert "attempt 2 failed" in retries[1].getMessage()
+    [gave_up] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "id:X-7" in gave_up.getMessage()
+    assert "after 4 attempt(s)" in gave_up.getMessage()

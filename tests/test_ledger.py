@@ -1,0 +1,177 @@
+"""The SQLite ledger: its file, its lock, its failures, and the finality rules (pure)."""
+
+from __future__ import annotations
+
+import asyncio
+import stat
+
+import pytest
+
+from invoicing_async import (
+    AuthenticationError,
+    Ledger,
+    LedgerError,
+    Outcome,
+    OutcomeStatus,
+    TransportError,
+    UnknownOutcomeError,
+    ValidationError,
+)
+from invoicing_async._ledger._rules import decide, is_final, requeue
+
+
+def outcome(status, error=None, attempts=1):
+    return Outcome(index=0, key="id:a", status=status, error=error, attempts=attempts)
+
+
+async def test_files_are_created_readable_by_the_owner_only(tmp_path):
+    """The ledger holds VAT numbers, marks and authentication codes: the file, its WAL
+    and its lock file are created 0600 whatever the umask allows."""
+    path = tmp_path / "batch.db"
+    async with Ledger(path) as ledger:
+        await ledger.acquire()
+        await ledger.sending("id:a", 0)
+        for file in tmp_path.iterdir():
+            assert stat.S_IMODE(file.stat().st_mode) == 0o600, file
+        ledger.release()
+
+
+async def test_a_second_sender_on_one_ledger_is_refused_at_once(tmp_path):
+    """Two senders on one ledger would send every document twice: the second gets a
+    typed LedgerError (reason locked) immediately; readers are not refused."""
+    path = tmp_path / "batch.db"
+    first = Ledger(path)
+    await first.acquire()
+    second = Ledger(path)
+    with pytest.raises(LedgerError, match="in use by another process") as caught:
+        await second.acquire()
+    assert caught.value.reason == "locked"
+    async with Ledger(path) as reader:
+        assert await reader.counts() == {}
+    first.release()
+    await second.acquire()  # free again once the first sender is done
+    second.release()
+    await first.close()
+    await second.close()
+
+
+async def test_a_file_that_is_not_a_ledger_is_refused_clearly(tmp_path):
+    """An old JSON Lines journal (or any other file) is not read as a ledger."""
+    path = tmp_path / "old.jsonl"
+    path.write_text('{"v":1,"event":"sending","key":"id:a","index":0}\n' * 100)
+    with pytest.raises(LedgerError, match="is not a ledger") as caught:
+        await Ledger(path).open()
+    assert caught.value.reason == "unreadable"
+
+
+async def test_records_survive_reopening_and_can_be_listed_retried_forgotten(tmp_path):
+    """What a ledger records is read back after reopening; retry marks an entry pending
+    (keeping that it may be committed), forget deletes it."""
+    path = tmp_path / "batch.db"
+    async with Ledger(path) as ledger:
+        await ledger.sending("id:a", 0)
+        await ledger.sending("id:b", 1)
+        ledger.settled(outcome(OutcomeStatus.ACCEPTED), None)
+    async with Ledger(path) as ledger:
+        a, b = await ledger.get("id:a"), await ledger.get("id:b")
+        assert a.status is OutcomeStatus.ACCEPTED and a.final
+        assert b.status == "in_flight" and b.maybe_committed
+        assert [e.key async for e in ledger.entries("in_flight")] == ["id:b"]
+        assert await ledger.counts() == {"accepted": 1, "in_flight": 1}
+        assert await ledger.retry(["id:a"]) == 1
+        assert (await ledger.get("id:a")).status == "pending"
+        assert await ledger.forget(["id:b", "id:zzz"]) == 1
+        assert await ledger.get("id:b") is None
+
+
+def test_only_held_documents_and_definite_refusals_of_this_content_are_final():
+    """Accepted/duplicate are final; a 400 is final only with its content's fingerprint;
+    a 401/403, a local refusal, not_sent and unknown never are."""
+    refused = ValidationError("bad", status=400)
+    assert is_final(outcome(OutcomeStatus.ACCEPTED), None)
+    assert is_final(outcome(OutcomeStatus.DUPLICATE), None)
+    assert is_final(outcome(OutcomeStatus.REJECTED, refused), "f1")
+    assert not is_final(outcome(OutcomeStatus.REJECTED, refused), None)
+    assert not is_final(
+        outcome(OutcomeStatus.REJECTED, AuthenticationError("vat", status=401)), "f1"
+    )
+    assert not is_final(outcome(OutcomeStatus.REJECTED, ValidationError("local")), "f1")
+    assert not is_final(outcome(OutcomeStatus.NOT_SENT, TransportError("x", maybe_sent=False)), "f")
+    unknown = UnknownOutcomeError("?", last_error=TransportError("x", maybe_sent=True), attempts=1)
+    assert not is_final(outcome(OutcomeStatus.UNKNOWN, unknown), "f")
+    assert requeue(outcome(OutcomeStatus.UNKNOWN, unknown), final=False, resend_ambiguous=True)
+    assert not requeue(outcome(OutcomeStatus.UNKNOWN, unknown), final=False, resend_ambiguous=False)
+
+
+async def test_decide_reports_unknown_without_resending_when_the_policy_forbids(tmp_path):
+    """An entry in flight (a crash) or unknown is re-sent as maybe committed only when
+    ambiguous re-sends are allowed; otherwise it is reported unknown, not sent."""
+    async with Ledger(tmp_path / "batch.db") as ledger:
+        await ledger.sending("id:a", 0)
+        entry = await ledger.get("id:a")
+    never = pytest.fail
+    verdict = decide(entry, index=3, resend_ambiguous=False, fingerprint=never)
+    assert verdict.replay.status is OutcomeStatus.UNKNOWN
+    assert verdict.replay.index == 3 and verdict.replay.attempts == 0
+    verdict = decide(entry, index=3, resend_ambiguous=True, fingerprint=never)
+    assert verdict.replay is None and verdict.maybe_committed
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path):
+    """A 192 KiB tmpfs mounted for the test (as root, as CI runs); unmounted after."""
+    import subprocess  # noqa: PLC0415
+
+    mount = tmp_path / "full"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=192k", "tmpfs", str(mount)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+async def test_disk_full_stops_the_batch_with_a_typed_error_and_loses_nothing(
+    tmp_path, tiny_tmpfs
+):
+    """The ledger on a filesystem that fills up (a real ENOSPC from a tiny tmpfs): the
+    batch stops with LedgerError (write_failed); every document the provider committed
+    is recorded in the ledger as sent or settled; resuming from a copy on a roomy disk
+    commits every invoice exactly once."""
+    from invoicing_async import InvoicingClient, RetryPolicy  # noqa: PLC0415
+    from invoicing_async.sandbox import Sandbox, sample_invoices  # noqa: PLC0415
+
+    path = tiny_tmpfs / "batch.db"
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        documents = sample_invoices(600, issuer_vat=sb.client_id, lines=8)
+        async with InvoicingClient(sb.base_url, sb.client_id, sb.client_secret) as client:
+            with pytest.raises(LedgerError) as caught:
+                await client.submit_many(
+                    documents, encrypted=False, journal=path, concurrency=8,
+                    retry=RetryPolicy(base_delay=0, max_delay=0),
+                )
+            assert caught.value.reason == "write_failed"
+            assert "disk is full" in str(caught.value)
+            committed = set(sb.committed)
+            assert 0 < len(committed) < 600
+            import ledgertools  # noqa: PLC0415
+
+            recorded = ledgertools.rows(path)
+            assert committed <= set(recorded), "a document was sent before it was recorded"
+            roomy = tmp_path / "copy.db"
+            for suffix in ("", "-wal"):
+                source = tiny_tmpfs / ("batch.db" + suffix)
+                if source.exists():
+                    (tmp_path / ("copy.db" + suffix)).write_bytes(source.read_bytes())
+            outcomes = await client.submit_many(
+                documents, encrypted=False, journal=roomy, concurrency=8
+            )
+        assert all(o.ok for o in outcomes)
+        assert sb.commit_count == 600
+        assert all(c.commits == 1 for c in sb.committed.values())
+        assert not any(o.status is OutcomeStatus.DUPLICATE for o in outcomes)
+    await asyncio.sleep(0)

@@ -1,0 +1,166 @@
+"""The outbox API on SQLite and on a real PostgreSQL server, through the sandbox.
+
+PostgreSQL is started by the suite (tests/pgserver.py); the PostgreSQL tests skip only
+where its binaries are missing (never in CI).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from invoicing_async import InvoicingClient, OutcomeStatus, RetryPolicy, ValidationError
+from invoicing_async.outbox import PENDING, PostgresOutbox, SqliteOutbox, open_outbox
+from invoicing_async.sandbox import Sandbox, sample_invoices
+from invoicing_async.testing import instant_retries
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def outbox(request, tmp_path):
+    if request.param == "sqlite":
+        box = SqliteOutbox(tmp_path / "outbox.db")
+    else:
+        box = PostgresOutbox(request.getfixturevalue("postgres_dsn"))
+    async with box:
+        yield box
+
+
+async def test_worker_drains_the_outbox_with_one_truthful_outcome_each(outbox):
+    """Enqueued invoices are sent by a worker until the outbox is empty: each entry ends
+    accepted with its record, a 400 ends rejected (final), and setup is idempotent."""
+    await outbox.setup()
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        documents = sample_invoices(30, issuer_vat=sb.client_id, lines=1)
+        documents[7]["Summaries"]["TotalGrossValue"] = -1
+        keys = await outbox.enqueue(documents[:20])
+        keys += await outbox.enqueue(documents[20:], encrypted=False)
+        assert (await outbox.status(keys[0])).status == PENDING
+        with instant_retries():
+            async with InvoicingClient(
+                sb.base_url, sb.client_id, sb.client_secret, provider_key=sb.provider_key
+            ) as client:
+                counts = await outbox.run_worker(
+                    client, concurrency=8, stop_when_empty=True, poll=0.05
+                )
+        assert counts == {OutcomeStatus.ACCEPTED: 29, OutcomeStatus.REJECTED: 1}
+        assert await outbox.counts() == {"accepted": 29, "rejected": 1}
+        entry = await outbox.status(keys[0])
+        assert entry.status is OutcomeStatus.ACCEPTED and entry.final
+        assert entry.outcome.result.internal_id == keys[0].removeprefix("id:")
+        refused = await outbox.status(keys[7])
+        assert refused.status is OutcomeStatus.REJECTED and refused.final
+        assert sb.commit_count == 29
+        assert {r.path for r in sb.requests if r.identity} == {"/Invoice/secure", "/Invoice/json"}
+        # The same refused content enqueued again stays refused; corrected, it is sent.
+        await outbox.enqueue([documents[7]])
+        assert (await outbox.status(keys[7])).status is OutcomeStatus.REJECTED
+        documents[7]["Summaries"]["TotalGrossValue"] = 12.4
+        await outbox.enqueue([documents[7]])
+        assert (await outbox.status(keys[7])).status == PENDING
+        with instant_retries():
+            async with InvoicingClient(
+                sb.base_url, sb.client_id, sb.client_secret, provider_key=sb.provider_key
+            ) as client:
+                await outbox.run_worker(client, stop_when_empty=True, poll=0.05)
+        assert (await outbox.status(keys[7])).status is OutcomeStatus.ACCEPTED
+        assert sb.commit_count == 30
+
+
+async def test_refused_credentials_leave_entries_pending_not_final(outbox):
+    """A worker with a wrong API key stops (stop_when_empty) without making anything
+    final: the entries stay pending with their not_sent outcome, and a worker with the
+    right key sends them."""
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        documents = sample_invoices(5, issuer_vat=sb.client_id, lines=1)
+        keys = await outbox.enqueue(documents, encrypted=False)
+        with instant_retries():
+            async with InvoicingClient(sb.base_url, sb.client_id, "typo") as bad:
+                await outbox.run_worker(bad, stop_when_empty=True, poll=0.05)
+            entry = await outbox.status(keys[0])
+            assert entry.status == PENDING and not entry.final
+            async with InvoicingClient(sb.base_url, sb.client_id, sb.client_secret) as good:
+                await outbox.run_worker(good, stop_when_empty=True, poll=0.05)
+        assert await outbox.counts() == {"accepted": 5}
+
+
+async def test_enqueue_refuses_a_document_that_cannot_be_serialised(outbox):
+    """A document that is not JSON-serialisable raises ValidationError; nothing of that
+    call is enqueued."""
+    with pytest.raises(ValidationError, match="document 1"):
+        await outbox.enqueue([{"a": 1}, {"b": object()}])
+    assert await outbox.counts() == {}
+
+
+async def test_sqlite_enqueue_joins_the_callers_transaction(tmp_path):
+    """Enqueued on the caller's sqlite3 connection, entries exist only if the caller
+    commits (the transactional outbox on one machine)."""
+    path = tmp_path / "app.db"
+    async with SqliteOutbox(path) as outbox:
+        connection = sqlite3.connect(path)
+        connection.execute("CREATE TABLE sales (id INTEGER)")
+        connection.commit()
+        connection.execute("INSERT INTO sales VALUES (1)")
+        await outbox.enqueue([{"Series": "A", "Number": 1}], connection=connection)
+        connection.rollback()
+        assert await outbox.counts() == {}
+        connection.execute("INSERT INTO sales VALUES (2)")
+        await outbox.enqueue([{"Series": "A", "Number": 2}], connection=connection)
+        connection.commit()
+        connection.close()
+        assert await outbox.counts() == {"pending": 1}
+
+
+async def test_postgres_enqueue_joins_the_callers_transaction(postgres_dsn):
+    """Enqueued on the caller's asyncpg connection, entries exist only if the caller's
+    transaction commits."""
+    import asyncpg  # noqa: PLC0415
+
+    async with PostgresOutbox(postgres_dsn) as outbox:
+        connection = await asyncpg.connect(postgres_dsn)
+        try:
+            await connection.execute("CREATE TABLE sales (id integer)")
+            with pytest.raises(RuntimeError):
+                async with connection.transaction():
+                    await connection.execute("INSERT INTO sales VALUES (1)")
+                    await outbox.enqueue([{"Number": 1}], connection=connection)
+                    raise RuntimeError("the sale failed")
+            async with connection.transaction():
+                await connection.execute("INSERT INTO sales VALUES (2)")
+                await outbox.enqueue([{"Number": 2}], connection=connection)
+        finally:
+            await connection.close()
+        assert await outbox.counts() == {"pending": 1}
+        assert repr(outbox) == "PostgresOutbox(...)"
+
+
+async def test_postgres_fencing_an_expired_claim_cannot_overwrite_its_successor(postgres_dsn):
+    """A worker whose lease expired and was claimed again can neither mark the entry
+    sending nor overwrite the successor's outcome; the successor knows a request may
+    be out (maybe_committed)."""
+    from invoicing_async._ledger._worker import Settlement  # noqa: PLC0415
+
+    async with PostgresOutbox(postgres_dsn) as outbox:
+        store = outbox._db
+        await outbox.enqueue([{"Number": 1}])
+        [old] = await store.claim(10, "lease-a", 0.0)  # expires at once
+        assert await store.mark_sending([(old.id, "lease-a")]) == {old.id}
+        [new] = await store.claim(10, "lease-b", 30.0)
+        assert new.id == old.id and new.entry.maybe_committed
+        assert await store.mark_sending([(old.id, "lease-a")]) == set()
+
+        def settlement(lease, status):
+            return Settlement(old.id, lease, "done", status, True, False, None, 1, "{}", 0.0)
+
+        assert await store.settle([settlement("lease-a", "rejected")]) == set()
+        assert await store.settle([settlement("lease-b", "accepted")]) == {old.id}
+        assert await store.settle([settlement("lease-a", "rejected")]) == set()
+        assert (await outbox.status(new.entry.key)).status is OutcomeStatus.ACCEPTED
+
+
+async def test_open_outbox_picks_the_backend_from_the_url(tmp_path):
+    """postgresql:// URLs are PostgreSQL, anything else a SQLite file."""
+    assert isinstance(open_outbox("postgresql://u@h/db"), PostgresOutbox)
+    assert isinstance(open_outbox(tmp_path / "o.db"), SqliteOutbox)
+    assert open_outbox(f"sqlite:///{tmp_path}/o.db").path == tmp_path / "o.db"
+    assert RetryPolicy().resend_ambiguous  # the outbox relies on duplicate detection

@@ -1,0 +1,71 @@
+"""The pytest plugin in a user's suite: configuration, and a clear message without
+pytest-asyncio instead of "fixture 'invoicing_sandbox' not found"."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+USER_TEST = textwrap.dedent(
+    """
+    import pytest
+    from invoicing_async import document_key
+    from invoicing_async.sandbox import sample_invoice
+
+    pytestmark = pytest.mark.asyncio
+
+    @pytest.fixture
+    def invoicing_sandbox_options():
+        return {"key_algorithm": "cv25519", "seed": 3}
+
+    async def test_submit(invoicing_client, invoicing_sandbox):
+        result = await invoicing_client.submit_secure(sample_invoice(1))
+        assert invoicing_sandbox.committed[document_key(sample_invoice(1))].record == result
+        assert invoicing_sandbox.provider_key.algorithm.startswith("Curve25519")
+    """
+)
+
+
+def _pytest(tmp_path, *prefix: str):
+    (tmp_path / "test_user.py").write_text(USER_TEST)
+    return subprocess.run(
+        [sys.executable, *prefix, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "-o", "asyncio_default_fixture_loop_scope=function", str(tmp_path / "test_user.py")],
+        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+    )  # fmt: skip
+
+
+def test_options_fixture_configures_the_sandbox(tmp_path):
+    """Overriding `invoicing_sandbox_options` configures the fixture's sandbox."""
+    completed = _pytest(tmp_path)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "1 passed" in completed.stdout
+
+
+def test_without_pytest_asyncio_the_fixture_says_what_is_missing(tmp_path):
+    """Without pytest-asyncio the fixtures exist and fail with what to install (not
+    pytest's "fixture 'invoicing_client' not found")."""
+    import os  # noqa: PLC0415
+
+    shadow = tmp_path / "shadow" / "pytest_asyncio"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('pytest-asyncio is not installed')\n")
+    (tmp_path / "test_user.py").write_text(USER_TEST)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(tmp_path / "shadow"),
+        # Entry points off: pytest-asyncio's own would load; ours is named explicitly.
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+    }
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "-p", "invoicing_async.sandbox._pytest_plugin", "-W", "ignore::pytest.PytestUnknownMarkWarning",
+         str(tmp_path / "test_user.py")],
+        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    output = completed.stdout + completed.stderr
+    assert completed.returncode != 0
+    assert "not found" not in output
+    assert "need pytest-asyncio, which is not installed" in output
+    assert "pip install 'invoicing-async[pytest]'" in output
