@@ -96,14 +96,8 @@ class Sandbox:
     :param duplicate_detection: ``False`` commits a re-sent document again (a new mark,
         201, ``commits`` counting up) like a provider without duplicate detection: for
         tests of ``RetryPolicy(resend_ambiguous=False)``.
-    :param token_propagation_delay: seconds a new access token stays unknown to the
-        provider (401 ``invalid_token``), like replication lag in a multi-node provider.
-    :param revoke_tokens_on_issue: issuing an access token revokes the client's earlier
-        ones, as some providers do.
-
-    .. versionchanged:: 0.2.0
-       ``token_propagation_delay`` and ``revoke_tokens_on_issue``; the refresh grant
-       requires client authentication (``401 invalid_client`` without it).
+    :param token_propagation_delay: seconds a new access token is unknown (401) after issue.
+    :param revoke_tokens_on_issue: issuing a token revokes the client's earlier ones.
 
     .. versionadded:: 0.1.0
     """
@@ -405,19 +399,9 @@ class Sandbox:
         """Queue faults for the next document requests, in arrival order (``None``: none)."""
         self._faults.documents.extend(faults)
 
-    def script_token(self, *faults: Fault | None) -> None:
-        """Queue faults for the next ``/oauth/token`` requests."""
-        self._faults.tokens.extend(faults)
-
-    def script_refresh(self, *faults: Fault | None) -> None:
-        """Queue faults for the next refresh grants only (client credentials unaffected).
-
-        Taken before any :meth:`script_token` fault: a refresh endpoint that answers 500
-        while client credentials work is ``script_refresh(*[Fault.status(500)] * 10)``.
-
-        .. versionadded:: 0.2.0
-        """
-        self._faults.refresh.extend(faults)
+    def script_token(self, *faults: Fault | None, refresh_only: bool = False) -> None:
+        """Queue faults for the next ``/oauth/token`` requests (or refresh grants only)."""
+        (self._faults.refresh if refresh_only else self._faults.tokens).extend(faults)
 
     def random_faults(
         self,
@@ -454,13 +438,6 @@ class Sandbox:
     def revoke_refresh_tokens(self) -> None:
         """Invalidate every refresh token issued so far."""
         self._provider.revoke_refresh_tokens()
-
-    def revoke_access_tokens(self) -> None:
-        """Invalidate every access token issued so far (401 ``invalid_token`` for them).
-
-        .. versionadded:: 0.2.0
-        """
-        self._provider.tokens.revoke_access()
 
     @property
     def _inflight(self) -> set[asyncio.Task[Any]]:

@@ -168,10 +168,6 @@ class Tokens:
         for token in self._access.values():
             token.expires_at = float("-inf")
 
-    def revoke_access(self) -> None:
-        """Invalidate every access token issued so far."""
-        self._access.clear()
-
     def revoke_refresh(self) -> None:
         """Invalidate every refresh token issued so far."""
         self._refresh.clear()

@@ -60,7 +60,7 @@ async def test_token_revoked_right_after_issue_is_replaced_not_blamed_on_documen
         documents = sample_invoices(50, issuer_vat=sb.client_id, lines=1)
         async with InvoicingClient(sb.base_url, sb.client_id, sb.client_secret) as client:
             await client.token()
-            sb.revoke_access_tokens()
+            sb.expire_tokens()  # revoked: unknown to the provider from now on
             outcomes = await client.submit_many(
                 documents, concurrency=8, encrypted=False, retry=QUICK
             )
@@ -152,7 +152,7 @@ async def test_failing_refresh_endpoint_falls_back_to_client_credentials(fault, 
         ) as client:
             await client.token()
             clock.now += 1000
-            sb.script_refresh(*[fault] * 50)
+            sb.script_token(*[fault] * 50, refresh_only=True)
             outcomes = await client.submit_many(
                 documents, concurrency=8, encrypted=False, retry=QUICK
             )
