@@ -228,7 +228,6 @@ class Session:
         waited = False
         for _ in range(_MAX_401_RETRIES):
             if response.status != 401:
-                self._cache.confirm(self._credentials, token)
                 break
             retry_with = await self._recover(token, timeout)
             if retry_with is None or (waited and retry_with.value == token.value):
@@ -238,6 +237,8 @@ class Session:
             auth_log.debug("401: retrying with an access token")
             token = retry_with
             response = await self._transport.send(build(token), timeout=timeout)
+        if response.status != 401:
+            self._cache.confirm(self._credentials, token)  # the provider knows this token
         return response
 
     async def _recover(self, refused: AccessToken, timeout: float | None) -> AccessToken | None:

@@ -167,14 +167,15 @@ async def test_sigkilled_lock_holder_delays_the_others_by_at_most_the_lock_ttl(r
             go(others)
             await asyncio.sleep(0.5)  # the others are waiting on the store now
             holder.send_signal(signal.SIGKILL)
-            killed = time.monotonic()
+            killed = time.time()
             found = await results(others)
-            waited = time.monotonic() - killed
         await holder.wait()
         assert [r["distinct"] for r in found] == [1] * (FLEET - 1)
         assert sb.stats.token_requests == 2  # the hung one, the successor's
-        # The lock's TTL (1 s), plus a poll of the lock and process exit on a busy machine.
-        assert waited < 1.0 + 2.0, waited
+        # The lock's TTL (1 s; its heartbeat died with the holder), plus a little for the
+        # waiters' next look at the lock and the new fetch on a busy machine.
+        waited = max(r["done_at"] for r in found) - killed
+        assert waited < 1.0 + 0.5, waited
 
 
 async def test_redis_store_in_one_process_with_many_clients(redis_url):

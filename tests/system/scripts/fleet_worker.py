@@ -37,7 +37,11 @@ class Counter(logging.Handler):
 async def cold(client: InvoicingClient) -> dict:
     started = time.monotonic()
     tokens = await asyncio.gather(*(client.token() for _ in range(500)))
-    return {"distinct": len({t.value for t in tokens}), "seconds": time.monotonic() - started}
+    return {
+        "distinct": len({t.value for t in tokens}),
+        "seconds": time.monotonic() - started,
+        "done_at": time.time(),  # wall clock: compared with the parent's, same host
+    }
 
 
 async def soak(client: InvoicingClient, worker: int, seconds: float) -> dict:
