@@ -73,13 +73,18 @@ async def stores(redis_url):
         await store.aclose()
 
 
-async def test_many_caches_on_a_cold_store_make_one_request(stores):
-    """20 caches (processes) x 100 coroutines on a cold store: one grant, one token."""
+async def test_many_caches_on_a_cold_store_make_one_request(stores, caplog):
+    """20 caches (processes) x 100 coroutines on a cold store: one grant, one token; the
+    DEBUG log tells the fetch and the store, with no secret in it."""
     grants = Grants(delay=0.05)
     caches = [TokenCache(stores()) for _ in range(20)]
-    tokens = await asyncio.gather(*(c.get(KEY, grants) for c in caches for _ in range(100)))
+    with caplog.at_level(logging.DEBUG, logger="invoicing_async"):
+        tokens = await asyncio.gather(*(c.get(KEY, grants) for c in caches for _ in range(100)))
     assert len(grants.calls) == 1
     assert {t.value for t in tokens} == {"AT-SECRET-1"}
+    assert "requesting an access token" in caplog.text
+    assert "stored a new access token" in caplog.text
+    assert "SECRET" not in caplog.text
 
 
 async def test_waiters_are_woken_by_pubsub_not_by_polling(stores):
