@@ -41,20 +41,20 @@ This is the only module that imports :mod:`redis`.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-import secrets
-import time
-from typing import TYPE_CHECKING, Any
+import asyncio as _asyncio
+import contextlib as _contextlib
+import logging as _logging
+import secrets as _secrets
+import time as _time
+import typing as _typing
 
-import attrs
-import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+import attrs as _attrs
+import redis.asyncio as _aioredis
+from redis.exceptions import RedisError as _RedisError
 
-from ._sharedtoken import ACQUIRE, DISCARD, EXTEND, LOAD, RELEASE, SAVE, KeyNames, TokenCodec
+from . import _sharedtoken as _shared
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from types import TracebackType
 
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RedisTokenStore"]
 
-log = logging.getLogger("invoicing_async.auth")
+_log = _logging.getLogger("invoicing_async.auth")
 
 
 #: Seconds after a warning about Redis during which further trouble is told at DEBUG.
@@ -74,7 +74,7 @@ class _TroubleError(Exception):
     """Redis failed or was too slow; the cause says how."""
 
 
-@attrs.frozen
+@_attrs.frozen
 class _Stored:
     token: AccessToken
     generation: int
@@ -103,7 +103,7 @@ class RedisTokenStore:
 
     def __init__(
         self,
-        redis: str | aioredis.Redis,
+        redis: str | _aioredis.Redis,
         *,
         prefix: str = "invoicing-async",
         encryption_key: bytes | None = None,
@@ -118,10 +118,10 @@ class RedisTokenStore:
         if encryption_key is not None and len(encryption_key) not in (16, 24, 32):
             del encryption_key  # out of the traceback's locals
             raise ValueError("encryption_key must be 16, 24 or 32 bytes")
-        self._codec = TokenCodec(encryption_key)
+        self._codec = _shared.TokenCodec(encryption_key)
         del encryption_key
         if isinstance(redis, str):
-            self._redis = aioredis.Redis.from_url(
+            self._redis = _aioredis.Redis.from_url(
                 redis, socket_timeout=timeout, socket_connect_timeout=timeout
             )
             self._owned = True
@@ -134,12 +134,12 @@ class RedisTokenStore:
         self._poll = poll_interval
         self._retry_after = retry_after
         self._margin = safety_margin
-        self._acquire = self._redis.register_script(ACQUIRE)
-        self._extend = self._redis.register_script(EXTEND)
-        self._release = self._redis.register_script(RELEASE)
-        self._save = self._redis.register_script(SAVE)
-        self._load = self._redis.register_script(LOAD)
-        self._discard = self._redis.register_script(DISCARD)
+        self._acquire = self._redis.register_script(_shared.ACQUIRE)
+        self._extend = self._redis.register_script(_shared.EXTEND)
+        self._release = self._redis.register_script(_shared.RELEASE)
+        self._save = self._redis.register_script(_shared.SAVE)
+        self._load = self._redis.register_script(_shared.LOAD)
+        self._discard = self._redis.register_script(_shared.DISCARD)
         self._degraded = False
         self._bypass_until = float("-inf")
         self._quiet_until = float("-inf")
@@ -176,7 +176,7 @@ class RedisTokenStore:
         if self._bypassed():
             return None
         try:
-            stored = await self._read(KeyNames.of(self._prefix, key), clock)
+            stored = await self._read(_shared.KeyNames.of(self._prefix, key), clock)
         except _TroubleError as exc:
             self._trouble(exc)
             return None
@@ -193,13 +193,13 @@ class RedisTokenStore:
         """A stored token newer than ``stale``, or one fetched under the fleet's lock."""
         if self._bypassed():
             return await renew(stale)
-        names = KeyNames.of(self._prefix, key)
+        names = _shared.KeyNames.of(self._prefix, key)
         try:
             while True:
                 stored = await self._read(names, clock)
                 if stored is not None and _newer(stored.token, stale, clock):
                     return stored.token
-                owner = secrets.token_hex(16)
+                owner = _secrets.token_hex(16)
                 generation = int(
                     await self._call(
                         self._acquire(keys=[names.lock, names.fence], args=[owner, self._lock_ms])
@@ -223,9 +223,9 @@ class RedisTokenStore:
         """Delete the stored token if it is ``token`` (a newer one is kept)."""
         if self._bypassed():
             return
-        names = KeyNames.of(self._prefix, key)
+        names = _shared.KeyNames.of(self._prefix, key)
         try:
-            stored = await self._read(names, time.monotonic)
+            stored = await self._read(names, _time.monotonic)
             if stored is not None and stored.token.value == token.value:
                 await self._call(
                     self._discard(keys=[names.token, names.generation], args=[stored.generation])
@@ -237,7 +237,7 @@ class RedisTokenStore:
 
     async def _as_owner(
         self,
-        names: KeyNames,
+        names: _shared.KeyNames,
         *,
         owner: str,
         generation: int,
@@ -245,7 +245,7 @@ class RedisTokenStore:
         renew: Callable[[AccessToken | None], Awaitable[AccessToken]],
         clock: Callable[[], float],
     ) -> AccessToken:
-        heartbeat = asyncio.ensure_future(self._heartbeat(names, owner))
+        heartbeat = _asyncio.ensure_future(self._heartbeat(names, owner))
         try:
             # Under the lock, look again: a sibling may have stored one just now.
             stored = await self._read(names, clock)
@@ -262,7 +262,11 @@ class RedisTokenStore:
                 self._trouble(exc)
 
     async def _store(
-        self, names: KeyNames, generation: int, token: AccessToken, clock: Callable[[], float]
+        self,
+        names: _shared.KeyNames,
+        generation: int,
+        token: AccessToken,
+        clock: Callable[[], float],
     ) -> AccessToken:
         """Store ``token`` unless a newer generation is stored: the token to use."""
         remaining = round((token.expires_at - clock()) * 1000)
@@ -276,20 +280,20 @@ class RedisTokenStore:
                 )
             )
             if saved:
-                log.debug("stored a new access token (generation %d)", generation)
+                _log.debug("stored a new access token (generation %d)", generation)
                 return token
             # Fenced: our lock expired mid-fetch and a successor stored a newer token.
             newer = await self._read(names, clock)
         except _TroubleError as exc:
             self._trouble(exc)
             return token
-        log.debug("a newer token was stored meanwhile (generation %d refused)", generation)
+        _log.debug("a newer token was stored meanwhile (generation %d refused)", generation)
         return newer.token if newer is not None and clock() < newer.token.unusable_at else token
 
-    async def _heartbeat(self, names: KeyNames, owner: str) -> None:
+    async def _heartbeat(self, names: _shared.KeyNames, owner: str) -> None:
         """Keep the lock while the fetch runs; stop once it is lost."""
         while True:
-            await asyncio.sleep(self._lock_ms / 3000)
+            await _asyncio.sleep(self._lock_ms / 3000)
             try:
                 if not await self._call(
                     self._extend(keys=[names.lock], args=[owner, self._lock_ms])
@@ -300,7 +304,7 @@ class RedisTokenStore:
 
     # --- waiting for a sibling ---------------------------------------------------------------
 
-    async def _wait(self, names: KeyNames) -> None:
+    async def _wait(self, names: _shared.KeyNames) -> None:
         """Until the lock holder stores a token or releases (or loses) the lock."""
         pubsub = self._redis.pubsub()
         try:
@@ -318,23 +322,25 @@ class RedisTokenStore:
                 if message is not None:
                     return
         finally:
-            with contextlib.suppress(RedisError, OSError, asyncio.TimeoutError):
+            with _contextlib.suppress(_RedisError, OSError, _asyncio.TimeoutError):
                 closing = pubsub.aclose()  # type: ignore[no-untyped-call]
-                await asyncio.wait_for(closing, self._timeout)
+                await _asyncio.wait_for(closing, self._timeout)
 
     # --- Redis calls, values, health -----------------------------------------------------------
 
-    async def _call(self, awaitable: Awaitable[Any], *, timeout: float | None = None) -> Any:
+    async def _call(
+        self, awaitable: Awaitable[_typing.Any], *, timeout: float | None = None
+    ) -> _typing.Any:
         try:
-            result = await asyncio.wait_for(awaitable, timeout or self._timeout)
-        except (RedisError, OSError, asyncio.TimeoutError) as exc:
+            result = await _asyncio.wait_for(awaitable, timeout or self._timeout)
+        except (_RedisError, OSError, _asyncio.TimeoutError) as exc:
             raise _TroubleError(type(exc).__name__) from exc
         if self._degraded:
             self._degraded = False
-            log.info("the Redis token store answers again: tokens are shared again")
+            _log.info("the Redis token store answers again: tokens are shared again")
         return result
 
-    async def _read(self, names: KeyNames, clock: Callable[[], float]) -> _Stored | None:
+    async def _read(self, names: _shared.KeyNames, clock: Callable[[], float]) -> _Stored | None:
         before = clock()  # before the call: the expiry read is never late
         found = await self._call(self._load(keys=[names.token, names.generation]))
         if not found or len(found) != 3 or found[2] is None:
@@ -349,20 +355,20 @@ class RedisTokenStore:
         return _Stored(token, int(generation))
 
     def _bypassed(self) -> bool:
-        return self._degraded and time.monotonic() < self._bypass_until
+        return self._degraded and _time.monotonic() < self._bypass_until
 
     def _trouble(self, error: _TroubleError) -> None:
         cause = error.__cause__
-        now = time.monotonic()
+        now = _time.monotonic()
         self._bypass_until = now + self._retry_after
         if self._degraded:
             return
         self._degraded = True
         # Once per outage: stale pooled connections failing right after Redis came back
         # belong to the same outage and are told at DEBUG only.
-        level = logging.WARNING if now >= self._quiet_until else logging.DEBUG
+        level = _logging.WARNING if now >= self._quiet_until else _logging.DEBUG
         self._quiet_until = now + _QUIET
-        log.log(
+        _log.log(
             level,
             "the Redis token store is unavailable (%s: %s): each process fetches its own "
             "tokens until it answers again",
