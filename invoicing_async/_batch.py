@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from ._delivery import Breaker, Budget, Delivery, Limiter, Shared, stops_everything
+from ._delivery import Breaker, Budget, Delivery, Shared, stops_everything
 from ._documents import Identity, describe, document_key
 from ._errors import (
     InvoicingError,
@@ -48,6 +48,7 @@ from ._errors import (
 from ._ledger._entry import fingerprint as content_fingerprint
 from ._ledger._rules import decide, needs_fingerprint
 from ._ledger._sqlite import Ledger, held
+from ._limiter import Limiter
 from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
 
 if TYPE_CHECKING:

@@ -12,10 +12,13 @@ refused credentials, client closed          stop: NOT_SENT, and a batch stops se
 401/403 to the document                     REJECTED; a run of them opens the breaker
 unknown endpoint (404, 405, 415, redirect)  NOT_SENT; a run of them opens the breaker
 definite refusal (400, 413 …)               REJECTED
-not sent (connection refused, 429)          retried
+not sent (connection refused, 429)          retried; in a batch a 429 costs a quarter
+                                            attempt (the batch halves its concurrency)
 may be committed (reset after sending,      retried; a later 409 is our own commit:
 read timeout, 408, 5xx, unreadable 2xx,     ACCEPTED with the original record; without
 a record of another document)               re-sends (``resend_ambiguous=False``): UNKNOWN
+409 whose record cannot be read             held for sure: re-sent for the record; if no
+                                            attempt is left, ends without it (the 409 kept)
 ==========================================  ===========================================
 
 Retries stop at ``max_attempts``, at the deadline (no backoff sleep outlives it), when the
@@ -28,7 +31,6 @@ back by one per window of successes (AIMD), so it settles at what the provider t
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +47,6 @@ from ._errors import (
     MalformedResponseError,
     ProviderKeyError,
     RateLimitError,
-    ServerError,
     TransportError,
     UnexpectedStatusError,
     UnknownOutcomeError,
@@ -57,9 +58,10 @@ if TYPE_CHECKING:
     import random
     from collections.abc import Awaitable, Callable
 
+    from ._limiter import Limiter
     from ._models import DocumentResult
 
-__all__ = ["Breaker", "Budget", "Delivery", "Limiter", "Shared", "stops_everything"]
+__all__ = ["Breaker", "Budget", "Delivery", "Shared", "stops_everything"]
 
 log = logging.getLogger("invoicing_async.delivery")
 
@@ -90,12 +92,6 @@ def _not_sent(error: InvoicingError) -> bool:
     if isinstance(error, TransportError):
         return not error.maybe_sent
     return isinstance(error, RateLimitError)
-
-
-def _overloaded(error: InvoicingError | None) -> bool:
-    return isinstance(error, RateLimitError) or (
-        isinstance(error, ServerError) and error.status == 503
-    )
 
 
 class Budget:
@@ -152,73 +148,6 @@ class Breaker:
             )
 
 
-class Limiter:
-    """How many requests a batch keeps in flight: AIMD between 1 and ``maximum``.
-
-    A 429 or 503 halves the limit, once per round (answers to requests sent before the
-    last decrease do not halve it again); every success adds ``1/limit``, so a full
-    window of successes adds one.
-    """
-
-    def __init__(self, maximum: int) -> None:
-        self._maximum = maximum
-        self._limit = float(maximum)
-        self._in_flight = 0
-        self._round = 0
-        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-
-    @property
-    def limit(self) -> int:
-        """Requests allowed in flight now."""
-        return int(self._limit)
-
-    def try_acquire(self) -> int | None:
-        """Room without waiting (the common case): the round, or ``None`` if full."""
-        if self._waiters or self._in_flight >= int(self._limit):
-            return None
-        self._in_flight += 1
-        return self._round
-
-    async def acquire(self) -> int:
-        """Wait for room; returns the round the request is sent in."""
-        while self._in_flight >= int(self._limit):
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            except asyncio.CancelledError:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
-                self._wake()  # pass on a wake-up this waiter may have taken
-                raise
-        self._in_flight += 1
-        return self._round
-
-    def release(self, round_sent: int, error: InvoicingError | None, *, answered: bool) -> None:
-        """A request ended; ``error`` is its failure.
-
-        ``answered`` is false when it was never sent (the deadline passed while it
-        waited for room): that says nothing about the provider's load.
-        """
-        self._in_flight -= 1
-        if answered and _overloaded(error):
-            if round_sent == self._round:
-                self._limit = max(1.0, self._limit / 2)
-                self._round += 1
-                log.info("provider overloaded: %d request(s) in flight at most", self.limit)
-        elif answered and error is None:
-            self._limit = min(float(self._maximum), self._limit + 1 / self._limit)
-        self._wake()
-
-    def _wake(self) -> None:
-        room = int(self._limit) - self._in_flight
-        while room > 0 and self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                room -= 1
-
-
 @attrs.frozen
 class Shared:
     """What the documents of one batch share."""
@@ -246,6 +175,10 @@ class Delivery:
     attempts: int = 0
     last_error: InvoicingError | None = None
     _sending: bool = False
+    # 429s answered in a batch: each costs a quarter attempt (the limiter adapts).
+    _throttled: int = 0
+    # A 409 whose record could not be read: held for sure, re-sent for the record.
+    _held: Outcome | None = None
 
     async def run(
         self,
@@ -343,7 +276,12 @@ class Delivery:
                 ),
                 shared,
             )
-        if duplicate is not None and not self.maybe_committed:
+        if duplicate is not None and record is None and self._spent() < self.policy.max_attempts:
+            # Held, record unreadable: a re-send is safe and answers 409 with the record.
+            self._held = self._held or self._end(self._duplicate_status(), error=duplicate)
+            self.last_error = duplicate
+            return None
+        if duplicate is not None and self._duplicate_status() is OutcomeStatus.DUPLICATE:
             log.info(
                 "invoice %s: attempt %d: already transmitted before (409)", self.key, self.attempts
             )
@@ -377,11 +315,29 @@ class Delivery:
         elif _misconfigured(error) and not isinstance(error, AuthenticationError):
             return self.give_up("configuration", error)
         elif not _not_sent(error):
-            log.warning("invoice %s: attempt %d: rejected: %s", self.key, self.attempts, error)
-            return self._end(OutcomeStatus.REJECTED, error=error)
-        if self.attempts >= self.policy.max_attempts:
+            return self._rejected(error)
+        if isinstance(error, RateLimitError) and shared is not None:
+            self._throttled += 1
+        if self._spent() >= self.policy.max_attempts:
             return self.give_up("attempts")
         return None
+
+    def _rejected(self, error: InvoicingError) -> Outcome:
+        if self._held is not None:  # refused on a re-send for the record: still held
+            return self.give_up("refused on re-send", error)
+        log.warning("invoice %s: attempt %d: rejected: %s", self.key, self.attempts, error)
+        return self._end(OutcomeStatus.REJECTED, error=error)
+
+    def _spent(self) -> float:
+        """Attempts used up: a 429 in a batch costs a quarter."""
+        return self.attempts - 0.75 * self._throttled
+
+    def _duplicate_status(self) -> OutcomeStatus:
+        """A 409 to our own earlier attempt is our commit; else it was sent before."""
+        held = self._held.status if self._held is not None else None
+        if held is None:
+            held = OutcomeStatus.ACCEPTED if self.maybe_committed else OutcomeStatus.DUPLICATE
+        return held
 
     def refuse(self, error: InvoicingError) -> Outcome:
         """Refused before sending (a document that cannot be read or serialised)."""
@@ -390,6 +346,8 @@ class Delivery:
 
     def give_up(self, why: str, error: InvoicingError | None = None) -> Outcome:
         """Stop trying: UNKNOWN if an attempt may have been committed, else NOT_SENT."""
+        if self._held is not None:
+            return attrs.evolve(self._held, attempts=self.attempts)
         error = error or self.last_error
         if self.maybe_committed:
             last = error or TransportError("no answer", maybe_sent=True)

@@ -97,7 +97,9 @@ class RetryPolicy:
     .. versionadded:: 0.1.0
     """
 
-    #: Requests per document at most (the first one included).
+    #: Requests per document at most (the first one included). In a batch a 429 costs a
+    #: quarter attempt: the batch halves its concurrency, and a document is not given up
+    #: while it finds what the provider takes.
     max_attempts: int = 6
     #: Backoff: a random delay up to ``base_delay * 2**(attempt-1)``, at most ``max_delay``.
     base_delay: float = 0.25

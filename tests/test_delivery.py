@@ -29,8 +29,9 @@ from invoicing_async import (
     UnknownOutcomeError,
     ValidationError,
 )
-from invoicing_async._delivery import Breaker, Budget, Delivery, Limiter, Shared
+from invoicing_async._delivery import Breaker, Budget, Delivery, Shared
 from invoicing_async._documents import Identity
+from invoicing_async._limiter import Limiter
 
 NO_WAIT = RetryPolicy(base_delay=0, max_delay=0, max_attempts=4)
 OWN = DocumentResult(mark=1, series="A", number="7", internal_id="X-7")
@@ -122,6 +123,52 @@ async def test_without_resends_an_ambiguous_failure_ends_unknown_at_once():
     assert outcome.status is OutcomeStatus.UNKNOWN
     assert outcome.error.last_error is RESET
     assert len(send.calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("first", "status"),
+    [(RESET, OutcomeStatus.ACCEPTED), (None, OutcomeStatus.DUPLICATE)],
+    ids=["own-commit", "sent-before"],
+)
+async def test_a_409_without_a_readable_record_is_resent_for_the_record(first, status):
+    """A 409 whose body cannot be read (truncated on the way) says the provider holds
+    the document but not its record: re-sending is safe and brings the record back.
+    Only when no attempt is left does the outcome keep the 409 without a record."""
+    unreadable = DuplicateDocumentError("dup", result=None)
+    answers = [a for a in (first, unreadable, DuplicateDocumentError("dup", result=OWN)) if a]
+    outcome = await delivery().run(script(*answers))
+    assert (outcome.status, outcome.result) == (status, OWN)
+    last_chance = delivery(policy=RetryPolicy(base_delay=0, max_attempts=len(answers) - 1))
+    held = await last_chance.run(script(*answers[:-1]))
+    assert (held.status, held.result, held.error) == (status, None, unreadable)
+
+
+async def test_a_409_without_a_record_stays_held_when_the_retry_budget_runs_out():
+    """The batch's budget spent after a record-less 409: still held, never NOT_SENT."""
+    policy = RetryPolicy(base_delay=0, max_delay=0, min_budget=0, budget_ratio=0)
+    unreadable = DuplicateDocumentError("dup", result=None)
+    outcome = await delivery(policy=policy).run(script(unreadable), shared=shared(policy))
+    assert (outcome.status, outcome.result, outcome.error) == (
+        OutcomeStatus.DUPLICATE,
+        None,
+        unreadable,
+    )
+
+
+async def test_in_a_batch_a_429_costs_a_quarter_attempt():
+    """A batch halves its concurrency on 429: the refusals while it adapts (each one
+    certainly not processed) cost a quarter attempt, so a document is not given up
+    while the batch finds the provider's capacity. A single call (no batch) counts
+    every 429 as an attempt."""
+    slow = RateLimitError("slow", status=429)
+    policy = RetryPolicy(base_delay=0, max_delay=0, max_attempts=2)
+    answers = [slow] * 4 + [OWN]
+    in_batch = await delivery(policy=policy).run(script(*answers), shared=shared(policy))
+    assert (in_batch.status, in_batch.attempts) == (OutcomeStatus.ACCEPTED, 5)
+    alone = await delivery(policy=policy).run(script(*answers))
+    assert (alone.status, alone.attempts) == (OutcomeStatus.NOT_SENT, 2)
+    always = await delivery(policy=policy).run(script(*[slow] * 9), shared=shared(policy))
+    assert (always.status, always.attempts) == (OutcomeStatus.NOT_SENT, 8)
 
 
 @pytest.mark.parametrize("duplicate", [False, True])

@@ -228,6 +228,27 @@ async def test_single_calls_behind_faults_report_every_committed_sale_as_accepte
         assert len(sb.committed) == 200
 
 
+@pytest.mark.parametrize("batch", [False, True], ids=["single-call", "batch"])
+async def test_a_409_cut_short_is_resent_until_its_record_arrives(batch):
+    """The answer to the first request is lost after the commit, the 409 to the re-send
+    is cut short: the record is still the caller's, fetched with one more re-send, and
+    the document is committed once."""
+    async with Sandbox(key_algorithm="cv25519") as sb, client_for(sb) as client:
+        sb.script(Fault.commit_then_drop(), Fault.truncated())
+        document = sample_invoices(1, issuer_vat=sb.client_id, lines=1)[0]
+        with instant_retries():
+            if batch:
+                [outcome] = await within(20, client.submit_many([document], retry=QUICK))
+                assert (outcome.status, outcome.attempts) == (OutcomeStatus.ACCEPTED, 3)
+                result = outcome.result
+            else:
+                result = await within(20, client.submit_secure(document))
+        [committed] = sb.committed.values()
+        assert committed.commits == 1
+        assert result == committed.record
+        assert sb.stats.submissions == {"drop": 1, 409: 2}
+
+
 async def test_single_call_timeout_bounds_retries_and_waits():
     """timeout= bounds the whole call, retries and Retry-After waits included."""
     async with Sandbox(key_algorithm="cv25519") as sb, client_for(sb) as client:
