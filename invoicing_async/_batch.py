@@ -109,6 +109,8 @@ class BatchOptions:
 
 
 _END = object()
+#: Documents read (and looked up in the ledger) at once when a ledger is in use.
+_LEDGER_READ = 512
 
 
 @attrs.frozen
@@ -187,7 +189,11 @@ class _Batch:
         self._chunks: asyncio.Queue[list[_Pending] | None] = asyncio.Queue(self._preparers)
         self._inbox: asyncio.Queue[_Ready | None] = asyncio.Queue(self._workers)
         self._outbox: asyncio.Queue[Any] = asyncio.Queue(self._workers * 2)
-        reader = asyncio.ensure_future(self._read_all(documents, chunk_size))
+        read_size = chunk_size
+        if self._ledger is not None and chunk_size > 1:
+            # One ledger lookup (and one commit of sending records) for several chunks.
+            read_size = max(chunk_size, _LEDGER_READ)
+        reader = asyncio.ensure_future(self._read_all(documents, read_size))
         preparers = [asyncio.ensure_future(self._prepare()) for _ in range(self._preparers)]
         workers = [asyncio.ensure_future(self._work()) for _ in range(self._workers)]
         supervisor = asyncio.ensure_future(self._supervise(reader, preparers, workers))
@@ -220,15 +226,16 @@ class _Batch:
             await self._chunks.put(None)
 
     async def _dispatch(self, items: list[_Pending | Outcome]) -> None:
-        """Documents to prepare go on as one chunk; outcomes known already are reported."""
+        """Documents to prepare go on in chunks; outcomes known already are reported."""
         chunk: list[_Pending] = []
         for item in items:
             if isinstance(item, Outcome):  # settled already, or cannot be sent
                 await self._outbox.put(self._settled(item, record=item.attempts > 0))
             else:
                 chunk.append(item)
-        if chunk:
-            await self._chunks.put(chunk)
+        size = self._chunk_size
+        for start in range(0, len(chunk), size):
+            await self._chunks.put(chunk[start : start + size])
 
     async def _prepare(self) -> None:
         while (chunk := await self._chunks.get()) is not None:
@@ -315,6 +322,16 @@ class _Batch:
                     decided.append(self._delivery(item).give_up("stop", self._shared.breaker.error))
                     continue
             decided.append(item)
+        if self._ledger is not None and resend_ambiguous:
+            # New documents' sending records go to disk while they are prepared, in one
+            # commit, so their workers find them durable and do not wait. Only when an
+            # ambiguous re-send is allowed: after a crash, a document recorded but not
+            # yet sent is then re-sent like one in flight (and with resend_ambiguous
+            # False, each is recorded right before its request, so that only documents
+            # really in flight are reported unknown).
+            fresh = [d.key for d in decided if isinstance(d, _Pending) and d.key not in entries]
+            if fresh:
+                self._ledger.will_send(fresh)
         return decided
 
     def _identify(self, index: int, document: Any) -> _Pending | Outcome:
