@@ -199,7 +199,7 @@ def _growth_mb(result: dict[str, float]) -> float:
 
 def _throughput(section: Section, url: str, work: Path, settings: Settings) -> dict:
     small, large = settings.n(2_000, 200), settings.n(20_000, 1_000)
-    rounds = settings.n(5, 1)
+    rounds = settings.n(7, 1)
     runs: dict[str, list[dict[str, float]]] = {"journaled": [], "plain": [], "small": []}
     ratios = []
     for round_ in range(rounds):

@@ -62,7 +62,7 @@ CREATE INDEX IF NOT EXISTS entries_open ON entries (state, available_at) WHERE s
 _GROUP = 64  # hand-overs per transaction at most
 _ROWS = 256  # statements nobody waits for, gathered before a hand-over
 _DELAY = 0.1  # seconds such statements wait for company at most
-_VARIABLES = 999  # parameters per statement (SQLite's limit before 3.32)
+_ROWS_PER_INSERT = 64  # rows per multi-row statement at most (64 x 8 < 999 parameters)
 _STOP = object()
 
 
@@ -403,10 +403,14 @@ def _apply(
 
 
 def _insert(connection: sqlite3.Connection, insert: Insert, rows: list[tuple[Any, ...]]) -> None:
-    per = max(1, _VARIABLES // insert.width)
-    for start in range(0, len(rows), per):
-        part = rows[start : start + per]
-        connection.execute(insert.sql(len(part)), [value for row in part for value in row])
+    # Powers of two rows per statement: a handful of statements, each prepared once and
+    # then found in the connection's statement cache.
+    start = 0
+    while start < len(rows):
+        size = min(_ROWS_PER_INSERT, 1 << ((len(rows) - start).bit_length() - 1))
+        part = rows[start : start + size]
+        connection.execute(insert.sql(size), [value for row in part for value in row])
+        start += size
 
 
 def _nothing(_connection: sqlite3.Connection) -> None:
