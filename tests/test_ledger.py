@@ -74,8 +74,10 @@ async def test_records_survive_reopening_and_can_be_listed_retried_forgotten(tmp
         ledger.settled(outcome(OutcomeStatus.ACCEPTED), None)
     async with Ledger(path) as ledger:
         a, b = await ledger.get("id:a"), await ledger.get("id:b")
-        assert a.status is OutcomeStatus.ACCEPTED and a.final
-        assert b.status == "in_flight" and b.maybe_committed
+        assert a.status is OutcomeStatus.ACCEPTED
+        assert a.final
+        assert b.status == "in_flight"
+        assert b.maybe_committed
         assert [e.key async for e in ledger.entries("in_flight")] == ["id:b"]
         assert await ledger.counts() == {"accepted": 1, "in_flight": 1}
         assert await ledger.retry(["id:a"]) == 1
@@ -112,9 +114,11 @@ async def test_decide_reports_unknown_without_resending_when_the_policy_forbids(
     never = pytest.fail
     verdict = decide(entry, index=3, resend_ambiguous=False, fingerprint=never)
     assert verdict.replay.status is OutcomeStatus.UNKNOWN
-    assert verdict.replay.index == 3 and verdict.replay.attempts == 0
+    assert verdict.replay.index == 3
+    assert verdict.replay.attempts == 0
     verdict = decide(entry, index=3, resend_ambiguous=True, fingerprint=never)
-    assert verdict.replay is None and verdict.maybe_committed
+    assert verdict.replay is None
+    assert verdict.maybe_committed
 
 
 @pytest.fixture

@@ -46,10 +46,12 @@ async def test_worker_drains_the_outbox_with_one_truthful_outcome_each(outbox):
         assert counts == {OutcomeStatus.ACCEPTED: 29, OutcomeStatus.REJECTED: 1}
         assert await outbox.counts() == {"accepted": 29, "rejected": 1}
         entry = await outbox.status(keys[0])
-        assert entry.status is OutcomeStatus.ACCEPTED and entry.final
+        assert entry.status is OutcomeStatus.ACCEPTED
+        assert entry.final
         assert entry.outcome.result.internal_id == keys[0].removeprefix("id:")
         refused = await outbox.status(keys[7])
-        assert refused.status is OutcomeStatus.REJECTED and refused.final
+        assert refused.status is OutcomeStatus.REJECTED
+        assert refused.final
         assert sb.commit_count == 29
         assert {r.path for r in sb.requests if r.identity} == {"/Invoice/secure", "/Invoice/json"}
         # The same refused content enqueued again stays refused; corrected, it is sent.
@@ -78,7 +80,8 @@ async def test_refused_credentials_leave_entries_pending_not_final(outbox):
             async with InvoicingClient(sb.base_url, sb.client_id, "typo") as bad:
                 await outbox.run_worker(bad, stop_when_empty=True, poll=0.05)
             entry = await outbox.status(keys[0])
-            assert entry.status == PENDING and not entry.final
+            assert entry.status == PENDING
+            assert not entry.final
             async with InvoicingClient(sb.base_url, sb.client_id, sb.client_secret) as good:
                 await outbox.run_worker(good, stop_when_empty=True, poll=0.05)
         assert await outbox.counts() == {"accepted": 5}
@@ -120,11 +123,15 @@ async def test_postgres_enqueue_joins_the_callers_transaction(postgres_dsn):
         connection = await asyncpg.connect(postgres_dsn)
         try:
             await connection.execute("CREATE TABLE sales (id integer)")
-            with pytest.raises(RuntimeError):
+
+            async def sale_that_fails():
                 async with connection.transaction():
                     await connection.execute("INSERT INTO sales VALUES (1)")
                     await outbox.enqueue([{"Number": 1}], connection=connection)
                     raise RuntimeError("the sale failed")
+
+            with pytest.raises(RuntimeError, match="the sale failed"):
+                await sale_that_fails()
             async with connection.transaction():
                 await connection.execute("INSERT INTO sales VALUES (2)")
                 await outbox.enqueue([{"Number": 2}], connection=connection)
@@ -146,7 +153,8 @@ async def test_postgres_fencing_an_expired_claim_cannot_overwrite_its_successor(
         [old] = await store.claim(10, "lease-a", 0.0)  # expires at once
         assert await store.mark_sending([(old.id, "lease-a")]) == {old.id}
         [new] = await store.claim(10, "lease-b", 30.0)
-        assert new.id == old.id and new.entry.maybe_committed
+        assert new.id == old.id
+        assert new.entry.maybe_committed
         assert await store.mark_sending([(old.id, "lease-a")]) == set()
 
         def settlement(lease, status):
