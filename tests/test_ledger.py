@@ -86,6 +86,28 @@ async def test_records_survive_reopening_and_can_be_listed_retried_forgotten(tmp
         assert await ledger.get("id:b") is None
 
 
+async def test_a_recorded_outcome_reads_back_with_the_same_record(tmp_path):
+    """What a resumed batch replays is the record the provider gave: the ledger stores
+    the outcome in outcome_to_dict's form and reads it back equal, whatever its record
+    holds (here one built with only a raw status, as a test double might)."""
+    from invoicing_async import DocumentResult  # noqa: PLC0415
+
+    record = DocumentResult(
+        mark=400001, uid="AB12", raw_status="Pending", extra={"note": "ünïcode"},
+        authority_data_response={"statusCode": "Success", "index": 1},
+    )  # fmt: skip
+    recorded = Outcome(
+        index=4, key="id:a", status=OutcomeStatus.ACCEPTED, result=record, attempts=2
+    )
+    async with Ledger(tmp_path / "batch.db") as ledger:
+        ledger.settled(recorded, None)
+    async with Ledger(tmp_path / "batch.db") as ledger:
+        entry = await ledger.get("id:a")
+    assert entry.outcome == recorded
+    assert entry.outcome.result.status is recorded.result.status
+    assert entry.final
+
+
 def test_only_held_documents_and_definite_refusals_of_this_content_are_final():
     """Accepted/duplicate are final; a 400 is final only with its content's fingerprint;
     a 401/403, a local refusal, not_sent and unknown never are."""
