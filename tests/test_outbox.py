@@ -6,13 +6,14 @@ where its binaries are missing (never in CI).
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 
 import pytest
 
 from invoicing_async import InvoicingClient, OutcomeStatus, RetryPolicy, ValidationError
 from invoicing_async.outbox import PENDING, PostgresOutbox, SqliteOutbox, open_outbox
-from invoicing_async.sandbox import Sandbox, sample_invoices
+from invoicing_async.sandbox import Fault, Sandbox, sample_invoices
 from invoicing_async.testing import instant_retries
 
 
@@ -85,6 +86,62 @@ async def test_refused_credentials_leave_entries_pending_not_final(outbox):
             async with InvoicingClient(sb.base_url, sb.client_id, sb.client_secret) as good:
                 await outbox.run_worker(good, stop_when_empty=True, poll=0.05)
         assert await outbox.counts() == {"accepted": 5}
+
+
+async def drain_while(outbox, sb, key, during):
+    """Run a worker until the outbox is empty; ``during()`` runs while ``key`` is in
+    flight (the sandbox holds its request: a latency fault)."""
+    with instant_retries():
+        async with InvoicingClient(sb.base_url, sb.client_id, sb.client_secret) as client:
+            worker = asyncio.ensure_future(
+                outbox.run_worker(client, concurrency=2, stop_when_empty=True, poll=0.02)
+            )
+            while (await outbox.status(key)).status != "in_flight":  # noqa: ASYNC110
+                await asyncio.sleep(0.005)
+            await during()
+            await asyncio.wait_for(worker, 30)
+
+
+async def test_a_corrected_invoice_enqueued_while_in_flight_is_sent_after_the_refusal(outbox):
+    """A user corrects an invoice and enqueues it again (same identity) while the
+    refused version is still in flight: the 400 for the old content is recorded, and the
+    corrected content is sent and accepted (a refusal is final for its content only)."""
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        [invoice] = sample_invoices(1, issuer_vat=sb.client_id, lines=1)
+        invoice["Summaries"]["TotalGrossValue"] = -1
+        [key] = await outbox.enqueue([invoice], encrypted=False)
+        sb.script(Fault.latency(0.3))
+
+        async def correct():
+            invoice["Summaries"]["TotalGrossValue"] = 12.4
+            await outbox.enqueue([invoice], encrypted=False)
+            assert (await outbox.status(key)).status == "in_flight"
+
+        await drain_while(outbox, sb, key, correct)
+        entry = await outbox.status(key)
+        assert entry.status is OutcomeStatus.ACCEPTED
+        assert entry.final
+        sent = [r.status for r in sb.requests if r.path == "/Invoice/json"]
+        assert sent == [400, 201]
+        assert sb.commit_count == 1
+
+
+async def test_an_identical_invoice_enqueued_while_in_flight_is_not_sent_twice(outbox):
+    """Enqueuing exactly the same invoice again while it is in flight (an application
+    that enqueues on every save) changes nothing: one request, its outcome kept."""
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        invoices = sample_invoices(1, issuer_vat=sb.client_id, lines=1)
+        [key] = await outbox.enqueue(invoices, encrypted=False)
+        sb.script(Fault.latency(0.3))
+
+        async def again():
+            assert await outbox.enqueue(invoices, encrypted=False) == [key]
+            assert (await outbox.status(key)).status == "in_flight"
+
+        await drain_while(outbox, sb, key, again)
+        assert (await outbox.status(key)).status is OutcomeStatus.ACCEPTED
+        assert [r.status for r in sb.requests if r.path == "/Invoice/json"] == [201]
+        assert sb.commit_count == 1
 
 
 async def test_enqueue_refuses_a_document_that_cannot_be_serialised(outbox):
