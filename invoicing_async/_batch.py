@@ -323,12 +323,8 @@ class _Batch:
                     continue
             decided.append(item)
         if self._ledger is not None and resend_ambiguous:
-            # New documents' sending records go to disk while they are prepared, in one
-            # commit, so their workers find them durable and do not wait. Only when an
-            # ambiguous re-send is allowed: after a crash, a document recorded but not
-            # yet sent is then re-sent like one in flight (and with resend_ambiguous
-            # False, each is recorded right before its request, so that only documents
-            # really in flight are reported unknown).
+            # Sending records of new documents committed while they are prepared (see
+            # Ledger.will_send); never ahead when unknown ones are not to be re-sent.
             fresh = [d.key for d in decided if isinstance(d, _Pending) and d.key not in entries]
             if fresh:
                 self._ledger.will_send(fresh)

@@ -209,7 +209,11 @@ class Ledger:
 
         Called as new documents are read, so their records are committed together
         while they are prepared: :meth:`sending` then finds them durable and does not
-        wait. What is not sent after all is unrecorded by :meth:`unmark`.
+        wait. What is not sent after all is unrecorded by :meth:`unmark` when the batch
+        ends; after a crash such documents are ``in_flight`` like those really sent,
+        which is why a batch calls this only when ``resend_ambiguous`` lets it re-send
+        them (with ``False``, each is recorded right before its request, so that only
+        documents really in flight end ``unknown``).
         """
         now = time.time()
         committed = self.file.write_durable(_SENDING, [(key, now) for key in keys])
