@@ -24,7 +24,7 @@ async def _cold(url: str, callers: int) -> tuple[int, float, set[str]]:
         started = time.perf_counter()
         tokens = await asyncio.gather(*(c.token() for _ in range(callers)))
         seconds = time.perf_counter() - started
-        return c.token_cache.requests(c._credentials), seconds, {t.value for t in tokens}  # noqa: SLF001
+        return c.token_cache.requests(c._session._credentials), seconds, {t.value for t in tokens}  # noqa: SLF001
 
 
 async def _warm(url: str, loops: int, repeats: int) -> tuple[list[float], list[float]]:

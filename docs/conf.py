@@ -43,7 +43,7 @@ nitpick_ignore_regex = [
         "py:.*",
         (
             r"(aiohttp|asyncio|attrs|collections|concurrent|contextlib|datetime|dt|enum"
-            r"|os|pathlib|random|ssl|types|typing|typing_extensions)(\..*)?"
+            r"|os|pathlib|random|redis|ssl|types|typing|typing_extensions)(\..*)?"
         ),
     ),
     (

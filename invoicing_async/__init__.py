@@ -33,6 +33,7 @@ from ._ledger._sqlite import Ledger
 from ._models import AccessToken, DocumentResult, DocumentStatus
 from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
 from ._pgp import ProviderKey
+from ._tokenstore import CredentialsKey, MemoryTokenStore, TokenStore
 
 __all__ = [
     "AccessToken",
@@ -40,6 +41,7 @@ __all__ = [
     "BatchProgress",
     "ClientStateError",
     "CredentialsError",
+    "CredentialsKey",
     "DocumentResult",
     "DocumentStatus",
     "DuplicateDocumentError",
@@ -50,6 +52,7 @@ __all__ = [
     "LedgerEntry",
     "LedgerError",
     "MalformedResponseError",
+    "MemoryTokenStore",
     "Outcome",
     "OutcomeStatus",
     "ProviderKey",
@@ -59,6 +62,7 @@ __all__ = [
     "RetryPolicy",
     "ServerError",
     "TokenCache",
+    "TokenStore",
     "TransportError",
     "UnexpectedStatusError",
     "UnknownOutcomeError",

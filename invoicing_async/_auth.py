@@ -1,18 +1,30 @@
 """The shared token cache: one token per credentials, one token request at a time.
 
 State per credentials is a small machine read against a clock passed in (monotonic by
-default)::
+default); the windows scale with the token's lifetime (see
+:class:`~invoicing_async.AccessToken`)::
 
-    empty ─fetch─▶ fresh ─renew_at─▶ renewal window ─unusable_at─▶ expired
-                     ▲                    │ one caller renews,          │ every caller
-                     └──── new token ◀────┘ the others keep using it    ┘ waits for one fetch
+    empty ─fetch─▶ fresh ─renew_at+jitter─▶ renewal window ─unusable_at─▶ blocking
+                     ▲                        │ one caller renews,             │ every caller
+                     └────── new token ◀──────┘ the others keep using it       ┘ waits for one fetch
 
-Single flight: the first caller that finds the token missing or expired becomes the
-*owner* of a fetch and publishes a future; every other caller awaits that future instead
-of sending its own request, so 10,000 coroutines on a cold cache cause one request. If
-the owner is cancelled, a waiter takes over. Futures are created inside the running loop
-(and replaced if the cache is used from another loop), so a cache built at import time,
-outside any loop, works.
+Single flight: the first caller that finds the token missing or due becomes the *owner*
+of a fetch and publishes a future; every other caller awaits that future (or keeps the
+still usable token) instead of sending its own request, so 10,000 coroutines on a cold
+cache cause one request. If the owner is cancelled, a waiter takes over. A failure is
+raised to each waiter as its own copy, so tracebacks do not pile up on one object.
+Futures are created inside the running loop (and replaced if the cache is used from
+another loop), so a cache built at import time, outside any loop, works.
+
+The owner asks the :class:`~._tokenstore.TokenStore` for the token, which extends
+single flight beyond the process (or not: the default store keeps nothing). Renewing
+tries the refresh grant with the freshest refresh token known, and falls back to client
+credentials on *any* failure; a refused refresh first re-reads the store, in case a
+sibling process already rotated the refresh token.
+
+After a 401, :meth:`TokenCache.recover` decides whether a new token may cure it: at most
+one forced re-authentication per credentials per ``reauth_cooldown``, shared by every
+caller of the cache.
 
 Entries are keyed by environment (the base URL), client id and a digest of the secret,
 so a cache shared by several clients never hands one environment's token to another.
@@ -21,45 +33,40 @@ so a cache shared by several clients never hands one environment's token to anot
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import copy
+import logging
+import random
 import time
 from collections.abc import Awaitable, Callable
 
 import attrs
 
+from ._errors import ClientStateError, CredentialsError, InvoicingError
 from ._models import AccessToken
+from ._tokenstore import CredentialsKey, MemoryTokenStore, TokenStore
 
 __all__ = ["CredentialsKey", "TokenCache"]
 
-#: Fetches a token; receives the current (possibly expired) token so it can refresh.
+#: One grant: given a token, its refresh grant (no fallback); given ``None``, client
+#: credentials.
 Fetch = Callable[[AccessToken | None], Awaitable[AccessToken]]
 
-
-#: Seconds between renewal attempts after one failed while the token is still usable.
-_RENEW_COOLDOWN = 5.0
-
-
-@attrs.frozen
-class CredentialsKey:
-    """Which environment and credentials a token belongs to. Holds no secret."""
-
-    base_url: str
-    client_id: str
-    secret_digest: str = attrs.field(repr=False)
-
-    @classmethod
-    def of(cls, base_url: str, client_id: str, client_secret: str) -> CredentialsKey:
-        """Key for these credentials; the secret is kept only as a SHA-256 digest."""
-        digest = hashlib.sha256(client_secret.encode("utf-8")).hexdigest()
-        return cls(base_url.rstrip("/").lower(), client_id, digest)
+log = logging.getLogger("invoicing_async.auth")
 
 
 @attrs.define
 class _Entry:
     token: AccessToken | None = None
+    renew_at: float = float("-inf")
     pending: asyncio.Future[AccessToken] | None = None
     requests: int = 0
     renew_not_before: float = float("-inf")
+    reauth_not_before: float = float("-inf")
+    background: asyncio.Task[AccessToken] | None = None
+    renewal_failures: int = 0
+    #: The last token the provider accepted (a token, not its value: reprs hide it).
+    confirmed: AccessToken | None = attrs.field(default=None, repr=False)
+    confirmation: asyncio.Future[None] | None = None  # done when a token is confirmed
 
 
 class TokenCache:
@@ -69,25 +76,59 @@ class TokenCache:
     them share tokens; a client without one gets its own. Safe for any number of
     concurrent coroutines within one event loop at a time.
 
+    :param store: where tokens are shared beyond this process, for example
+        :class:`invoicing_async.redis.RedisTokenStore`; by default nowhere
+        (:class:`~invoicing_async.MemoryTokenStore`).
     :param clock: a monotonic clock in seconds (tests pass a fake one).
+    :param reauth_cooldown: seconds during which a 401 cannot force another new token for
+        the same credentials: a 401 after a re-authentication that recent is the
+        request's own answer. Token requests caused by 401s stay at one per cooldown
+        however many requests are refused.
+    :param propagation_delay: seconds a multi-node provider may take to accept a token it
+        has just issued. A 401 to a token this young that was fetched because of a 401 is
+        retried once the token is this old, instead of being taken as the answer.
 
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.2.0
+       ``store``, ``reauth_cooldown`` and ``propagation_delay``; renewal starts five
+       minutes ahead of expiry with jitter, callers block only in the last minute.
     """
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        store: TokenStore | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        reauth_cooldown: float = 30.0,
+        propagation_delay: float = 3.0,
+    ) -> None:
+        if reauth_cooldown < 0 or propagation_delay < 0:
+            raise ValueError("reauth_cooldown and propagation_delay must not be negative")
+        self._store: TokenStore = store if store is not None else MemoryTokenStore()
         self._clock = clock
+        self._cooldown = reauth_cooldown
+        self._propagation = propagation_delay
         self._entries: dict[CredentialsKey, _Entry] = {}
+        self._rng = random.Random()  # jitter, not a secret
 
     def __repr__(self) -> str:
-        return f"<TokenCache entries={len(self._entries)}>"
+        return f"<TokenCache entries={len(self._entries)} store={self._store!r}>"
 
     @property
     def clock(self) -> Callable[[], float]:
         """The clock expiry is read against."""
         return self._clock
 
+    @property
+    def store(self) -> TokenStore:
+        """Where tokens are shared beyond this process.
+
+        .. versionadded:: 0.2.0
+        """
+        return self._store
+
     def requests(self, key: CredentialsKey) -> int:
-        """How many token fetches were started for ``key`` (observability and tests)."""
+        """How many token grants this cache sent for ``key`` (observability and tests)."""
         entry = self._entries.get(key)
         return entry.requests if entry else 0
 
@@ -99,43 +140,110 @@ class TokenCache:
     def fresh(self, key: CredentialsKey) -> AccessToken | None:
         """The cached token when it needs no renewal yet, without awaiting anything."""
         entry = self._entries.get(key)
-        token = entry.token if entry else None
-        return token if token is not None and self._clock() < token.renew_at else None
+        if entry is None or entry.token is None or self._clock() >= entry.renew_at:
+            return None
+        return entry.token
 
     async def get(self, key: CredentialsKey, fetch: Fetch) -> AccessToken:
-        """A usable token for ``key``, fetching one (once, for all callers) when needed."""
+        """A usable token for ``key``, fetching one (once, for all callers) when needed.
+
+        In the renewal window the renewal runs in the background and every caller,
+        including the one that started it, keeps the current token; only a missing token
+        or one in its last minute makes callers wait.
+        """
         entry = self._entries.setdefault(key, _Entry())
         while True:
             now = self._clock()
             token = entry.token
-            if token is not None and now < token.renew_at:
+            if token is not None and now < entry.renew_at:
                 return token
-            usable = token is not None and now < token.unusable_at
-            if usable and now < entry.renew_not_before:
-                return token  # type: ignore[return-value]  # a renewal just failed: wait
             pending = self._pending(entry)
+            if token is not None and now < token.unusable_at:
+                if pending is None and now >= entry.renew_not_before:
+                    self._renew_in_background(key, entry, token, fetch)
+                return token
             if pending is None:
-                try:
-                    return await self._fetch(entry, token, fetch)
-                except Exception:
-                    if token is None or self._clock() >= token.unusable_at:
-                        raise
-                    # The renewal failed but the token is still good: use it, and let
-                    # the next renewal wait a little instead of hammering the endpoint.
-                    entry.renew_not_before = self._clock() + _RENEW_COOLDOWN
-                    return token
-            if usable:
-                return token  # type: ignore[return-value]  # someone else is renewing
+                return await self._fetch(key, entry, token, fetch, self._begin(entry))
             await asyncio.wait([pending])
             if pending.cancelled():
                 continue  # the owner was cancelled: take over on the next turn
             error = pending.exception()
             if error is not None:
-                raise error
+                raise _own_copy(error)
             return pending.result()
 
+    async def recover(
+        self, key: CredentialsKey, refused: AccessToken, fetch: Fetch
+    ) -> AccessToken | None:
+        """After a 401 to a request sent with ``refused``: a token to retry with, or ``None``.
+
+        - ``refused`` was replaced meanwhile, or is being replaced (here or, with a
+          shared store, by a sibling process): retry with the new token, once the
+          provider has accepted it from someone or it is ``propagation_delay`` old.
+        - No 401 forced a new token for these credentials within ``reauth_cooldown``:
+          force one now (single flight: every caller shares it) and retry with it.
+        - Otherwise the 401 is the request's answer (``None``), unless the token is
+          younger than ``propagation_delay`` and the provider has not accepted it yet
+          (a multi-node provider may not know it): then retry once it has, or once the
+          token is that old.
+
+        .. versionadded:: 0.2.0
+        """
+        entry = self._entries.setdefault(key, _Entry())
+        current = entry.token
+        if current is None or current.value != refused.value:
+            token = await self.get(key, fetch)  # replaced, or being replaced
+            await self._settled(entry, token)
+            return token
+        now = self._clock()
+        if now >= entry.reauth_not_before:
+            entry.reauth_not_before = now + self._cooldown
+            log.debug("a 401 may be the token's fault: fetching a new one (%s)", key.client_id)
+            entry.token = None
+            await self._store.discard(key, refused)
+            return await self.get(key, fetch)
+        stored = await self._store.load(key, clock=self._clock)
+        if stored is not None and stored.value != refused.value and now < stored.unusable_at:
+            self._adopt(entry, stored)  # a sibling process replaced it
+            return stored
+        if _same(entry.confirmed, refused) or now >= refused.obtained_at + self._propagation:
+            return None
+        log.debug(
+            "a 401 to a token %.1f s old: retrying once it is known", now - refused.obtained_at
+        )
+        await self._settled(entry, refused)
+        return await self.get(key, fetch)
+
+    def confirm(self, key: CredentialsKey, token: AccessToken) -> None:
+        """Note that the provider accepted ``token`` (it answered other than 401).
+
+        .. versionadded:: 0.2.0
+        """
+        entry = self._entries.get(key)
+        if entry is None or _same(entry.confirmed, token):
+            return
+        entry.confirmed = token
+        waiting, entry.confirmation = entry.confirmation, None
+        if waiting is not None and not waiting.done():
+            waiting.set_result(None)
+
+    async def _settled(self, entry: _Entry, token: AccessToken) -> None:
+        """Until the provider accepted ``token`` or it is ``propagation_delay`` old."""
+        while not _same(entry.confirmed, token):
+            wait = token.obtained_at + self._propagation - self._clock()
+            if wait <= 0:
+                return
+            waiting = entry.confirmation
+            loop = asyncio.get_running_loop()
+            if waiting is None or waiting.get_loop() is not loop:
+                waiting = entry.confirmation = loop.create_future()
+            try:
+                await asyncio.wait_for(asyncio.shield(waiting), wait)
+            except asyncio.TimeoutError:
+                return
+
     def invalidate(self, key: CredentialsKey, token: AccessToken) -> None:
-        """Drop ``token`` after the provider refused it, unless it was already replaced.
+        """Drop ``token`` from this cache, unless it was already replaced.
 
         Many requests can fail with the same expired token at once; only the first drop
         counts, so they cause one new fetch rather than one each.
@@ -148,6 +256,8 @@ class TokenCache:
         """Forget every token (for example after credentials were rotated)."""
         self._entries.clear()
 
+    # --- internals -------------------------------------------------------------------------
+
     @staticmethod
     def _pending(entry: _Entry) -> asyncio.Future[AccessToken] | None:
         pending = entry.pending
@@ -159,12 +269,61 @@ class TokenCache:
             return None
         return pending
 
-    async def _fetch(self, entry: _Entry, current: AccessToken | None, fetch: Fetch) -> AccessToken:
+    def _adopt(self, entry: _Entry, token: AccessToken) -> None:
+        """Make ``token`` the entry's, with this process's jittered renewal time."""
+        entry.token = token
+        entry.renew_at = token.renew_at + self._rng.uniform(0, token.renew_ahead / 5)
+        entry.renew_not_before = float("-inf")
+
+    @staticmethod
+    def _begin(entry: _Entry) -> asyncio.Future[AccessToken]:
+        """Publish the future of a fetch about to start (before any ``await``)."""
         future: asyncio.Future[AccessToken] = asyncio.get_running_loop().create_future()
         entry.pending = future
-        entry.requests += 1
+        return future
+
+    def _renew_in_background(
+        self, key: CredentialsKey, entry: _Entry, token: AccessToken, fetch: Fetch
+    ) -> None:
+        """Renew while ``token`` is still usable; a failure waits ``retry_interval``."""
+        task = asyncio.ensure_future(self._fetch(key, entry, token, fetch, self._begin(entry)))
+        entry.background = task  # a reference, so the task is not collected mid-way
+
+        def done(task: asyncio.Task[AccessToken]) -> None:
+            if entry.background is task:
+                entry.background = None
+            if task.cancelled():
+                return
+            error = task.exception()
+            if error is None:
+                entry.renewal_failures = 0
+                return
+            entry.renew_not_before = self._clock() + token.retry_interval
+            entry.renewal_failures += 1
+            # Once per run of failures: an outage of the token endpoint is one event.
+            log.log(
+                logging.WARNING if entry.renewal_failures == 1 else logging.DEBUG,
+                "renewing the access token failed (%s); the current one stays in use, "
+                "next attempt in %.0f s",
+                error,
+                token.retry_interval,
+            )
+
+        task.add_done_callback(done)
+
+    async def _fetch(
+        self,
+        key: CredentialsKey,
+        entry: _Entry,
+        current: AccessToken | None,
+        fetch: Fetch,
+        future: asyncio.Future[AccessToken],
+    ) -> AccessToken:
+        async def renew(freshest: AccessToken | None) -> AccessToken:
+            return await self._renew(key, entry, freshest, fetch)
+
         try:
-            token = await fetch(current)
+            token = await self._store.obtain(key, current, renew, clock=self._clock)
         except asyncio.CancelledError:
             future.cancel()
             raise
@@ -173,9 +332,71 @@ class TokenCache:
             future.exception()  # mark retrieved: waiters may be none
             raise
         else:
-            entry.token = token
+            self._adopt(entry, token)
             future.set_result(token)
             return token
         finally:
             if entry.pending is future:
                 entry.pending = None
+
+    async def _renew(
+        self, key: CredentialsKey, entry: _Entry, freshest: AccessToken | None, fetch: Fetch
+    ) -> AccessToken:
+        """A new token: the refresh grant, else (or after any failure of it) credentials.
+
+        A refused refresh first re-reads the store: a sibling may have rotated it.
+        """
+        if freshest is not None and freshest.refresh_token:
+            try:
+                return await self._grant(key, entry, freshest, fetch)
+            except ClientStateError:
+                raise
+            except CredentialsError as exc:
+                # invalid_grant: maybe a sibling rotated the refresh token; take its token.
+                stored = await self._store.load(key, clock=self._clock)
+                if (
+                    stored is not None
+                    and stored.value != freshest.value
+                    and self._clock() < stored.unusable_at
+                ):
+                    log.debug("refresh refused; a newer token is stored: using it")
+                    return stored
+                log.debug(
+                    "the refresh token was refused (%s): falling back to client credentials", exc
+                )
+            except InvoicingError as exc:
+                log.warning("refresh failed (%s): falling back to client credentials", exc)
+        return await self._grant(key, entry, None, fetch)
+
+    async def _grant(
+        self, key: CredentialsKey, entry: _Entry, refresh_with: AccessToken | None, fetch: Fetch
+    ) -> AccessToken:
+        entry.requests += 1
+        log.debug(
+            "requesting an access token for %s (%s)",
+            key.client_id,
+            "refresh grant" if refresh_with is not None else "client credentials",
+        )
+        return await fetch(refresh_with)
+
+
+def _same(known: AccessToken | None, token: AccessToken) -> bool:
+    return known is not None and known.value == token.value
+
+
+def _own_copy(error: BaseException) -> BaseException:
+    """A copy of ``error`` for one waiter to raise, with the original's cause.
+
+    Raising one object from many coroutines appends every raise to its traceback (after
+    1,000 waiters: 1,002 entries); a copy starts with a traceback of its own.
+    """
+    try:
+        clone = copy.copy(error)
+    except Exception:  # noqa: BLE001  (an exception that cannot be copied: share it)
+        return error
+    if type(clone) is not type(error):  # pragma: no cover - a __reduce__ returning another type
+        return error
+    clone.__cause__ = error.__cause__
+    clone.__suppress_context__ = error.__suppress_context__
+    clone.__traceback__ = None
+    return clone

@@ -317,9 +317,11 @@ class _Batch:
                     # Sent by an earlier run that did not learn the answer: a 409 is our
                     # own commit.
                     item = attrs.evolve(item, maybe_committed=True)  # noqa: PLW2901
-                if self._shared.breaker.error is not None or self._expired():
+                stopped = self._shared.breaker.error
+                if stopped is not None or self._expired():
                     # Nothing more will be sent: say so without preparing the document.
-                    decided.append(self._delivery(item).give_up("stop", self._shared.breaker.error))
+                    why = "deadline" if stopped is None else "stop"
+                    decided.append(self._delivery(item).give_up(why, stopped))
                     continue
             decided.append(item)
         if self._ledger is not None and resend_ambiguous:

@@ -344,9 +344,17 @@ class Delivery:
                 shared,
             )
         if duplicate is not None and not self.maybe_committed:
-            log.info("invoice %s was already transmitted (409)", self.key)
+            log.info(
+                "invoice %s: attempt %d: already transmitted before (409)", self.key, self.attempts
+            )
             return self._end(OutcomeStatus.DUPLICATE, result=record, error=duplicate)
-        log.debug("invoice %s accepted after %d attempt(s)", self.key, self.attempts)
+        # Accepted at once is the common case; accepted after retries is worth a line.
+        log.log(
+            logging.INFO if self.attempts > 1 else logging.DEBUG,
+            "invoice %s: accepted at attempt %d",
+            self.key,
+            self.attempts,
+        )
         # A 409 without a record after our own attempt: held, but the record is unknown;
         # the 409 is kept so a single call can say so.
         return self._end(
@@ -369,7 +377,7 @@ class Delivery:
         elif _misconfigured(error) and not isinstance(error, AuthenticationError):
             return self.give_up("configuration", error)
         elif not _not_sent(error):
-            log.warning("invoice %s rejected: %s", self.key, error)
+            log.warning("invoice %s: attempt %d: rejected: %s", self.key, self.attempts, error)
             return self._end(OutcomeStatus.REJECTED, error=error)
         if self.attempts >= self.policy.max_attempts:
             return self.give_up("attempts")
@@ -377,7 +385,7 @@ class Delivery:
 
     def refuse(self, error: InvoicingError) -> Outcome:
         """Refused before sending (a document that cannot be read or serialised)."""
-        log.warning("invoice %s rejected before sending: %s", self.key, error)
+        log.warning("invoice %s: rejected before sending: %s", self.key, error)
         return self._end(OutcomeStatus.REJECTED, error=error)
 
     def give_up(self, why: str, error: InvoicingError | None = None) -> Outcome:
@@ -408,7 +416,7 @@ class Delivery:
         level = logging.WARNING if self.attempts else logging.DEBUG
         log.log(
             level,
-            "invoice %s not sent after %d attempt(s) (%s): %s",
+            "invoice %s: not sent after %d attempt(s) (%s): %s",
             self.key,
             self.attempts,
             why,

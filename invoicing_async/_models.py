@@ -97,6 +97,21 @@ class AccessToken:
     ``obtained_at`` is the clock read *before* the token request was sent, so the computed
     expiry is never later than the provider's. The token and refresh token are left out
     of ``repr`` on purpose.
+
+    Renewal windows scale with the lifetime ``L`` and are capped for the provider's
+    900 s tokens (the rule botocore and the AWS SDKs follow):
+
+    ===================  =====================  ========================================
+    window               length                 900 s token
+    ===================  =====================  ========================================
+    renewal (advisory)   ``min(300 s, L / 3)``  from 600 s on one caller renews (plus a
+                                                per-process jitter of up to a fifth of the
+                                                window), the others keep the token
+    blocking             ``min(60 s, L / 15)``  the last minute: the token is no longer
+                                                sent, callers wait for a new one
+    failed renewal       ``min(30 s, L / 30)``  at most one retry per 30 s while the old
+                                                token stays usable
+    ===================  =====================  ========================================
     """
 
     value: str = attrs.field(repr=False)
@@ -111,19 +126,30 @@ class AccessToken:
         return self.obtained_at + self.expires_in
 
     @property
+    def renew_ahead(self) -> float:
+        """Seconds before expiry from which the token may be renewed: ``min(300, L/3)``."""
+        return min(300.0, self.expires_in / 3)
+
+    @property
     def renew_at(self) -> float:
         """Monotonic time from which one caller renews while others keep using the token.
 
-        A tenth of the lifetime ahead of expiry, at most a minute (a 900 s token is renewed
-        from 840 s on).
+        Five minutes ahead of expiry for a 900 s token (a third of shorter lifetimes);
+        :class:`~invoicing_async.TokenCache` adds a jitter per process on top.
         """
-        return self.expires_at - min(60.0, self.expires_in / 10)
+        return self.expires_at - self.renew_ahead
 
     @property
     def unusable_at(self) -> float:
-        """Monotonic time after which the token is not sent any more.
+        """Monotonic time after which the token is not sent any more; callers wait.
 
-        A small margin before expiry, so a request does not arrive with a token that
-        expires on the way.
+        The last minute of a 900 s token (the last fifteenth of shorter lifetimes): a
+        request never leaves with a token about to expire on the way, and renewal has
+        had the whole advisory window to succeed before anyone blocks.
         """
-        return self.expires_at - min(5.0, self.expires_in / 20)
+        return self.expires_at - min(60.0, self.expires_in / 15)
+
+    @property
+    def retry_interval(self) -> float:
+        """Seconds between renewal attempts after one failed: ``min(30, L/30)``."""
+        return min(30.0, self.expires_in / 30)

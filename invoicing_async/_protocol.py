@@ -114,15 +114,18 @@ def _is_loopback(host: str) -> bool:
 def build_token_request(
     base_url: str, client_id: str, client_secret: str, refresh_token: str | None = None
 ) -> Request:
-    """``POST /oauth/token``: a client-credentials grant, or a refresh grant when given one."""
+    """``POST /oauth/token``: a client-credentials grant, or a refresh grant when given one.
+
+    The refresh grant carries ``client_id`` and ``client_secret`` too: a confidential
+    client authenticates on every grant (RFC 6749 section 6), and a standard server
+    answers a refresh without them ``401 invalid_client``.
+    """
     if refresh_token is not None:
         form = {"grant_type": "refresh_token", "refresh_token": refresh_token}
     else:
-        form = {
-            "grant_type": "client_credentials",
-            "client_id": client_id,
-            "client_secret": client_secret,
-        }
+        form = {"grant_type": "client_credentials"}
+    form["client_id"] = client_id
+    form["client_secret"] = client_secret
     return Request(
         "POST",
         base_url + TOKEN_PATH,

@@ -39,7 +39,7 @@ from ._redact import mentions, redact_error, redact_record
 
 if TYPE_CHECKING:
     import datetime as dt
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from ._documents import Document
     from ._models import AccessToken, DocumentResult
@@ -49,8 +49,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Session", "prepare_chunk"]
 
-#: A token younger than this (seconds) is not suspected when a 401 comes back.
-_FRESH_TOKEN_AGE = 10.0
+#: Retries of one request after 401s (a replaced token, a forced new one, a young one).
+_MAX_401_RETRIES = 3
 
 auth_log = logging.getLogger("invoicing_async.auth")
 
@@ -216,19 +216,36 @@ class Session:
     async def _authorized(
         self, build: Callable[[AccessToken], proto.Request], *, timeout: float | None
     ) -> proto.Response:
-        """Send with a token; after a 401 that may be the token's fault, retry once.
+        """Send with a token; after a 401 a new token may cure, retry (see the cache).
 
-        The token that failed is dropped (unless already replaced), one new token is
-        fetched and the call is retried once: a second 401 is the caller's answer.
+        Whether a 401 is the token's fault is decided by
+        :meth:`~invoicing_async.TokenCache.recover`, per credentials for every caller of
+        the cache: a replaced token is swapped for the current one, a new token is
+        forced at most once per cooldown, and a 401 after that is the request's answer.
         """
         token = await self._token_within(timeout)
         response = await self._transport.send(build(token), timeout=timeout)
-        if response.status != 401 or not self._token_may_be_at_fault(response, token):
-            return response
-        auth_log.debug("401 with a token that may have expired: fetching a new one, retrying")
-        self._cache.invalidate(self._credentials, token)
-        token = await self._token_within(timeout)
-        return await self._transport.send(build(token), timeout=timeout)
+        waited = False
+        for _ in range(_MAX_401_RETRIES):
+            if response.status != 401:
+                break
+            retry_with = await self._recover(token, timeout)
+            if retry_with is None or (waited and retry_with.value == token.value):
+                break
+            # The same token back: the cache waited for a young token to propagate; once.
+            waited = waited or retry_with.value == token.value
+            auth_log.debug("401: retrying with an access token")
+            token = retry_with
+            response = await self._transport.send(build(token), timeout=timeout)
+        if response.status != 401:
+            self._cache.confirm(self._credentials, token)  # the provider knows this token
+        return response
+
+    async def _recover(self, refused: AccessToken, timeout: float | None) -> AccessToken | None:
+        """The cache's verdict on a 401, in the call's time budget (see :meth:`_token_within`)."""
+        return await self._within(
+            self._cache.recover(self._credentials, refused, self._fetch_token), timeout
+        )
 
     async def _token_within(self, timeout: float | None) -> AccessToken:
         """A token for a call, in the call's time budget.
@@ -241,9 +258,17 @@ class Session:
         token = self._cache.fresh(self._credentials)
         if token is not None:
             return token  # the common case: no task, no timer
+        found = await self._within(self.token(), timeout)
+        assert found is not None  # noqa: S101  (token() returns a token or raises)
+        return found
+
+    @staticmethod
+    async def _within(
+        work: Awaitable[AccessToken | None], timeout: float | None
+    ) -> AccessToken | None:
         # asyncio.wait, not wait_for: wait_for on 3.10/3.11 can swallow a cancellation
         # that arrives as the token does, and a cancelled batch would keep running.
-        fetch = asyncio.ensure_future(self.token())
+        fetch = asyncio.ensure_future(work)
         try:
             done, _ = await asyncio.wait({fetch}, timeout=timeout)
         except asyncio.CancelledError:
@@ -261,26 +286,13 @@ class Session:
         except InvoicingError as exc:
             raise TransportError(f"no access token, nothing sent: {exc}", maybe_sent=False) from exc
 
-    def _token_may_be_at_fault(self, response: proto.Response, token: AccessToken) -> bool:
-        """Whether a 401 could be cured by a new token.
+    async def _fetch_token(self, refresh_with: AccessToken | None) -> AccessToken:
+        """One grant for the cache: a refresh of ``refresh_with``, or client credentials.
 
-        Yes when the provider says so (``WWW-Authenticate: … error="invalid_token"``) or
-        when the token is more than a few seconds old; a 401 to a token just issued is
-        about something else (the real service answers an issuer VAT that does not match
-        the API key with 401), and a new token would only cost a request.
+        A refresh gets one attempt (on any failure the cache falls back to client
+        credentials); client credentials are retried as ``token_retry`` says.
         """
-        challenge = response.headers.get("WWW-Authenticate") or ""
-        if "invalid_token" in challenge.lower():
-            return True
-        return self._cache.clock() - token.obtained_at > _FRESH_TOKEN_AGE
-
-    async def _fetch_token(self, current: AccessToken | None) -> AccessToken:
-        if current is not None and current.refresh_token:
-            try:
-                return await self._token_request(current)
-            except AuthenticationError:
-                auth_log.debug("the refresh token was refused: using client credentials")
-        return await self._token_request(None)
+        return await self._token_request(refresh_with)
 
     async def _token_request(self, refresh_with: AccessToken | None) -> AccessToken:
         """One token grant, retried on failures of the idempotent token endpoint.
@@ -289,7 +301,10 @@ class Session:
         in a local variable: tracebacks formatted with locals must not show it.
         """
         clock = self._cache.clock
+        # A refresh gets one attempt: on any failure the cache falls back to client
+        # credentials, which are retried as the policy says.
         policy = self._token_retry
+        attempts = policy.max_attempts if refresh_with is None else 1
         attempt = 0
         while True:
             attempt += 1
@@ -311,7 +326,7 @@ class Session:
                     response,
                 )
             except (TransportError, ServerError, RateLimitError, MalformedResponseError) as exc:
-                if attempt >= policy.max_attempts:
+                if attempt >= attempts:
                     raise
                 delay = policy.delay(attempt, retry_after=getattr(exc, "retry_after", None))
                 auth_log.debug("token request failed (%s); retrying in %.2f s", exc, delay)

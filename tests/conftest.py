@@ -34,6 +34,27 @@ def _patch_aioresponses_for_aiohttp_314() -> None:
 _patch_aioresponses_for_aiohttp_314()
 
 
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    """A real redis-server for the whole session (loopback, temp dir, no persistence);
+    skips only when the binary is absent (CI installs it)."""
+    from redisserver import BINARY, SKIP_REASON, RedisServer  # noqa: PLC0415
+
+    if BINARY is None:
+        pytest.skip(SKIP_REASON)
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server):
+    """The session's Redis, emptied for this test."""
+    redis_server.flush()
+    return redis_server.url
+
+
 @pytest.fixture(autouse=True)
 def _restore_backoff():
     """A test that switches backoff off with the public hook does not leak it to others."""

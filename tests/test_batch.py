@@ -388,3 +388,18 @@ async def test_streaming_memory_is_flat_in_the_input_size():
     small = await peak(10_000)
     large = await peak(100_000)
     assert large < small + 2_000_000, (small, large)
+
+
+async def test_documents_read_after_the_deadline_say_so():
+    """Documents still to come when the deadline has passed end NOT_SENT, without a
+    request, with an error that names the deadline."""
+
+    class Slow(FakeProvider):
+        async def send_prepared(self, payload, **kwargs):
+            await asyncio.sleep(0.05)
+            return await super().send_prepared(payload, **kwargs)
+
+    outcomes = await run(Slow(), [doc(n) for n in range(200)], deadline=0.1, concurrency=2)
+    late = [o for o in outcomes if o.status is OutcomeStatus.NOT_SENT and o.attempts == 0]
+    assert late
+    assert all("deadline" in str(o.error) for o in late)

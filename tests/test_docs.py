@@ -35,6 +35,7 @@ EXECUTED = {
     "pos_backend.py",
     "bulk_job.py",
     "security.py",
+    "shared_tokens.py",
     "test_with_sandbox.py",
     "outbox.py",
 }
@@ -172,6 +173,13 @@ async def test_bulk_job_resumes_a_faulty_batch_without_double_commits():
     from the journal: all accepted, in input order, each committed exactly once; a
     deadline ends an unanswered invoice UNKNOWN, and re-submitting it settles it."""
     await load("bulk_job").main()
+
+
+async def test_shared_tokens_fleet_makes_one_token_request(redis_url, monkeypatch):
+    """Four workers with their own caches on one Redis store (encrypted values) start
+    together on a cold store: every invoice accepted, one token request."""
+    monkeypatch.setenv("TOKEN_STORE_KEY", "00" * 32)
+    await load("shared_tokens").main(redis_url)
 
 
 async def test_security_properties_hold():

@@ -80,11 +80,18 @@ def test_token_request_client_credentials():
     }
 
 
-def test_token_request_refresh():
-    """With a refresh token the grant is refresh_token and no client secret is sent."""
+def test_token_request_refresh_authenticates_the_client():
+    """The refresh grant carries client_id and client_secret too (RFC 6749 section 6: a
+    confidential client authenticates on refresh; standard servers answer 401
+    invalid_client without them)."""
     request = proto.build_token_request("https://p.example", "123", "api-key", "rt-1")
     form = parse_qs(request.body.decode())
-    assert form == {"grant_type": ["refresh_token"], "refresh_token": ["rt-1"]}
+    assert form == {
+        "grant_type": ["refresh_token"],
+        "refresh_token": ["rt-1"],
+        "client_id": ["123"],
+        "client_secret": ["api-key"],
+    }
 
 
 def test_requests_hide_secrets_in_repr():
@@ -147,8 +154,10 @@ def test_parse_token_response():
     assert token.value == "at-1f0c9e"
     assert token.refresh_token == "rt-77aa01"
     assert token.expires_at == 1000.0
-    assert token.renew_at == 940.0
-    assert token.unusable_at == 995.0
+    # 900 s: renewal from 5 minutes ahead, blocking in the last minute, retries every 30 s.
+    assert token.renew_at == 700.0
+    assert token.unusable_at == 940.0
+    assert token.retry_interval == 30.0
     assert "at-1f0c9e" not in repr(token)
     assert "rt-77aa01" not in repr(token)
 

@@ -139,13 +139,20 @@ async def test_token_expiry_and_refresh_rotation():
             assert sb.stats.refresh_requests == 1
             await client.submit_json(invoice(sb, 1))  # the new token is accepted
         token_url = f"{sb.base_url}/oauth/token"
+        auth = {"client_id": sb.client_id, "client_secret": sb.client_secret}
         for presented in (first.refresh_token, second.value):
             status, body = await raw(
                 "POST",
                 token_url,
-                data={"grant_type": "refresh_token", "refresh_token": presented},
+                data={"grant_type": "refresh_token", "refresh_token": presented, **auth},
             )
             assert (status, body["error"]) == (400, "invalid_grant")
+        status, body = await raw(
+            "POST",
+            token_url,
+            data={"grant_type": "refresh_token", "refresh_token": second.refresh_token},
+        )
+        assert (status, body["error"]) == (401, "invalid_client")  # RFC 6749 section 6
         status, body = await raw("POST", token_url, data={"grant_type": "password"})
         assert (status, body["error"]) == (400, "unsupported_grant_type")
 

@@ -162,40 +162,65 @@ def test_client_credentials_grant():
     assert provider.stats.token_requests == 1
 
 
+def refresh_form(provider: Provider, refresh_token: str, environment="test") -> dict[str, str]:
+    """A standard refresh grant: the client authenticates too (RFC 6749 section 6)."""
+    auth = credentials(provider, environment)
+    return {**auth, "grant_type": "refresh_token", "refresh_token": refresh_token}
+
+
 def test_refresh_rotates_and_each_refresh_token_is_good_once():
     """A refresh issues new tokens; the old refresh token, or an access token presented
     as one, is invalid_grant afterwards.
     """
     provider, _ = make()
     _, first = grant(provider, credentials(provider))
-    status, second = grant(
-        provider, {"grant_type": "refresh_token", "refresh_token": first["refresh_token"]}
-    )
+    status, second = grant(provider, refresh_form(provider, first["refresh_token"]))
     assert status == 200
     assert second["refresh_token"] != first["refresh_token"]
     for presented in (first["refresh_token"], second["access_token"]):
-        status, body = grant(provider, {"grant_type": "refresh_token", "refresh_token": presented})
+        status, body = grant(provider, refresh_form(provider, presented))
         assert (status, body["error"]) == (400, "invalid_grant")
     assert provider.stats.refresh_requests == 3
 
 
+def test_refresh_requires_client_authentication():
+    """Like a standards-compliant server (oauthlib), the refresh grant refuses a client
+    that does not authenticate, or authenticates wrongly, with 401 invalid_client, and a
+    refresh token of another client with invalid_grant."""
+    provider, _ = make()
+    _, tokens = grant(provider, credentials(provider))
+    bare = {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]}
+    status, body = grant(provider, bare)
+    assert (status, body["error"]) == (401, "invalid_client")
+    status, body = grant(
+        provider, {**refresh_form(provider, tokens["refresh_token"]), "client_secret": "wrong"}
+    )
+    assert (status, body["error"]) == (401, "invalid_client")
+    provider.add_client("test", "111111111", "other-secret")
+    other = {"client_id": "111111111", "client_secret": "other-secret"}
+    status, body = grant(provider, {**bare, **other})
+    assert (status, body["error"]) == (400, "invalid_grant")
+    status, _ = grant(provider, refresh_form(provider, tokens["refresh_token"]))
+    assert status == 200
+
+
 def test_refresh_tokens_expire_are_revoked_and_stay_in_their_environment():
     """A refresh token is refused after its lifetime, after revoke_refresh_tokens(), and
-    in another environment.
+    in another environment (whose clients are others: invalid_client there).
     """
     provider, clock = make()
-    refresh = {"grant_type": "refresh_token"}
     _, tokens = grant(provider, credentials(provider))
-    status, body = grant(
-        provider, {**refresh, "refresh_token": tokens["refresh_token"]}, "production"
-    )
+    production = {**refresh_form(provider, tokens["refresh_token"], "production")}
+    status, body = grant(provider, production, "production")
     assert (status, body["error"]) == (400, "invalid_grant")
+    status, body = grant(provider, refresh_form(provider, tokens["refresh_token"]), "production")
+    assert (status, body["error"]) == (401, "invalid_client")
     clock.now += 3600
-    status, body = grant(provider, {**refresh, "refresh_token": tokens["refresh_token"]})
+    status, body = grant(provider, refresh_form(provider, tokens["refresh_token"]))
     assert (status, body["error"]) == (400, "invalid_grant")
     _, tokens = grant(provider, credentials(provider))
     provider.revoke_refresh_tokens()
-    status, body = grant(provider, {**refresh, "refresh_token": tokens["refresh_token"]})
+    status, body = grant(provider, refresh_form(provider, tokens["refresh_token"]))
     assert (status, body["error"]) == (400, "invalid_grant")
 
 

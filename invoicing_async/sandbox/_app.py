@@ -194,14 +194,18 @@ class Server:
     async def _token(
         self, request: web.Request, environment: str, exchange: Exchange
     ) -> web.StreamResponse:
-        _, fault = self._faults.take(self._faults.tokens)
+        form = await request.post() if request.method == "POST" else None
+        # A refresh grant takes a scripted refresh fault first, then any token fault.
+        fault = None
+        if form is not None and form.get("grant_type") == "refresh_token":
+            _, fault = self._faults.take(self._faults.refresh)
+        if fault is None:
+            _, fault = self._faults.take(self._faults.tokens)
         early = await self._before(request, fault, exchange)
         if early is not None:
             return early
-        if request.method != "POST":
-            reply = METHOD_NOT_ALLOWED
-        else:
-            reply = self._provider.grant(await request.post(), environment, exchange)
+        grant = self._provider.grant
+        reply = METHOD_NOT_ALLOWED if form is None else grant(form, environment, exchange)
         return await self._send(request, reply, fault, exchange)
 
     async def _document(

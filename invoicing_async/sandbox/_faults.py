@@ -200,11 +200,12 @@ class _RandomFaults:
 
 
 class FaultPlan:
-    """Scripted queues (documents, token requests) and the optional random faults."""
+    """Scripted queues (documents, token requests, refresh grants) and random faults."""
 
     def __init__(self) -> None:
         self.documents: collections.deque[Fault | None] = collections.deque()
         self.tokens: collections.deque[Fault | None] = collections.deque()
+        self.refresh: collections.deque[Fault | None] = collections.deque()
         self.random: _RandomFaults | None = None
         #: Every document request waits ``latency[0]`` plus up to ``latency[1]`` seconds.
         self.latency: tuple[float, float] = (0.0, 0.0)
@@ -225,6 +226,7 @@ class FaultPlan:
         """Forget scripted and random faults."""
         self.documents.clear()
         self.tokens.clear()
+        self.refresh.clear()
         self.random = None
 
     def set_random(

@@ -26,7 +26,7 @@ import attrs
 from invoicing_async._documents import document_key, dumps
 
 from ._records import CommittedDocument, RequestRecord, SandboxStats
-from ._replies import NO_STORE, Reply, error_reply, oauth_error
+from ._replies import Reply, error_reply
 from ._rules import (
     build_record,
     cancellation_mark,
@@ -35,6 +35,7 @@ from ._rules import (
     parse_document,
     random_tin,
 )
+from ._tokens import Tokens
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -45,7 +46,6 @@ __all__ = ["Environment", "Exchange", "Provider", "Route", "Submission"]
 
 _ENV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _FIRST_MARK = 400001000000001
-_BEARER_CHALLENGE = (("WWW-Authenticate", 'Bearer error="invalid_token"'),)
 
 #: What a request asked for, as far as the log and the counters care.
 Route = Literal["token", "document", "cancel", "other"]
@@ -58,13 +58,6 @@ class Environment:
     name: str
     clients: dict[str, str]  # client_id -> API key
     default_client: str
-
-
-@attrs.define
-class _Token:
-    environment: str
-    client_id: str
-    expires_at: float
 
 
 @attrs.define
@@ -156,6 +149,8 @@ class Provider:
         domain: str,
         duplicate_detection: bool = True,
         default_client_id: str | None = None,
+        token_propagation_delay: float = 0.0,
+        revoke_tokens_on_issue: bool = False,
     ) -> None:
         names = list(environments)
         if not names or len(set(names)) != len(names):
@@ -163,8 +158,13 @@ class Provider:
         for name in names:
             if not _ENV_NAME.fullmatch(name):
                 raise ValueError(f"environment name {name!r} is not a simple path segment")
-        if expires_in <= 0 or refresh_expires_in <= 0:
-            raise ValueError("token lifetimes must be positive")
+        self.tokens = Tokens(
+            clock=clock,
+            expires_in=expires_in,
+            refresh_expires_in=refresh_expires_in,
+            propagation_delay=token_propagation_delay,
+            revoke_on_issue=revoke_tokens_on_issue,
+        )
         self.environments: dict[str, Environment] = {}
         used: set[str] = set()
         for name in names:
@@ -176,9 +176,6 @@ class Provider:
             self.environments[name] = Environment(name, {tin: secret}, tin)
         self.default = names[0]
         self.salt = salt
-        self._clock = clock
-        self._expires_in = expires_in
-        self._refresh_expires_in = refresh_expires_in
         self._domain = domain.rstrip("/")
         self._duplicate_detection = duplicate_detection
         self._marks = itertools.count(_FIRST_MARK)
@@ -186,8 +183,7 @@ class Provider:
 
     def reset(self) -> None:
         """Forget documents, log, stats and tokens; credentials stay, marks keep counting."""
-        self._access: dict[str, _Token] = {}
-        self._refresh: dict[str, _Token] = {}
+        self.tokens.reset()
         self._store: dict[tuple[str, str, str], CommittedDocument] = {}
         self._record_bodies: dict[tuple[str, str, str], bytes] = {}
         self._by_identity: dict[str, CommittedDocument] = {}
@@ -253,72 +249,34 @@ class Provider:
     # --- tokens --------------------------------------------------------------------------
 
     def grant(self, form: Mapping[str, Any], environment: str, exchange: Exchange) -> Reply:
-        """Issue tokens for a client-credentials or refresh grant, or refuse (400)."""
+        """Issue tokens for a client-credentials or refresh grant, or refuse (see ``_tokens``)."""
         env = self.environment(environment)
-        grant = str(form.get("grant_type") or "")
-        now = self._clock()
-        if grant == "client_credentials":
-            client_id = str(form.get("client_id") or "")
-            secret = str(form.get("client_secret") or "").encode()
-            if not client_id or not secret:
-                return oauth_error("invalid_request", "client_id and client_secret are required")
-            expected = env.clients.get(client_id)
-            if expected is None or not secrets.compare_digest(secret, expected.encode()):
-                return oauth_error("invalid_request", "invalid client credentials")
-        elif grant == "refresh_token":
-            self.stats.refresh_requests += 1
-            presented = str(form.get("refresh_token") or "")
-            old = self._refresh.get(presented)
-            if old is None or old.environment != env.name or now >= old.expires_at:
-                return oauth_error("invalid_grant", "the refresh token is invalid or expired")
-            del self._refresh[presented]  # rotation: a refresh token is good once
-            client_id = old.client_id
-        elif not grant:
-            return oauth_error("invalid_request", "grant_type is required")
-        else:
-            return oauth_error("unsupported_grant_type", f"grant_type {grant[:40]!r}")
-        exchange.client_id = client_id
-        access, refresh = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
-        self._access[access] = _Token(env.name, client_id, now + self._expires_in)
-        self._refresh[refresh] = _Token(env.name, client_id, now + self._refresh_expires_in)
-        expires_in = self._expires_in
-        body = {
-            "access_token": access,
-            "token_type": "Bearer",
-            "expires_in": int(expires_in) if float(expires_in).is_integer() else expires_in,
-            "refresh_token": refresh,
-        }
-        return Reply(200, dumps(body), headers=NO_STORE)
+        reply, client_id = self.tokens.grant(form, env.name, env.clients, self.stats)
+        if client_id is not None:
+            exchange.client_id = client_id
+        return reply
 
     def authenticate(
         self, environment: str, authorization: str, api_key: str, exchange: Exchange
     ) -> Reply | None:
         """Check the bearer token and the API key: the 401 to send, or ``None``."""
         env = self.environment(environment)
-        scheme, _, value = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not value.strip():
-            return error_reply(
-                401, "missing bearer token", headers=(("WWW-Authenticate", "Bearer"),)
-            )
-        token = self._access.get(value.strip())
-        if token is None or token.environment != env.name:
-            return error_reply(401, "the access token is not valid", headers=_BEARER_CHALLENGE)
-        if self._clock() >= token.expires_at:
-            return error_reply(401, "the access token has expired", headers=_BEARER_CHALLENGE)
-        expected = env.clients.get(token.client_id, "").encode()
+        client_id, refusal = self.tokens.check(env.name, authorization)
+        if refusal is not None or client_id is None:
+            return refusal
+        expected = env.clients.get(client_id, "").encode()
         if not secrets.compare_digest(api_key.encode(), expected):
             return error_reply(401, "the API key is missing or not valid")
-        exchange.client_id = token.client_id
+        exchange.client_id = client_id
         return None
 
     def expire_tokens(self) -> None:
         """Make every access token issued so far expired."""
-        for token in self._access.values():
-            token.expires_at = float("-inf")
+        self.tokens.expire()
 
     def revoke_refresh_tokens(self) -> None:
         """Invalidate every refresh token issued so far."""
-        self._refresh.clear()
+        self.tokens.revoke_refresh()
 
     # --- documents -------------------------------------------------------------------------
 

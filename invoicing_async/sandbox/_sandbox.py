@@ -96,6 +96,8 @@ class Sandbox:
     :param duplicate_detection: ``False`` commits a re-sent document again (a new mark,
         201, ``commits`` counting up) like a provider without duplicate detection: for
         tests of ``RetryPolicy(resend_ambiguous=False)``.
+    :param token_propagation_delay: seconds a new access token is unknown (401) after issue.
+    :param revoke_tokens_on_issue: issuing a token revokes the client's earlier ones.
 
     .. versionadded:: 0.1.0
     """
@@ -120,6 +122,8 @@ class Sandbox:
         tls_names: Iterable[str] | None = None,
         public_host: str | None = None,
         client_id: str = SANDBOX_CLIENT_ID,
+        token_propagation_delay: float = 0.0,
+        revoke_tokens_on_issue: bool = False,
     ) -> None:
         salt = secrets.token_hex(16) if seed is None else f"seed:{seed}"
         self._provider = Provider(
@@ -133,6 +137,8 @@ class Sandbox:
             domain=domain,
             duplicate_detection=duplicate_detection,
             default_client_id=client_id,
+            token_propagation_delay=token_propagation_delay,
+            revoke_tokens_on_issue=revoke_tokens_on_issue,
         )
         self._host = host
         self._tls_names = list(tls_names) if tls_names is not None else default_names(host)
@@ -393,9 +399,9 @@ class Sandbox:
         """Queue faults for the next document requests, in arrival order (``None``: none)."""
         self._faults.documents.extend(faults)
 
-    def script_token(self, *faults: Fault | None) -> None:
-        """Queue faults for the next ``/oauth/token`` requests."""
-        self._faults.tokens.extend(faults)
+    def script_token(self, *faults: Fault | None, refresh_only: bool = False) -> None:
+        """Queue faults for the next ``/oauth/token`` requests (or refresh grants only)."""
+        (self._faults.refresh if refresh_only else self._faults.tokens).extend(faults)
 
     def random_faults(
         self,

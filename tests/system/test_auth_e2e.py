@@ -61,18 +61,19 @@ async def test_concurrent_401s_on_one_expired_token_cause_one_token_request():
 
 
 async def test_persistent_401_raises_after_exactly_two_attempts_without_looping():
-    """A document whose issuer VAT does not match the API key is always answered 401. With
-    a token old enough to be suspected, the client sends it twice (the retry with a new
-    token), then raises AuthenticationError.
+    """A document whose issuer VAT does not match the API key is always answered 401. The
+    first 401 forces one new token and the call is retried once with it; the second 401
+    (to a token old enough to be known everywhere) is the answer: AuthenticationError.
     """
     clock = FakeClock()
     async with Sandbox(key_algorithm="cv25519", clock=clock) as sb:
         foreign = sample_invoice(1, issuer_vat="999999999", lines=1)
+        cache = TokenCache(clock=clock, propagation_delay=0)
         async with InvoicingClient(
-            sb.base_url, sb.client_id, sb.client_secret, token_cache=TokenCache(clock=clock)
+            sb.base_url, sb.client_id, sb.client_secret, token_cache=cache
         ) as client:
             await client.token()
-            clock.now += 60  # still valid, but no longer just issued
+            clock.now += 60
             with pytest.raises(AuthenticationError) as caught:
                 await asyncio.wait_for(client.submit_json(foreign), 10)
         assert caught.value.status == 401
@@ -82,14 +83,18 @@ async def test_persistent_401_raises_after_exactly_two_attempts_without_looping(
         assert sb.commit_count == 0
 
 
-async def test_persistent_401_in_a_batch_is_rejected_without_retry():
-    """In bulk submission the always-refused document ends REJECTED after one request (a
-    401 to a token just issued is not blamed on the token), the others are accepted.
+async def test_persistent_401_in_a_batch_is_rejected_after_one_new_token():
+    """In bulk submission the always-refused document ends REJECTED after one delivery
+    attempt (the first 401 forced a new token, the retry with it was refused too); the
+    others are accepted, and the token endpoint saw one extra request.
     """
     async with Sandbox(key_algorithm="cv25519") as sb:
         documents = sample_invoices(6, issuer_vat=sb.client_id, lines=1)
         documents[3] = sample_invoice(3, issuer_vat="999999999", lines=1)
-        async with InvoicingClient(sb.base_url, sb.client_id, sb.client_secret) as client:
+        cache = TokenCache(propagation_delay=0)
+        async with InvoicingClient(
+            sb.base_url, sb.client_id, sb.client_secret, token_cache=cache
+        ) as client:
             outcomes = await client.submit_many(
                 documents, concurrency=3, encrypted=False, retry=QUICK
             )
@@ -99,8 +104,8 @@ async def test_persistent_401_in_a_batch_is_rejected_without_retry():
         assert isinstance(outcomes[3].error, AuthenticationError)
         assert outcomes[3].attempts == 1
         refused = [r for r in sb.requests if r.path == "/Invoice/json" and r.status == 401]
-        assert len(refused) == 1
-        assert sb.stats.token_requests == 1
+        assert len(refused) == 2
+        assert sb.stats.token_requests == 2
         assert sb.commit_count == 5
 
 

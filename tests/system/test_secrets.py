@@ -359,8 +359,9 @@ async def test_no_secret_in_command_output_under_faults(tmp_path):
 
 @pytest.mark.parametrize("fault", [Fault.non_json(), Fault.truncated(), Fault.status(503)])
 async def test_refresh_token_not_in_traceback_locals_when_a_refresh_answer_fails(fault):
-    """A refresh grant whose answer is unusable raises to the caller (one token try):
-    the traceback formatted with locals shows no refresh token.
+    """A refresh grant whose answer is unusable, then a client-credentials grant that
+    fails the same way, raise to the caller (one token try each): the traceback
+    formatted with locals shows no refresh token.
     """
     clock = FakeClock()
     async with Sandbox(key_algorithm="cv25519", clock=clock) as sb:
@@ -369,7 +370,7 @@ async def test_refresh_token_not_in_traceback_locals_when_a_refresh_answer_fails
         async with make_client(sb, clock, token_attempts=1) as client:
             await client.submit_json(sample_invoice(1, issuer_vat=TIN))
             clock.now += 2000
-            sb.script_token(fault)
+            sb.script_token(fault, fault)  # the refresh, then its fallback
             with pytest.raises(InvoicingError) as caught:
                 await once(client, sample_invoice(2, issuer_vat=TIN))
     leaks.error(f"refresh {fault.name}", caught.value)
