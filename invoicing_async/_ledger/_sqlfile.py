@@ -1,15 +1,17 @@
 """A SQLite ledger file: created 0600, locked for one sender, written from one thread.
 
 Every statement runs in the file's own thread, so the event loop never waits on the
-disk. The event loop gathers what it writes during one turn and hands it over as one
-item (one queue put, one wake-up of the thread, however many documents); the thread
-runs whatever was handed over meanwhile in one transaction (group commit), runs of one
-statement as one ``executemany``, and wakes the loop once per commit. Waiting callers
-(``call``, ``durable``) are woken when the commit that holds their work is done; the
-others (``write``, ``post``) learn of a failure at their next call. After a failed
-write (disk full, I/O error) the file refuses everything with
-:class:`~invoicing_async.LedgerError`: what was committed before stays, and nothing
-later is claimed to be durable.
+disk. The loop gathers what it writes and hands it over as one item (one queue put, one
+wake-up of the thread, however many documents): at the next turn of the loop when
+someone waits for it (``call``, ``write_durable``: a lookup, a ``sending`` record),
+else with the next such hand-over, after 256 rows or after 0.1 s. The thread runs
+whatever was handed over meanwhile in one transaction (group commit), consecutive rows
+of one :class:`Insert` as a few multi-row statements (each statement releases the GIL
+once, where ``executemany`` would once per row), and wakes the loop once per commit.
+Waiting callers are woken when the commit that holds their work is done; the others
+(``write``, ``post``) learn of a failure at their next call. After a failed write (disk
+full, I/O error) the file refuses everything with :class:`~invoicing_async.LedgerError`:
+what was committed before stays, and nothing later is claimed to be durable.
 """
 
 from __future__ import annotations
@@ -244,10 +246,6 @@ class LedgerFile:
         self.check()
         self._gathered.append((operation, None))
         self._hand_over_soon()
-
-    async def durable(self) -> None:
-        """Return once everything queued so far is committed; raise a write failure."""
-        await self.call(_nothing)
 
     async def call(self, operation: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``operation`` in the writer thread; return once its group is committed."""
