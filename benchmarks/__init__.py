@@ -11,6 +11,7 @@ token     token requests made by 10,000 cold callers; cost of a warm lookup
 lag       event-loop lag while a batch runs (encryption in threads vs on the loop)
 memory    peak RSS streaming 10k / 100k (/ 1M) documents through ``submit_stream``
 procpool  encryption throughput in a process pool (per-document tasks vs chunked map)
+ledger    the SQLite ledger: journaled stream memory and throughput, resume from 1M entries
 ========  ================================================================================
 
 Results go to ``benchmarks/RESULTS.rst`` and ``benchmarks/results.png``.
@@ -18,4 +19,4 @@ Results go to ``benchmarks/RESULTS.rst`` and ``benchmarks/results.png``.
 
 from __future__ import annotations
 
-BENCHMARKS = ["pgp", "e2e", "token", "lag", "memory", "procpool"]
+BENCHMARKS = ["pgp", "e2e", "token", "lag", "memory", "procpool", "ledger"]

@@ -66,8 +66,8 @@ nitpick_ignore_regex = [
     # that moving them between private modules changes nothing here.
     ("py:class", r"(invoicing_async\..*\.)?Document"),  # the document type alias
     ("py:class", r"(invoicing_async\..*\.)?CredentialsKey"),  # TokenCache's key
-    ("py:class", r"sqlite3\.Connection"),
-    ("py:class", r"_typing\.Any"),  # typing.Any in invoicing_async.outbox (kept private)  # SqliteOutbox.enqueue's connection (stdlib)
+    ("py:class", r"sqlite3\.Connection"),  # SqliteOutbox.enqueue's connection (stdlib)
+    ("py:class", r"_typing\.Any"),  # typing.Any in invoicing_async.outbox (kept private)
     ("py:class", r"(invoicing_async\..*\.)?Algorithm"),  # the sandbox's key algorithms
 ]
 

@@ -110,6 +110,8 @@ class BatchOptions:
 
 
 _END = object()
+#: Documents read (and looked up in the ledger) at once when a ledger is in use.
+_LEDGER_READ = 512
 
 
 @attrs.frozen
@@ -188,7 +190,11 @@ class _Batch:
         self._chunks: asyncio.Queue[list[_Pending] | None] = asyncio.Queue(self._preparers)
         self._inbox: asyncio.Queue[_Ready | None] = asyncio.Queue(self._workers)
         self._outbox: asyncio.Queue[Any] = asyncio.Queue(self._workers * 2)
-        reader = asyncio.ensure_future(self._read_all(documents, chunk_size))
+        read_size = chunk_size
+        if self._ledger is not None and chunk_size > 1:
+            # One ledger lookup (and one commit of sending records) for several chunks.
+            read_size = max(chunk_size, _LEDGER_READ)
+        reader = asyncio.ensure_future(self._read_all(documents, read_size))
         preparers = [asyncio.ensure_future(self._prepare()) for _ in range(self._preparers)]
         workers = [asyncio.ensure_future(self._work()) for _ in range(self._workers)]
         supervisor = asyncio.ensure_future(self._supervise(reader, preparers, workers))
@@ -221,15 +227,16 @@ class _Batch:
             await self._chunks.put(None)
 
     async def _dispatch(self, items: list[_Pending | Outcome]) -> None:
-        """Documents to prepare go on as one chunk; outcomes known already are reported."""
+        """Documents to prepare go on in chunks; outcomes known already are reported."""
         chunk: list[_Pending] = []
         for item in items:
             if isinstance(item, Outcome):  # settled already, or cannot be sent
                 await self._outbox.put(self._settled(item, record=item.attempts > 0))
             else:
                 chunk.append(item)
-        if chunk:
-            await self._chunks.put(chunk)
+        size = self._chunk_size
+        for start in range(0, len(chunk), size):
+            await self._chunks.put(chunk[start : start + size])
 
     async def _prepare(self) -> None:
         while (chunk := await self._chunks.get()) is not None:
@@ -318,6 +325,12 @@ class _Batch:
                     decided.append(self._delivery(item).give_up(why, stopped))
                     continue
             decided.append(item)
+        if self._ledger is not None and resend_ambiguous:
+            # Sending records of new documents committed while they are prepared (see
+            # Ledger.will_send); never ahead when unknown ones are not to be re-sent.
+            fresh = [d.key for d in decided if isinstance(d, _Pending) and d.key not in entries]
+            if fresh:
+                self._ledger.will_send(fresh)
         return decided
 
     def _identify(self, index: int, document: Any) -> _Pending | Outcome:

@@ -58,6 +58,8 @@ class DocumentResult:
     #: The tax platform's own answer, read from ``authorityDataResponse`` or from the
     #: platform-named ``…Response`` key the real service uses. Any JSON value.
     authority_data_response: Any = None
+    #: The specification's status, read from :attr:`raw_status` (``UNKNOWN`` for any
+    #: text the library does not know); given alone, it sets :attr:`raw_status`.
     status: DocumentStatus | None = None
     series: str | None = None
     number: str | None = None
@@ -73,6 +75,19 @@ class DocumentResult:
     raw_status: str | None = None
     #: Keys of the record the specification does not list, unchanged.
     extra: dict[str, Any] = attrs.field(factory=dict, hash=False)
+
+    def __attrs_post_init__(self) -> None:
+        # One status, two views: a record built with only one of them gets the other,
+        # as parsing a provider's record gives both, so every record converts to the
+        # provider's form (one ``status`` text) and back unchanged.
+        if self.raw_status is None and self.status is not None:
+            object.__setattr__(self, "raw_status", self.status.value)
+        elif self.status is None and self.raw_status is not None:
+            try:
+                status = DocumentStatus(self.raw_status)
+            except ValueError:
+                status = DocumentStatus.UNKNOWN
+            object.__setattr__(self, "status", status)
 
 
 @attrs.frozen(kw_only=True)

@@ -179,7 +179,10 @@ class PostgresOutbox(_Outbox):
         :param key: the identity of a document (default: :func:`~invoicing_async.document_key`).
 
         Enqueuing a document again replaces the stored one and sends it again, unless
-        the provider holds it or refused exactly this content.
+        the provider holds it or refused exactly this content. An entry in flight keeps
+        its request: the same content is not sent twice; changed content (an invoice
+        corrected after a refusal) is sent once the provider has refused the content
+        in flight, and not at all if it accepted it (it holds the document then).
 
         :raises ValidationError: a document cannot be serialised (nothing is enqueued).
         """

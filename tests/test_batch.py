@@ -8,9 +8,11 @@ exactly. Tests through real HTTP against the sandbox are in test_batch_sandbox.p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import tracemalloc
 
+import attrs
 import pytest
 
 from invoicing_async import (
@@ -257,6 +259,48 @@ async def test_ledger_records_sending_before_the_request_then_the_outcome(tmp_pa
     assert entry.status is OutcomeStatus.ACCEPTED
     assert entry.final
     assert entry.outcome.result.mark is not None
+
+
+@pytest.mark.parametrize("resend_ambiguous", [True, False])
+async def test_which_documents_are_in_flight_while_the_first_request_is_out(
+    tmp_path, resend_ambiguous
+):
+    """With ambiguous re-sends allowed (the default), new documents' sending records are
+    committed ahead, while they are prepared: a crash leaves them in flight, to be
+    re-sent. With resend_ambiguous=False each is recorded right before its request,
+    so that only documents really in flight could be reported unknown after a crash.
+    Either way nothing read ahead and left unsent stays recorded once the batch ends."""
+    path = tmp_path / "batch.db"
+    seen = []
+
+    class Watching(FakeProvider):
+        async def send_prepared(self, payload, **kwargs):
+            if not seen:
+                entries = await ledger_entries(path)
+                seen.append(sorted(k for k, e in entries.items() if e.status == "in_flight"))
+            return await super().send_prepared(payload, **kwargs)
+
+    policy = attrs.evolve(FAST, resend_ambiguous=resend_ambiguous)
+    documents = [doc(n) for n in range(5)]
+    outcomes = await run(Watching(), documents, journal=path, concurrency=1, retry=policy)
+    assert all(o.status is OutcomeStatus.ACCEPTED for o in outcomes)
+    expected = [key(n) for n in range(5)] if resend_ambiguous else [key(0)]
+    assert seen == [sorted(expected)]
+
+    # Stopped after the first outcome: what was recorded ahead and never sent is gone.
+    async def first_then_stop():
+        async with contextlib.aclosing(
+            stream(Watching(), [doc(n) for n in range(10, 15)],
+                   BatchOptions(journal=path, concurrency=1, retry=policy))
+        ) as outcomes:
+            async for _ in outcomes:
+                break
+
+    await first_then_stop()
+    entries = await ledger_entries(path)
+    later = {k: e for k, e in entries.items() if k in {key(n) for n in range(10, 15)}}
+    assert all(e.status != "in_flight" for e in later.values()), later
+    assert len(later) <= 2  # the one sent first, and one that may have been in flight
 
 
 async def test_resume_skips_settled_and_resends_in_flight(tmp_path):

@@ -26,3 +26,20 @@ def test_quick_pgp_benchmark_exits_0_and_writes_a_table(tmp_path):
     assert "PGP stage" in results
     assert "library encrypt()" in results
     assert "+===" in results  # a grid table, not just a heading
+
+
+def test_quick_ledger_benchmark_exits_0_and_checks_its_three_targets(tmp_path):
+    """`python -m benchmarks --quick --only ledger` (small counts, one round) exits 0 and
+    writes the ledger's table with its three targets: memory, throughput, resume.
+    """
+    completed = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--only", "ledger", "--output",
+         str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
+    results = (tmp_path / "RESULTS.rst").read_text(encoding="utf-8")
+    assert "The SQLite ledger" in results
+    assert "journaled peak growth" in results
+    assert "journaled ÷ unjournaled throughput" in results
+    assert "resume from 20,000 entries" in results

@@ -208,6 +208,25 @@ def test_result_dict_round_trip_and_refusal():
         result_from_dict({"mark": True})
 
 
+@given(
+    status=st.sampled_from([None, DocumentStatus.UNKNOWN]),
+    raw_status=st.one_of(st.none(), st.sampled_from(["UNKNOWN", "Pending", ""]), st.text()),
+)
+def test_every_record_converts_to_the_providers_form_and_back_unchanged(status, raw_status):
+    """A record built by hand with only one of status / raw_status (a test double, a
+    record a user stores) reads back from result_to_dict's form equal: the two fields
+    are one status, so a record given one gets the other."""
+    from invoicing_async import result_from_dict, result_to_dict  # noqa: PLC0415
+
+    record = DocumentResult(mark=1, status=status, raw_status=raw_status)
+    assert result_from_dict(result_to_dict(record)) == record
+    if raw_status is None and status is None:
+        assert record.status is None
+    else:
+        assert record.raw_status is not None
+        assert record.status is not None
+
+
 def test_outcome_from_dict_refuses_what_is_not_an_outcome():
     """A dict without key, index or a known status is a ValueError, not a wrong outcome."""
     from invoicing_async import outcome_from_dict  # noqa: PLC0415

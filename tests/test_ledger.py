@@ -74,14 +74,38 @@ async def test_records_survive_reopening_and_can_be_listed_retried_forgotten(tmp
         ledger.settled(outcome(OutcomeStatus.ACCEPTED), None)
     async with Ledger(path) as ledger:
         a, b = await ledger.get("id:a"), await ledger.get("id:b")
-        assert a.status is OutcomeStatus.ACCEPTED and a.final
-        assert b.status == "in_flight" and b.maybe_committed
+        assert a.status is OutcomeStatus.ACCEPTED
+        assert a.final
+        assert b.status == "in_flight"
+        assert b.maybe_committed
         assert [e.key async for e in ledger.entries("in_flight")] == ["id:b"]
         assert await ledger.counts() == {"accepted": 1, "in_flight": 1}
         assert await ledger.retry(["id:a"]) == 1
         assert (await ledger.get("id:a")).status == "pending"
         assert await ledger.forget(["id:b", "id:zzz"]) == 1
         assert await ledger.get("id:b") is None
+
+
+async def test_a_recorded_outcome_reads_back_with_the_same_record(tmp_path):
+    """What a resumed batch replays is the record the provider gave: the ledger stores
+    the outcome in outcome_to_dict's form and reads it back equal, whatever its record
+    holds (here one built with only a raw status, as a test double might)."""
+    from invoicing_async import DocumentResult  # noqa: PLC0415
+
+    record = DocumentResult(
+        mark=400001, uid="AB12", raw_status="Pending", extra={"note": "ünïcode"},
+        authority_data_response={"statusCode": "Success", "index": 1},
+    )  # fmt: skip
+    recorded = Outcome(
+        index=4, key="id:a", status=OutcomeStatus.ACCEPTED, result=record, attempts=2
+    )
+    async with Ledger(tmp_path / "batch.db") as ledger:
+        ledger.settled(recorded, None)
+    async with Ledger(tmp_path / "batch.db") as ledger:
+        entry = await ledger.get("id:a")
+    assert entry.outcome == recorded
+    assert entry.outcome.result.status is recorded.result.status
+    assert entry.final
 
 
 def test_only_held_documents_and_definite_refusals_of_this_content_are_final():
@@ -112,9 +136,11 @@ async def test_decide_reports_unknown_without_resending_when_the_policy_forbids(
     never = pytest.fail
     verdict = decide(entry, index=3, resend_ambiguous=False, fingerprint=never)
     assert verdict.replay.status is OutcomeStatus.UNKNOWN
-    assert verdict.replay.index == 3 and verdict.replay.attempts == 0
+    assert verdict.replay.index == 3
+    assert verdict.replay.attempts == 0
     verdict = decide(entry, index=3, resend_ambiguous=True, fingerprint=never)
-    assert verdict.replay is None and verdict.maybe_committed
+    assert verdict.replay is None
+    assert verdict.maybe_committed
 
 
 @pytest.fixture

@@ -6,13 +6,14 @@ where its binaries are missing (never in CI).
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 
 import pytest
 
 from invoicing_async import InvoicingClient, OutcomeStatus, RetryPolicy, ValidationError
 from invoicing_async.outbox import PENDING, PostgresOutbox, SqliteOutbox, open_outbox
-from invoicing_async.sandbox import Sandbox, sample_invoices
+from invoicing_async.sandbox import Fault, Sandbox, sample_invoices
 from invoicing_async.testing import instant_retries
 
 
@@ -46,10 +47,12 @@ async def test_worker_drains_the_outbox_with_one_truthful_outcome_each(outbox):
         assert counts == {OutcomeStatus.ACCEPTED: 29, OutcomeStatus.REJECTED: 1}
         assert await outbox.counts() == {"accepted": 29, "rejected": 1}
         entry = await outbox.status(keys[0])
-        assert entry.status is OutcomeStatus.ACCEPTED and entry.final
+        assert entry.status is OutcomeStatus.ACCEPTED
+        assert entry.final
         assert entry.outcome.result.internal_id == keys[0].removeprefix("id:")
         refused = await outbox.status(keys[7])
-        assert refused.status is OutcomeStatus.REJECTED and refused.final
+        assert refused.status is OutcomeStatus.REJECTED
+        assert refused.final
         assert sb.commit_count == 29
         assert {r.path for r in sb.requests if r.identity} == {"/Invoice/secure", "/Invoice/json"}
         # The same refused content enqueued again stays refused; corrected, it is sent.
@@ -78,10 +81,67 @@ async def test_refused_credentials_leave_entries_pending_not_final(outbox):
             async with InvoicingClient(sb.base_url, sb.client_id, "typo") as bad:
                 await outbox.run_worker(bad, stop_when_empty=True, poll=0.05)
             entry = await outbox.status(keys[0])
-            assert entry.status == PENDING and not entry.final
+            assert entry.status == PENDING
+            assert not entry.final
             async with InvoicingClient(sb.base_url, sb.client_id, sb.client_secret) as good:
                 await outbox.run_worker(good, stop_when_empty=True, poll=0.05)
         assert await outbox.counts() == {"accepted": 5}
+
+
+async def drain_while(outbox, sb, key, during):
+    """Run a worker until the outbox is empty; ``during()`` runs while ``key`` is in
+    flight (the sandbox holds its request: a latency fault)."""
+    with instant_retries():
+        async with InvoicingClient(sb.base_url, sb.client_id, sb.client_secret) as client:
+            worker = asyncio.ensure_future(
+                outbox.run_worker(client, concurrency=2, stop_when_empty=True, poll=0.02)
+            )
+            while (await outbox.status(key)).status != "in_flight":  # noqa: ASYNC110
+                await asyncio.sleep(0.005)
+            await during()
+            await asyncio.wait_for(worker, 30)
+
+
+async def test_a_corrected_invoice_enqueued_while_in_flight_is_sent_after_the_refusal(outbox):
+    """A user corrects an invoice and enqueues it again (same identity) while the
+    refused version is still in flight: the 400 for the old content is recorded, and the
+    corrected content is sent and accepted (a refusal is final for its content only)."""
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        [invoice] = sample_invoices(1, issuer_vat=sb.client_id, lines=1)
+        invoice["Summaries"]["TotalGrossValue"] = -1
+        [key] = await outbox.enqueue([invoice], encrypted=False)
+        sb.script(Fault.latency(0.3))
+
+        async def correct():
+            invoice["Summaries"]["TotalGrossValue"] = 12.4
+            await outbox.enqueue([invoice], encrypted=False)
+            assert (await outbox.status(key)).status == "in_flight"
+
+        await drain_while(outbox, sb, key, correct)
+        entry = await outbox.status(key)
+        assert entry.status is OutcomeStatus.ACCEPTED
+        assert entry.final
+        sent = [r.status for r in sb.requests if r.path == "/Invoice/json"]
+        assert sent == [400, 201]
+        assert sb.commit_count == 1
+
+
+async def test_an_identical_invoice_enqueued_while_in_flight_is_not_sent_twice(outbox):
+    """Enqueuing exactly the same invoice again while it is in flight (an application
+    that enqueues on every save) changes nothing: one request, its outcome kept."""
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        invoices = sample_invoices(1, issuer_vat=sb.client_id, lines=1)
+        [key] = await outbox.enqueue(invoices, encrypted=False)
+        sb.script(Fault.latency(0.3))
+
+        async def again():
+            assert await outbox.enqueue(invoices, encrypted=False) == [key]
+            assert (await outbox.status(key)).status == "in_flight"
+
+        await drain_while(outbox, sb, key, again)
+        assert (await outbox.status(key)).status is OutcomeStatus.ACCEPTED
+        assert [r.status for r in sb.requests if r.path == "/Invoice/json"] == [201]
+        assert sb.commit_count == 1
 
 
 async def test_enqueue_refuses_a_document_that_cannot_be_serialised(outbox):
@@ -120,11 +180,15 @@ async def test_postgres_enqueue_joins_the_callers_transaction(postgres_dsn):
         connection = await asyncpg.connect(postgres_dsn)
         try:
             await connection.execute("CREATE TABLE sales (id integer)")
-            with pytest.raises(RuntimeError):
+
+            async def sale_that_fails():
                 async with connection.transaction():
                     await connection.execute("INSERT INTO sales VALUES (1)")
                     await outbox.enqueue([{"Number": 1}], connection=connection)
                     raise RuntimeError("the sale failed")
+
+            with pytest.raises(RuntimeError, match="the sale failed"):
+                await sale_that_fails()
             async with connection.transaction():
                 await connection.execute("INSERT INTO sales VALUES (2)")
                 await outbox.enqueue([{"Number": 2}], connection=connection)
@@ -146,7 +210,8 @@ async def test_postgres_fencing_an_expired_claim_cannot_overwrite_its_successor(
         [old] = await store.claim(10, "lease-a", 0.0)  # expires at once
         assert await store.mark_sending([(old.id, "lease-a")]) == {old.id}
         [new] = await store.claim(10, "lease-b", 30.0)
-        assert new.id == old.id and new.entry.maybe_committed
+        assert new.id == old.id
+        assert new.entry.maybe_committed
         assert await store.mark_sending([(old.id, "lease-a")]) == set()
 
         def settlement(lease, status):

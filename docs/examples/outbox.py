@@ -17,6 +17,7 @@ from invoicing_async.sandbox import Sandbox, sample_invoices
 
 
 async def enqueue_sqlite(path: Path, invoices: list[dict]) -> None:
+    """Record sales and enqueue their invoices in one SQLite transaction."""
     # region enqueue-sqlite
     outbox = SqliteOutbox(path)
     await outbox.setup()
@@ -31,6 +32,7 @@ async def enqueue_sqlite(path: Path, invoices: list[dict]) -> None:
 
 
 async def enqueue_postgres(dsn: str, invoices: list[dict]) -> None:
+    """Record sales and enqueue their invoices in one PostgreSQL transaction."""
     import asyncpg  # noqa: PLC0415  (the postgres extra)
 
     # region enqueue-postgres
@@ -48,6 +50,7 @@ async def enqueue_postgres(dsn: str, invoices: list[dict]) -> None:
 
 
 async def main(dsn: str | None = None) -> None:
+    """Enqueue invoices (SQLite, or PostgreSQL at ``dsn``), then drain them."""
     async with Sandbox() as sandbox:
         invoices = sample_invoices(40, issuer_vat=sandbox.client_id)
         with tempfile.TemporaryDirectory() as tmp:

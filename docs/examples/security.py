@@ -42,6 +42,12 @@ class Recorder(logging.Handler):
         self.lines.append(self.format(record))
 
 
+def ledger_text(directory: Path) -> str:
+    """What the ledger (SQLite) and its WAL hold: keys, statuses, records."""
+    files = sorted(directory.glob("batch.db*"))
+    return "".join(file.read_bytes().decode("utf-8", "replace") for file in files)
+
+
 async def main() -> None:
     """Check each property; an ``AssertionError`` means a deployment could leak."""
     library_log = logging.getLogger("invoicing_async")
@@ -110,10 +116,7 @@ async def _checks(recorder: Recorder) -> None:
                     raise AssertionError("another issuer's invoice was accepted")
                 shown = [repr(client), repr(token), str(refusal), repr(refusal)]
             secrets = [secret, token.value, token.refresh_token or secret]
-            written = "".join(  # the ledger (SQLite), its WAL: keys, statuses, records
-                file.read_bytes().decode("utf-8", "replace")
-                for file in Path(tmp).glob("batch.db*")
-            )
+            written = ledger_text(Path(tmp))
             assert recorder.lines  # the library did log the renewal
             for text in [*shown, *recorder.lines, written]:
                 assert not any(value in text for value in secrets)

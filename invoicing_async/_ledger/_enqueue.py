@@ -3,7 +3,10 @@
 Enqueuing an identity again replaces the stored document and makes the entry pending
 again, unless it is final for that content: a document the provider holds stays done,
 and so does one refused whose content did not change (the SQL is the same for both
-backends, :data:`UPSERT_SET`).
+backends, :data:`UPSERT_SET`). An entry in flight stays in flight (its request is out,
+an identical document is not sent twice); if that request's content is then refused
+while a changed document waits, the settlement puts the entry back to be sent (the
+backends' ``_SETTLE`` compare the refused content's fingerprint with the stored one).
 """
 
 from __future__ import annotations

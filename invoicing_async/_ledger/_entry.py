@@ -1,10 +1,9 @@
 """What the ledger holds for one document, and how an outcome is stored and read back.
 
-Stored outcomes are JSON written by :func:`~invoicing_async._convert.outcome_to_json`:
-the provider's record, and an error as type, message and status (never a secret). An
-error read back is rebuilt as the class it was written from, with its message and
-status; attributes the JSON does not keep (a 409's record, a ``Retry-After``) are
-``None``.
+Stored outcomes are the JSON of :func:`~invoicing_async.outcome_to_dict` (the form the
+command line prints and users store): the provider's record, and an error as its type,
+message, status and data (never a secret). Read back with
+:func:`~invoicing_async.outcome_from_dict`, an error is the class it was written from.
 """
 
 from __future__ import annotations
@@ -15,10 +14,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from invoicing_async import _errors
-from invoicing_async._convert import outcome_to_json, result_from_json
-from invoicing_async._documents import serialize_document
-from invoicing_async._errors import InvoicingError, UnknownOutcomeError
+from invoicing_async._convert import outcome_from_dict, outcome_to_dict
+from invoicing_async._documents import dumps, serialize_document
+from invoicing_async._errors import InvoicingError
 from invoicing_async._outcomes import Outcome, OutcomeStatus
 
 if TYPE_CHECKING:
@@ -74,6 +72,9 @@ class Backend(Protocol):
     async def lookup(self, keys: Sequence[str]) -> Mapping[str, LedgerEntry]:
         """The entries of ``keys`` that exist."""
 
+    def will_send(self, keys: Sequence[str]) -> None:
+        """Documents never seen before are about to be sent (a hint; never blocks)."""
+
     async def sending(self, key: str, index: int) -> None:
         """A request for ``key`` is about to leave: return once that is durable."""
 
@@ -94,69 +95,18 @@ def fingerprint(document: Any) -> str | None:
 
 
 def outcome_json(outcome: Outcome) -> str:
-    """The outcome as the JSON text the ledger stores."""
-    data = outcome_to_json(outcome)
-    error = outcome.error
-    if isinstance(error, UnknownOutcomeError) and data["error"] is not None:
-        last = error.last_error
-        data["error"]["last"] = {
-            "type": type(last).__name__,
-            "message": last.message,
-            "status": last.status,
-        }
-        data["error"]["attempts"] = error.attempts
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    """The outcome as the JSON text the ledger stores (:func:`outcome_to_dict`'s form)."""
+    return dumps(outcome_to_dict(outcome)).decode("utf-8")
 
 
 def outcome_from_json(text: str | bytes | dict[str, Any], *, key: str) -> Outcome | None:
     """The outcome stored as ``text``; ``None`` if it cannot be read."""
     try:
-        data = text if isinstance(text, dict) else json.loads(text)
-        result = data.get("result")
-        return Outcome(
-            index=int(data.get("index", 0)),
-            key=key,
-            status=OutcomeStatus(data["status"]),
-            result=result_from_json(result) if isinstance(result, dict) else None,
-            error=_error_from_json(data.get("error")),
-            attempts=int(data.get("attempts", 0)),
-        )
-    except (ValueError, KeyError, TypeError, AttributeError):
+        data = dict(text) if isinstance(text, dict) else json.loads(text)
+        data["key"] = key
+        return outcome_from_dict(data)
+    except (ValueError, TypeError, AttributeError):
         return None
-
-
-_DEFAULTS: dict[str, Any] = {
-    "body": None,
-    "reason": "unknown",
-    "error": None,
-    "error_description": None,
-    "result": None,
-    "retry_after": None,
-    "maybe_sent": True,
-    "mismatches": (),
-}
-
-
-def _error_from_json(data: Any) -> InvoicingError | None:
-    if not isinstance(data, dict):
-        return None
-    cls = getattr(_errors, str(data.get("type")), None)
-    if not (isinstance(cls, type) and issubclass(cls, InvoicingError)):
-        cls = InvoicingError
-    message = str(data.get("message", ""))
-    status = data.get("status")
-    error = cls.__new__(cls)
-    Exception.__init__(error, message)
-    error.message = message
-    error.status = status if isinstance(status, int) else None
-    for name, value in _DEFAULTS.items():
-        # Only the attributes the class's own constructor sets.
-        if name in cls.__init__.__code__.co_varnames or name == "body":
-            setattr(error, name, value)
-    if isinstance(error, UnknownOutcomeError):
-        error.last_error = _error_from_json(data.get("last")) or InvoicingError(message)
-        error.attempts = int(data.get("attempts", 0))
-    return error
 
 
 def entry_from_row(

@@ -82,8 +82,13 @@ FROM chosen WHERE o.id = chosen.id
 RETURNING o.id, o.key, o.document, o.encrypted, o.status, o.ambiguous, o.sending, o.claims,
     o.outcome
 """  # noqa: S608
+# A final refusal of content that was replaced while in flight (enqueued again, changed)
+# is not final for the new content: the entry goes back to be sent.
+_STALE = "(t.fingerprint IS NOT NULL AND o.doc_fingerprint IS DISTINCT FROM t.fingerprint)"
 _SETTLE = f"""
-UPDATE {TABLE} AS o SET state = t.state, status = t.status, final = t.final,
+UPDATE {TABLE} AS o SET
+    state = CASE WHEN {_STALE} THEN 'pending' ELSE t.state END, status = t.status,
+    final = t.final AND NOT {_STALE},
     ambiguous = o.ambiguous OR t.ambiguous, sending = false, fingerprint = t.fingerprint,
     attempts = t.attempts, outcome = t.outcome,
     available_at = now() + make_interval(secs => t.delay), lease = NULL, lease_until = NULL,

@@ -1,12 +1,17 @@
 """A SQLite ledger file: created 0600, locked for one sender, written from one thread.
 
 Every statement runs in the file's own thread, so the event loop never waits on the
-disk. The thread takes whatever is queued (up to a few hundred operations) and runs it
-in one transaction: many documents share one commit (group commit). Waiting callers
-(``call``) are woken when the commit that holds their operation is done; the others
-(``post``) learn of a failure at their next call. After a failed write (disk full, I/O
-error) the file refuses everything with :class:`~invoicing_async.LedgerError`: what was
-committed before stays, and nothing later is claimed to be durable.
+disk. The loop gathers what it writes and hands it over as one item (one queue put, one
+wake-up of the thread, however many documents): at the next turn of the loop when
+someone waits for it (``call``, ``write_durable``: a lookup, a ``sending`` record),
+else with the next such hand-over, after 256 rows or after 0.1 s. The thread runs
+whatever was handed over meanwhile in one transaction (group commit), consecutive rows
+of one :class:`Insert` as a few multi-row statements (each statement releases the GIL
+once, where ``executemany`` would once per row), and wakes the loop once per commit.
+Waiting callers are woken when the commit that holds their work is done; the others
+(``write``, ``post``) learn of a failure at their next call. After a failed write (disk
+full, I/O error) the file refuses everything with :class:`~invoicing_async.LedgerError`:
+what was committed before stays, and nothing later is claimed to be durable.
 """
 
 from __future__ import annotations
@@ -20,13 +25,15 @@ import sqlite3
 import threading
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
+import attrs
+
 from invoicing_async._errors import LedgerError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
     from pathlib import Path
 
-__all__ = ["SCHEMA_VERSION", "LedgerFile", "connect"]
+__all__ = ["SCHEMA_VERSION", "Insert", "LedgerFile", "connect"]
 
 log = logging.getLogger("invoicing_async.ledger")
 
@@ -54,7 +61,10 @@ CREATE TABLE IF NOT EXISTS entries (
 );
 CREATE INDEX IF NOT EXISTS entries_open ON entries (state, available_at) WHERE state != 'done';
 """
-_GROUP = 512
+_GROUP = 64  # hand-overs per transaction at most
+_ROWS = 256  # statements nobody waits for, gathered before a hand-over
+_DELAY = 0.1  # seconds such statements wait for company at most
+_ROWS_PER_INSERT = 64  # rows per multi-row statement at most (64 x 8 < 999 parameters)
 _STOP = object()
 
 
@@ -154,6 +164,14 @@ class LedgerFile:
         self._lock = _Lock(path)
         self._failure: LedgerError | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # What the event loop gathered since the last hand-over: (sql, parameters) rows
+        # and (operation, future) calls, in order. Handed to the thread as one item once
+        # per turn of the loop: one queue put and one wake-up for many documents.
+        self._gathered: list[tuple[Any, Any]] = []
+        self._handing_over = False
+        self._timer: asyncio.TimerHandle | None = None
+        # Resolved when the commit holding what ``write_durable`` gathered is done.
+        self._committed: asyncio.Future[None] | None = None
 
     @property
     def is_open(self) -> bool:
@@ -192,23 +210,56 @@ class LedgerFile:
         if self._thread is None:
             raise LedgerError(f"the ledger {self.path} is not open", reason="closed")
 
+    def write(self, sql: str | Insert, parameters: tuple[Any, ...]) -> None:
+        """Queue one statement; it is committed with a later group. Never blocks.
+
+        Nobody waits for it: it goes with the next hand-over that someone waits for, or
+        after :data:`_DELAY` seconds at most. Consecutive statements with the same
+        ``sql`` run as one ``executemany``.
+        """
+        self.check()
+        self._gathered.append((sql, parameters))
+        if len(self._gathered) >= _ROWS:
+            self._hand_over_soon()
+        elif not self._handing_over and self._timer is None:
+            assert self._loop is not None  # noqa: S101
+            self._timer = self._loop.call_later(_DELAY, self._hand_over)
+
+    def write_durable(
+        self, sql: str | Insert, rows: Iterable[tuple[Any, ...]]
+    ) -> asyncio.Future[None]:
+        """Queue rows of one statement for the next commit; the future says it is done.
+
+        Many callers share the future: await it shielded (a cancelled waiter must not
+        cancel it for the others).
+        """
+        self.check()
+        assert self._loop is not None  # noqa: S101
+        self._gathered.extend((sql, row) for row in rows)
+        if self._committed is None:
+            self._committed = self._loop.create_future()
+        self._hand_over_soon()
+        return self._committed
+
     def post(self, operation: Callable[[sqlite3.Connection], object]) -> None:
         """Queue a write; it is committed with the next group. Never blocks."""
         self.check()
-        self._queue.put((operation, None))
+        self._gathered.append((operation, None))
+        self._hand_over_soon()
 
     async def call(self, operation: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``operation`` in the writer thread; return once its group is committed."""
         self.check()
         assert self._loop is not None  # noqa: S101
         future: asyncio.Future[T] = self._loop.create_future()
-        self._queue.put((operation, future))
+        self._gathered.append((operation, future))
+        self._hand_over_soon()
         return await future
 
     async def flush(self) -> None:
         """Wait until everything queued so far is committed."""
         if self._thread is not None:
-            await self.call(lambda _connection: None)
+            await self.call(_nothing)
 
     async def close(self) -> None:
         """Commit what is queued, stop the thread, release the lock; raise a failure."""
@@ -219,11 +270,30 @@ class LedgerFile:
             with contextlib.suppress(LedgerError):
                 await self.flush()
         finally:
+            self._hand_over()
             self._queue.put(_STOP)
             await asyncio.get_running_loop().run_in_executor(None, thread.join)
             self._thread = None
         if self._failure is not None:
             raise self._failure
+
+    def _hand_over_soon(self) -> None:
+        if not self._handing_over:
+            self._handing_over = True
+            assert self._loop is not None  # noqa: S101
+            self._loop.call_soon(self._hand_over)
+
+    def _hand_over(self) -> None:
+        self._handing_over = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._committed is not None:
+            self._gathered.append((_nothing, self._committed))
+            self._committed = None
+        if self._gathered:
+            gathered, self._gathered = self._gathered, []
+            self._queue.put(gathered)
 
     # --- the writer thread ---------------------------------------------------------------
 
@@ -244,22 +314,25 @@ class LedgerFile:
     def _serve(self, connection: sqlite3.Connection, loop: asyncio.AbstractEventLoop) -> None:
         stopping = False
         while not stopping:
-            group = [self._queue.get()]
-            while len(group) < _GROUP:
+            # Whatever the loop handed over meanwhile goes into one transaction.
+            handed = [self._queue.get()]
+            while len(handed) < _GROUP:
                 try:
-                    group.append(self._queue.get_nowait())
+                    handed.append(self._queue.get_nowait())
                 except queue.Empty:  # noqa: PERF203  (the end of what is queued)
                     break
-            stopping = any(item is _STOP for item in group)
-            work = [item for item in group if item is not _STOP]
+            stopping = any(item is _STOP for item in handed)
+            work = [entry for item in handed if item is not _STOP for entry in item]
+            waiting = [
+                future
+                for head, future in work
+                if future is not None and not isinstance(head, (str, Insert))
+            ]
             results: list[tuple[asyncio.Future[Any], Any]] = []
             if work and self._failure is None:
                 try:
                     connection.execute("BEGIN IMMEDIATE")
-                    for operation, future in work:
-                        value = operation(connection)
-                        if future is not None:
-                            results.append((future, value))
+                    results = _apply(connection, work)
                     connection.execute("COMMIT")
                 except Exception as exc:  # noqa: BLE001  (any failure stops the writer, typed)
                     with contextlib.suppress(sqlite3.Error):
@@ -272,12 +345,74 @@ class LedgerFile:
                     )
                     log.error("%s", self._failure)  # noqa: TRY400  (not an exception in flight)
             failure = self._failure
-            waiting = [future for _operation, future in work if future is not None]
             if failure is not None:
                 results = [(future, None) for future in waiting]
-            if results or (failure is not None and waiting):
+            if results:
                 with contextlib.suppress(RuntimeError):  # the loop is closed: no one waits
                     loop.call_soon_threadsafe(_settle_all, results, failure)
+
+
+@attrs.frozen
+class Insert:
+    """An ``INSERT`` whose rows of one group are written by one multi-row statement.
+
+    ``executemany`` steps the statement once per row, and each step releases and takes
+    back the GIL: with a busy event loop, every take waits for the loop to let go, and
+    a group of a few hundred rows takes that long. One statement of many ``VALUES``
+    rows is one step.
+    """
+
+    head: str  # "INSERT INTO t (a, b) VALUES "
+    row: str  # "(?, ?)"
+    tail: str = ""  # " ON CONFLICT …"
+    width: int = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "width", self.row.count("?"))
+
+    def sql(self, rows: int) -> str:
+        return self.head + ",".join([self.row] * rows) + self.tail
+
+
+def _apply(
+    connection: sqlite3.Connection, work: list[tuple[Any, Any]]
+) -> list[tuple[asyncio.Future[Any], Any]]:
+    """Run the gathered work in order, each run of one statement at once."""
+    results: list[tuple[asyncio.Future[Any], Any]] = []
+    start = 0
+    while start < len(work):
+        head, future = work[start]
+        if isinstance(head, (str, Insert)):
+            end = start + 1
+            while end < len(work) and work[end][0] == head:
+                end += 1
+            rows = [parameters for _sql, parameters in work[start:end]]
+            if isinstance(head, str):
+                connection.executemany(head, rows)
+            else:
+                _insert(connection, head, rows)
+            start = end
+            continue
+        value = head(connection)
+        if future is not None:
+            results.append((future, value))
+        start += 1
+    return results
+
+
+def _insert(connection: sqlite3.Connection, insert: Insert, rows: list[tuple[Any, ...]]) -> None:
+    # Powers of two rows per statement: a handful of statements, each prepared once and
+    # then found in the connection's statement cache.
+    start = 0
+    while start < len(rows):
+        size = min(_ROWS_PER_INSERT, 1 << ((len(rows) - start).bit_length() - 1))
+        part = rows[start : start + size]
+        connection.execute(insert.sql(size), [value for row in part for value in row])
+        start += size
+
+
+def _nothing(_connection: sqlite3.Connection) -> None:
+    return None
 
 
 def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:

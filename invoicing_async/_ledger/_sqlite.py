@@ -9,6 +9,7 @@ moment) and every outcome (queued, committed with the next group). See
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as dt
 import functools
@@ -22,7 +23,7 @@ from invoicing_async._outcomes import OutcomeStatus
 
 from ._entry import IN_FLIGHT, PENDING, LedgerEntry, entry_from_row, outcome_json
 from ._rules import is_final
-from ._sqlfile import LedgerFile
+from ._sqlfile import Insert, LedgerFile
 
 if TYPE_CHECKING:
     import sqlite3
@@ -39,6 +40,26 @@ __all__ = ["COLUMNS", "Ledger", "held", "row_entry"]
 COLUMNS = "key, state, status, final, ambiguous, sending, fingerprint, outcome, updated_at"
 _LOOKUP_CHUNK = 500  # keys per query (SQLite allows 32766 parameters)
 _PAGE = 500
+_SENDING = Insert(
+    "INSERT INTO entries (key, state, sending, updated_at) VALUES ",
+    "(?, 'in_flight', 1, ?)",
+    " ON CONFLICT (key) DO UPDATE SET state = 'in_flight', sending = 1, "
+    "updated_at = excluded.updated_at",
+)
+# Only a record :meth:`Ledger.will_send` made, still as it made it.
+_UNMARK = (
+    "DELETE FROM entries WHERE key = ? AND state = 'in_flight' AND status IS NULL "
+    "AND updated_at = ?"
+)
+_SETTLE = Insert(
+    "INSERT INTO entries (key, state, status, final, ambiguous, fingerprint, attempts, "
+    "outcome, updated_at) VALUES ",
+    "(?, 'done', ?, ?, ?, ?, ?, ?, ?)",
+    " ON CONFLICT (key) DO UPDATE SET state = 'done', status = excluded.status, "
+    "final = excluded.final, ambiguous = entries.ambiguous OR excluded.ambiguous, "
+    "sending = 0, fingerprint = excluded.fingerprint, attempts = excluded.attempts, "
+    "outcome = excluded.outcome, updated_at = excluded.updated_at",
+)
 
 
 def row_entry(row: Sequence[Any]) -> LedgerEntry:
@@ -80,6 +101,8 @@ class Ledger:
     def __init__(self, path: str | os.PathLike[str], *, durable: bool = True) -> None:
         self.path = Path(path)
         self.file = LedgerFile(self.path, durable=durable)
+        # Documents whose sending record will_send wrote: the commit, and its time.
+        self._marked: dict[str, tuple[asyncio.Future[None], float]] = {}
 
     def __repr__(self) -> str:
         return f"Ledger({str(self.path)!r})"
@@ -181,22 +204,56 @@ class Ledger:
                 found[row[0]] = row_entry(row)
         return found
 
+    def will_send(self, keys: Sequence[str]) -> None:
+        """Record ``sending`` now for documents about to be sent (never blocks).
+
+        Called as new documents are read, so their records are committed together
+        while they are prepared: :meth:`sending` then finds them durable and does not
+        wait. What is not sent after all is unrecorded by :meth:`unmark` when the batch
+        ends; after a crash such documents are ``in_flight`` like those really sent,
+        which is why a batch calls this only when ``resend_ambiguous`` lets it re-send
+        them (with ``False``, each is recorded right before its request, so that only
+        documents really in flight end ``unknown``).
+        """
+        now = time.time()
+        committed = self.file.write_durable(_SENDING, [(key, now) for key in keys])
+        for key in keys:
+            self._marked[key] = (committed, now)
+
     async def sending(self, key: str, index: int) -> None:  # noqa: ARG002
         """Record that a request for ``key`` is about to leave; returns once durable."""
-        now = time.time()
-        await self.file.call(
-            lambda c: c.execute(
-                "INSERT INTO entries (key, state, sending, updated_at) "
-                "VALUES (?, 'in_flight', 1, ?) ON CONFLICT (key) DO UPDATE SET "
-                "state = 'in_flight', sending = 1, updated_at = excluded.updated_at",
-                (key, now),
-            )
-        )
+        marked = self._marked.pop(key, None)
+        if marked is None:
+            committed = self.file.write_durable(_SENDING, [(key, time.time())])
+        else:
+            committed = marked[0]
+        if not committed.done():
+            await asyncio.shield(committed)
+        committed.result()
+
+    def unmark(self) -> None:
+        """Remove the records of documents marked by :meth:`will_send` but never sent."""
+        marked, self._marked = self._marked, {}
+        for key, (_committed, when) in marked.items():
+            self.file.write(_UNMARK, (key, when))
 
     def settled(self, outcome: Outcome, fingerprint: str | None) -> None:
         """Record an outcome: queued, committed with the next group (never blocks)."""
-        now = time.time()
-        self.file.post(lambda c: _settle(c, outcome, fingerprint, now))
+        self._marked.pop(outcome.key, None)
+        final = is_final(outcome, fingerprint)
+        self.file.write(
+            _SETTLE,
+            (
+                outcome.key,
+                outcome.status.value,
+                int(final),
+                int(outcome.status is OutcomeStatus.UNKNOWN),
+                fingerprint if final else None,
+                outcome.attempts,
+                outcome_json(outcome),
+                time.time(),
+            ),
+        )
 
     async def flush(self) -> None:
         """Wait until every record so far is committed."""
@@ -230,8 +287,11 @@ async def held(
         raise
     try:
         yield journal
+        journal.unmark()
         await journal.flush()
     except BaseException:
+        with contextlib.suppress(LedgerError):
+            journal.unmark()
         journal.release()
         if close:
             with contextlib.suppress(LedgerError):  # the failure is already on its way
@@ -240,30 +300,6 @@ async def held(
     journal.release()
     if close:
         await journal.close()
-
-
-def _settle(
-    connection: sqlite3.Connection, outcome: Outcome, fingerprint: str | None, now: float
-) -> None:
-    final = is_final(outcome, fingerprint)
-    connection.execute(
-        "INSERT INTO entries (key, state, status, final, ambiguous, fingerprint, attempts, "
-        "outcome, updated_at) VALUES (?, 'done', ?, ?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT (key) DO UPDATE SET state = 'done', status = excluded.status, "
-        "final = excluded.final, ambiguous = entries.ambiguous OR excluded.ambiguous, "
-        "sending = 0, fingerprint = excluded.fingerprint, attempts = excluded.attempts, "
-        "outcome = excluded.outcome, updated_at = excluded.updated_at",
-        (
-            outcome.key,
-            outcome.status.value,
-            int(final),
-            int(outcome.status is OutcomeStatus.UNKNOWN),
-            fingerprint if final else None,
-            outcome.attempts,
-            outcome_json(outcome),
-            now,
-        ),
-    )
 
 
 def _lookup(connection: sqlite3.Connection, keys: list[str]) -> list[Any]:

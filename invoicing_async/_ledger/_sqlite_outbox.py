@@ -28,6 +28,17 @@ _INSERT = (
     + ", available_at = 0, updated_at = excluded.updated_at"
 )
 
+# A final refusal of content replaced while in flight (enqueued again, changed) is not
+# final for the new content: the entry goes back to be sent (see _postgres._SETTLE).
+_STALE = "(:fingerprint IS NOT NULL AND doc_fingerprint IS NOT :fingerprint)"
+_SETTLE = (
+    f"UPDATE entries SET state = CASE WHEN {_STALE} THEN 'pending' ELSE :state END, "  # noqa: S608
+    f"status = :status, final = :final AND NOT {_STALE}, "
+    "ambiguous = ambiguous OR :ambiguous, sending = 0, fingerprint = :fingerprint, "
+    "attempts = :attempts, outcome = :outcome, available_at = :available_at, lease = NULL, "
+    "updated_at = :now WHERE key = :key AND lease = :lease AND state = 'in_flight'"
+)
+
 
 def insert(connection: sqlite3.Connection, documents: Sequence[Ready]) -> None:
     """Insert (or re-enqueue) documents on ``connection``, in its transaction."""
@@ -113,23 +124,20 @@ class SqliteStore:
             done = set()
             for s in items:
                 cursor = c.execute(
-                    "UPDATE entries SET state = ?, status = ?, final = ?, ambiguous = "
-                    "ambiguous OR ?, sending = 0, fingerprint = ?, attempts = ?, outcome = ?, "
-                    "available_at = ?, lease = NULL, updated_at = ? WHERE key = ? AND "
-                    "lease = ? AND state = 'in_flight'",
-                    (
-                        s.state,
-                        s.status,
-                        int(s.final),
-                        int(s.ambiguous),
-                        s.fingerprint,
-                        s.attempts,
-                        s.outcome,
-                        now + s.delay,
-                        now,
-                        s.id,
-                        s.lease,
-                    ),
+                    _SETTLE,
+                    {
+                        "state": s.state,
+                        "status": s.status,
+                        "final": int(s.final),
+                        "ambiguous": int(s.ambiguous),
+                        "fingerprint": s.fingerprint,
+                        "attempts": s.attempts,
+                        "outcome": s.outcome,
+                        "available_at": now + s.delay,
+                        "now": now,
+                        "key": s.id,
+                        "lease": s.lease,
+                    },
                 )
                 if cursor.rowcount:
                     done.add(s.id)

@@ -212,6 +212,9 @@ class Claims:
     async def lookup(self, keys: Sequence[str]) -> Mapping[str, LedgerEntry]:
         return {key: self.held[key].entry for key in keys if key in self.held}
 
+    def will_send(self, keys: Sequence[str]) -> None:
+        """Nothing to do early: each claim is marked, fenced, right before its request."""
+
     async def sending(self, key: str, index: int) -> None:  # noqa: ARG002
         self._check()
         claim = self.held.get(key)

@@ -9,7 +9,6 @@ resumes from its ledger without losing or re-sending settled documents.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import sys

@@ -78,7 +78,6 @@ async def test_fleet_of_three_workers_one_killed_quick(tmp_path, postgres_dsn):
     await soak(tmp_path, postgres_dsn, 300, seed=5)
 
 
-
 async def test_fleet_of_three_workers_one_killed_soak(tmp_path, postgres_dsn):
     """The issue's soak: 2,000 invoices, seeded faults, three workers, one SIGKILLed
     mid-run and restarted: every invoice committed exactly once, every entry accepted."""

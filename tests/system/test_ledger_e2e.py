@@ -83,11 +83,13 @@ async def test_a_400_is_final_for_that_content_only(tmp_path):
                 start = len(sb.requests)
                 again = await c.submit_many(documents, encrypted=False, journal=ledger)
                 assert sent(sb, start) == []
-                assert again[1].status is OutcomeStatus.REJECTED and again[1].attempts == 0
+                assert again[1].status is OutcomeStatus.REJECTED
+                assert again[1].attempts == 0
                 documents[1]["Summaries"]["TotalGrossValue"] = 12.4
                 fixed = await c.submit_many(documents, encrypted=False, journal=ledger)
         assert [o.status for o in fixed] == [OutcomeStatus.ACCEPTED] * 3
-        assert fixed[1].attempts == 1 and fixed[0].attempts == 0
+        assert fixed[1].attempts == 1
+        assert fixed[0].attempts == 0
         assert sb.commit_count == 3
 
 
@@ -148,7 +150,8 @@ async def test_a_second_process_on_the_same_ledger_is_refused(tmp_path):
         )
         _, error = await asyncio.wait_for(second.communicate(), 60)
         assert second.returncode != 0
-        assert b"LedgerError" in error and b"in use by another process" in error
+        assert b"LedgerError" in error
+        assert b"in use by another process" in error
         assert first.returncode is None, "the first run must still be sending"
         out, error = await asyncio.wait_for(first.communicate(), 120)
         assert first.returncode == 0, error.decode()
