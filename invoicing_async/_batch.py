@@ -190,10 +190,9 @@ class _Batch:
         self._chunks: asyncio.Queue[list[_Pending] | None] = asyncio.Queue(self._preparers)
         self._inbox: asyncio.Queue[_Ready | None] = asyncio.Queue(self._workers)
         self._outbox: asyncio.Queue[Any] = asyncio.Queue(self._workers * 2)
-        read_size = chunk_size
-        if self._ledger is not None and chunk_size > 1:
-            # One ledger lookup (and one commit of sending records) for several chunks.
-            read_size = max(chunk_size, _LEDGER_READ)
+        # With a ledger: one lookup (and one commit of sending records) for several chunks.
+        ledgered = self._ledger is not None and chunk_size > 1
+        read_size = max(chunk_size, _LEDGER_READ) if ledgered else chunk_size
         reader = asyncio.ensure_future(self._read_all(documents, read_size))
         preparers = [asyncio.ensure_future(self._prepare()) for _ in range(self._preparers)]
         workers = [asyncio.ensure_future(self._work()) for _ in range(self._workers)]

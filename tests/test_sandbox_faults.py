@@ -285,7 +285,7 @@ async def test_random_faults_are_deterministic_per_document():
 async def test_cut_short_duplicate_answer_still_counts_as_accepted(sb):
     """A lost answer, then a 409 whose body is cut short: the document is committed,
     so bulk submission reports it accepted (the 409's status is the answer; found with
-    this sandbox, fixed in 54a6ab4).
+    this sandbox, fixed in 54a6ab4), and one more re-send brings its record back.
     """
     doc = invoice(sb, 1)
     sb.script(Fault.commit_then_drop(), Fault.truncated())
@@ -293,8 +293,9 @@ async def test_cut_short_duplicate_answer_still_counts_as_accepted(sb):
     async with client_for(sb) as client:
         [outcome] = await client.submit_many([doc], encrypted=False, retry=retry)
     assert document_key(doc) in sb.committed
-    assert [r.status for r in sb.requests if r.identity] == [None, 409]
+    assert [r.status for r in sb.requests if r.identity] == [None, 409, 409]
     assert outcome.status is OutcomeStatus.ACCEPTED
+    assert outcome.result == sb.committed[document_key(doc)].record
 
 
 async def test_random_faults_differ_by_seed():
