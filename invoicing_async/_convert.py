@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import cattrs
-from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+from cattrs.gen import make_dict_structure_fn
 
 from . import _errors
 from ._models import DocumentResult, DocumentStatus
@@ -155,13 +155,6 @@ _AUTHORITY = "authority_data_response"
 
 # Keys are matched and renamed by result_from_json before the generated function runs.
 _structure_record = make_dict_structure_fn(DocumentResult, _converter)
-_unstructure_overrides: dict[str, Any] = {
-    name: override(rename=wire) for name, wire in _WIRE.items()
-}
-_unstructure_overrides.update(
-    status=override(omit=True), raw_status=override(omit=True), extra=override(omit=True)
-)
-_unstructure_record = make_dict_unstructure_fn(DocumentResult, _converter, **_unstructure_overrides)
 
 
 def result_from_json(data: dict[str, Any]) -> DocumentResult:
@@ -203,12 +196,21 @@ def result_from_json(data: dict[str, Any]) -> DocumentResult:
     return _structure_record(fields, DocumentResult)
 
 
+# Read directly rather than through a generated function: several times faster, and the
+# ledger writes one record per document. The two others are converted on their own.
+_PLAIN = tuple((n, w) for n, w in _WIRE.items() if n not in ("date_issued", _AUTHORITY))
+
+
 def result_to_json(result: DocumentResult) -> dict[str, Any]:
     """The record as the provider writes it: camelCase keys, timestamps with ``Z``.
 
     ``None`` fields are left out; ``extra`` keys are written back unchanged.
     """
-    out = {key: value for key, value in _unstructure_record(result).items() if value is not None}
+    out = {wire: value for name, wire in _PLAIN if (value := getattr(result, name)) is not None}
+    if result.date_issued is not None:
+        out[_WIRE["date_issued"]] = format_timestamp(result.date_issued)
+    if result.authority_data_response is not None:
+        out[_WIRE[_AUTHORITY]] = _converter.unstructure(result.authority_data_response)
     if result.raw_status is not None:
         out["status"] = result.raw_status
     elif result.status is not None:

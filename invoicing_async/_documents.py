@@ -51,9 +51,11 @@ def dumps(value: Any) -> bytes:
     :raises ValueError: for ``NaN``/infinities (not JSON); :raises TypeError: for values
         JSON cannot represent.
     """
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
-        "utf-8"
-    )
+    return _ENCODER.encode(value).encode("utf-8")
+
+
+# One encoder for every call: json.dumps with arguments builds a new one each time.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def serialize_document(document: Document) -> bytes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -146,6 +147,22 @@ def test_round_trip_to_provider_json():
     expected = dict(record)
     del expected["cancellationMark"]
     assert out == expected
+
+
+def test_a_record_with_every_field_set_keeps_every_field():
+    """Each of the provider's fields is written back under its wire name: none dropped
+    (a field added to DocumentResult is converted too)."""
+    values = {"bool": True, "int": 7, "datetime": dt.datetime(2026, 1, 1, tzinfo=UTC)}
+    fields = {
+        field.name: values.get(str(field.type).split(" ")[0].split(".")[-1], f"v-{field.name}")
+        for field in attrs.fields(DocumentResult)
+        if field.name not in ("status", "raw_status", "extra")
+    }
+    fields["authority_data_response"] = {"nested": [1, {"deep": None}]}
+    result = DocumentResult(**fields, raw_status="X")
+    out = result_to_json(result)
+    assert len(out) == len(fields) + 1  # and status
+    assert result_from_json(out) == result
 
 
 def test_results_are_frozen_and_hashable():

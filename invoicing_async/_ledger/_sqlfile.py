@@ -384,7 +384,7 @@ def _apply(
         head, future = work[start]
         if isinstance(head, (str, Insert)):
             end = start + 1
-            while end < len(work) and work[end][0] == head:
+            while end < len(work) and work[end][0] is head:
                 end += 1
             rows = [parameters for _sql, parameters in work[start:end]]
             if isinstance(head, str):
