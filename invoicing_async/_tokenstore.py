@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["CredentialsKey", "MemoryTokenStore", "TokenStore"]
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # a dict key looked up for every request
 class CredentialsKey:
     """Which environment and credentials a token belongs to. Holds no secret.
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from invoicing_async import ValidationError, document_key
 from invoicing_async._documents import dumps, serialize_document
@@ -84,6 +87,44 @@ def test_keys_that_collide_in_json_are_refused(document):
     with pytest.raises(ValidationError, match="same JSON key") as info:
         serialize_document(document)
     assert info.value.status is None
+
+
+_KEYS = st.one_of(
+    st.integers(-(10**20), 10**20),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.none(),
+)
+
+
+def _written(key: Any) -> str:
+    """The JSON key ``json`` writes for ``key``."""
+    return json.loads(json.dumps({key: 0})).popitem()[0]
+
+
+@given(
+    st.lists(st.tuples(_KEYS, st.booleans()), max_size=5),
+    st.sampled_from(["t1", "-", "x", "1"]),
+    st.integers(0, 2),
+)
+def test_every_collision_is_found_however_deep(keys, other, depth):
+    """Whatever the keys (and a string key written like one of them, or not), a document
+    is refused exactly when two keys of one object become the same JSON key: the fast
+    pre-check never lets one through."""
+    mapping: dict[Any, Any] = {other: 0}
+    for key, twin in keys:
+        mapping[key] = 1
+        if twin:
+            mapping[_written(key)] = 2
+    written = [_written(key) for key in mapping]
+    document: dict[Any, Any] = mapping
+    for _ in range(depth):
+        document = {"Wrapper": [document]}
+    if len(set(written)) < len(written):
+        with pytest.raises(ValidationError, match="same JSON key"):
+            serialize_document(document)
+    else:
+        assert json.loads(serialize_document(document)) == json.loads(json.dumps(document))
 
 
 @pytest.mark.parametrize(

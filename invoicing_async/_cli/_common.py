@@ -24,11 +24,14 @@ from invoicing_async._env import (
     ENV_PROVIDER_KEY,
     Settings,
     read_settings,
+    ssl_context,
 )
+from invoicing_async._pgp import ProviderKey
 
 from ._input import UsageError
 
 if TYPE_CHECKING:
+    import ssl
     from collections.abc import Awaitable, Callable
 
     from ._output import Progress
@@ -42,6 +45,7 @@ __all__ = [
     "add_verbosity",
     "attach_progress",
     "configure_logging",
+    "key_and_tls",
     "settings",
     "verbosity",
 ]
@@ -124,6 +128,21 @@ def settings(args: argparse.Namespace, *, environ: dict[str, str] | None = None)
     if missing:
         raise UsageError("missing " + ", ".join(missing))
     return found
+
+
+def key_and_tls(
+    found: Settings, *, json_only: bool
+) -> tuple[ProviderKey | None, ssl.SSLContext | None]:
+    """The provider key (none for ``--json``) and the TLS context the settings name."""
+    key = None
+    if not json_only:
+        if not found.provider_key:
+            raise UsageError("missing --provider-key or $INVOICING_PROVIDER_KEY (or use --json)")
+        key = ProviderKey.from_file(found.provider_key, fingerprint=found.fingerprint)
+    try:
+        return key, ssl_context(found.ca_file)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 class _ProgressFriendlyHandler(logging.StreamHandler):  # type: ignore[type-arg]

@@ -14,12 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from invoicing_async._client import InvoicingClient
 from invoicing_async._convert import outcome_to_dict
-from invoicing_async._env import ssl_context
 from invoicing_async._outcomes import OutcomeStatus, RetryPolicy
-from invoicing_async._pgp import ProviderKey
 from invoicing_async.outbox import LedgerEntry, open_outbox
 
-from ._common import UsageError, add_credentials, add_verbosity, settings
+from ._common import UsageError, add_credentials, add_verbosity, key_and_tls, settings
 from ._input import Unreadable, read
 
 if TYPE_CHECKING:
@@ -81,15 +79,7 @@ async def _status(args: argparse.Namespace) -> int:
 
 async def _worker(args: argparse.Namespace) -> int:
     found = settings(args)
-    key = None
-    if not args.json:
-        if not found.provider_key:
-            raise UsageError("missing --provider-key or $INVOICING_PROVIDER_KEY (or use --json)")
-        key = ProviderKey.from_file(found.provider_key, fingerprint=found.fingerprint)
-    try:
-        ssl = ssl_context(found.ca_file)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    key, ssl = key_and_tls(found, json_only=args.json)
     async with (
         _outbox(args) as outbox,
         InvoicingClient(

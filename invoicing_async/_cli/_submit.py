@@ -17,12 +17,17 @@ from typing import IO, TYPE_CHECKING, Any
 
 from invoicing_async._client import InvoicingClient
 from invoicing_async._documents import document_key
-from invoicing_async._env import ssl_context
 from invoicing_async._errors import ValidationError
 from invoicing_async._outcomes import Outcome, OutcomeStatus, RetryPolicy
-from invoicing_async._pgp import ProviderKey
 
-from ._common import UsageError, add_credentials, add_verbosity, attach_progress, settings
+from ._common import (
+    UsageError,
+    add_credentials,
+    add_verbosity,
+    attach_progress,
+    key_and_tls,
+    settings,
+)
 from ._input import Source, Unreadable, count_documents, read
 from ._output import Progress, Tally, summary, write_record
 
@@ -168,15 +173,7 @@ async def _submit(args: argparse.Namespace) -> int:
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     sources = _check_input(args)
-    key = None
-    if not args.json:
-        if not found.provider_key:
-            raise UsageError("missing --provider-key or $INVOICING_PROVIDER_KEY (or use --json)")
-        key = ProviderKey.from_file(found.provider_key, fingerprint=found.fingerprint)
-    try:
-        ssl = ssl_context(found.ca_file)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    key, ssl = key_and_tls(found, json_only=args.json)
     progress_wanted = not args.no_progress and sys.stderr.isatty()
     tally = Tally(total=count_documents(sources) if progress_wanted else None)
     entries = read(sources)
