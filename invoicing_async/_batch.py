@@ -25,28 +25,16 @@ import functools
 import logging
 import random
 from collections import Counter
-from collections.abc import (
-    AsyncGenerator,
-    AsyncIterable,
-    AsyncIterator,
-    Callable,
-    Iterable,
-    Mapping,
-    Sequence,
-)
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from ._delivery import Breaker, Budget, Delivery, Shared, stops_everything
 from ._documents import Identity, describe, document_key
-from ._errors import (
-    InvoicingError,
-    LedgerError,
-    ValidationError,
-)
+from ._errors import InvoicingError, LedgerError, ValidationError
 from ._ledger._entry import fingerprint as content_fingerprint
-from ._ledger._rules import decide, needs_fingerprint
+from ._ledger._rules import SEND, decide, needs_fingerprint
 from ._ledger._sqlite import Ledger, held
 from ._limiter import Limiter
 from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
@@ -54,6 +42,7 @@ from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
 if TYPE_CHECKING:
     import datetime as dt
     import os
+    from collections.abc import Callable, Mapping
 
     from ._ledger._entry import Backend, LedgerEntry
     from ._models import DocumentResult
@@ -304,12 +293,13 @@ class _Batch:
         decided: list[_Pending | Outcome] = []
         for item in identified:
             if isinstance(item, _Pending):
-                verdict = decide(
-                    entries.get(item.key),
+                entry = entries.get(item.key)
+                verdict = SEND if entry is None else decide(
+                    entry,
                     index=item.index,
                     resend_ambiguous=resend_ambiguous,
                     fingerprint=functools.partial(content_fingerprint, item.document),
-                )
+                )  # fmt: skip
                 if verdict.replay is not None:
                     decided.append(verdict.replay)
                     continue
@@ -383,29 +373,28 @@ class _Batch:
                 self._shared.breaker.trip(ready.payload)
                 return delivery.give_up("stop", ready.payload)
             return delivery.refuse(ready.payload)
-        payload = ready.payload
         options = self._options
-
-        async def send(timeout: float | None) -> DocumentResult:
-            return await self._sender.send_prepared(
-                payload,
-                encrypted=options.encrypted,
-                send_method=options.send_method,
-                time_stamp=options.time_stamp,
-                timeout=timeout,
-            )
-
+        send = functools.partial(
+            self._sender.send_prepared,
+            ready.payload,
+            encrypted=options.encrypted,
+            send_method=options.send_method,
+            time_stamp=options.time_stamp,
+        )
         ledger = self._ledger
         recorded: list[bool] = []  # the sending record was started (maybe committed)
 
         async def sending() -> None:
-            if ledger is not None:
-                recorded.append(True)
-                await ledger.sending(pending.key, pending.index)
+            assert ledger is not None  # noqa: S101
+            recorded.append(True)
+            await ledger.sending(pending.key, pending.index)
 
         try:
             return await delivery.run(
-                send, shared=self._shared, before_first=sending, rng=self._random
+                send,
+                shared=self._shared,
+                before_first=None if ledger is None else sending,
+                rng=self._random,
             )
         except LedgerError as exc:
             if exc.reason != "lease_lost":
@@ -428,23 +417,32 @@ async def _aiter(documents: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator
             yield document
 
 
-async def stream(
+@contextlib.asynccontextmanager
+async def _running(
     sender: Sender, documents: Iterable[Any] | AsyncIterable[Any], options: BatchOptions
-) -> AsyncGenerator[Outcome, None]:
-    """Yield one outcome per document as it settles (see ``InvoicingClient.submit_stream``)."""
+) -> AsyncIterator[AsyncGenerator[Outcome, None]]:
+    """A batch's outcomes as they settle, with its ledger held for its life."""
     sender.ensure_usable()
     async with held(options.journal) as ledger:
         batch = _Batch(sender, options, ledger)
         async with contextlib.aclosing(batch.run(documents)) as outcomes:
-            async for outcome in outcomes:
-                yield outcome
+            yield outcomes
+
+
+async def stream(
+    sender: Sender, documents: Iterable[Any] | AsyncIterable[Any], options: BatchOptions
+) -> AsyncGenerator[Outcome, None]:
+    """Yield one outcome per document as it settles (see ``InvoicingClient.submit_stream``)."""
+    async with _running(sender, documents, options) as outcomes:
+        async for outcome in outcomes:
+            yield outcome
 
 
 async def collect(
     sender: Sender, documents: Iterable[Any] | AsyncIterable[Any], options: BatchOptions
 ) -> list[Outcome]:
     """Every outcome, in input order (see ``InvoicingClient.submit_many``)."""
-    async with contextlib.aclosing(stream(sender, documents, options)) as outcomes:
+    async with _running(sender, documents, options) as outcomes:
         collected = [outcome async for outcome in outcomes]
     collected.sort(key=lambda outcome: outcome.index)
     return collected

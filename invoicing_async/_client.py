@@ -9,6 +9,7 @@ batch does lives in the batch; this module only wires and documents.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -269,16 +270,13 @@ class InvoicingClient:
             policy=retry or self._retry,
             deadline=None if timeout is None else loop.time() + timeout,
         )
-
-        async def send(attempt_timeout: float | None) -> DocumentResult:
-            return await self._session.send_prepared(
-                payload,
-                encrypted=encrypted,
-                send_method=send_method,
-                time_stamp=time_stamp,
-                timeout=attempt_timeout,
-            )
-
+        send = functools.partial(
+            self._session.send_prepared,
+            payload,
+            encrypted=encrypted,
+            send_method=send_method,
+            time_stamp=time_stamp,
+        )
         outcome = await delivery.run(send)
         if outcome.status is OutcomeStatus.ACCEPTED and outcome.result is not None:
             return outcome.result

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from ._limiter import Limiter
     from ._models import DocumentResult
 
-__all__ = ["Breaker", "Budget", "Delivery", "Shared", "stops_everything"]
+__all__ = ["Breaker", "Budget", "Delivery", "Send", "Shared", "stops_everything"]
 
 log = logging.getLogger("invoicing_async.delivery")
 
@@ -92,6 +92,12 @@ def _not_sent(error: InvoicingError) -> bool:
     if isinstance(error, TransportError):
         return not error.maybe_sent
     return isinstance(error, RateLimitError)
+
+
+class Send(Protocol):
+    """One attempt at sending a document, within ``timeout`` seconds (``None``: no limit)."""
+
+    def __call__(self, *, timeout: float | None) -> Awaitable[DocumentResult]: ...
 
 
 class Budget:
@@ -182,13 +188,13 @@ class Delivery:
 
     async def run(
         self,
-        send: Callable[[float | None], Awaitable[DocumentResult]],
+        send: Send,
         *,
         shared: Shared | None = None,
         before_first: Callable[[], Awaitable[None]] | None = None,
         rng: random.Random | None = None,
     ) -> Outcome:
-        """Send until the outcome is known; ``send(timeout)`` makes one attempt."""
+        """Send until the outcome is known; ``send(timeout=...)`` makes one attempt."""
         while True:
             if shared is not None and shared.breaker.error is not None:
                 return self.give_up("stop", shared.breaker.error)
@@ -213,9 +219,7 @@ class Delivery:
             )
             await asyncio.sleep(delay)
 
-    async def _attempt(
-        self, send: Callable[[float | None], Awaitable[DocumentResult]], shared: Shared | None
-    ) -> Outcome | None:
+    async def _attempt(self, send: Send, shared: Shared | None) -> Outcome | None:
         """One request within the attempt timeout and the deadline; ``None``: retry."""
         round_sent = 0
         if shared is not None:
@@ -235,7 +239,7 @@ class Delivery:
             # interrupted() must say so.
             self._sending = True
             try:
-                result = await send(timeout)
+                result = await send(timeout=timeout)
             except DuplicateDocumentError as exc:
                 self._sending, answered = False, True
                 return self._answered(exc.result, shared, duplicate=exc)

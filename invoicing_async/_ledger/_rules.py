@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from ._entry import LedgerEntry
 
-__all__ = ["Verdict", "decide", "is_final", "needs_fingerprint", "requeue"]
+__all__ = ["SEND", "Verdict", "decide", "is_final", "needs_fingerprint", "requeue"]
 
 _HELD = (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE)
 
@@ -71,7 +71,8 @@ class Verdict:
     maybe_committed: bool = False
 
 
-_SEND = Verdict()
+#: The verdict for a document the ledger has never seen: send it.
+SEND = Verdict()
 
 
 def decide(
@@ -87,7 +88,7 @@ def decide(
     content changed since.
     """
     if entry is None:
-        return _SEND
+        return SEND
     maybe = entry.maybe_committed
     if entry.status == PENDING:  # enqueued, or marked for re-sending by an operator
         return Verdict(maybe_committed=maybe)
