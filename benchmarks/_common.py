@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import json
 import random
+import subprocess
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -137,6 +140,23 @@ def interleaved_timings(
         if enabled:
             gc.enable()
     return samples
+
+
+def run_child(module: str, *args: str) -> dict[str, float]:
+    """Run ``python -m benchmarks.<module> --child ARGS``; its last line, a JSON object.
+
+    A fresh interpreter for each run: its memory and start-up are its own.
+    """
+    out = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{module}", "--child", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=3600,
+    )
+    if out.returncode:
+        raise RuntimeError(f"{module} child {args[0]} failed:\n{out.stderr[-3000:]}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 def stopwatch() -> Callable[[], float]:

@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from ._common import Chart, Section, Settings, fmt, median
+from ._common import Chart, Section, Settings, fmt, median, run_child
 from ._provider import RECORD_BODY, ProviderProcess
 
 NAME = "ledger"
@@ -137,19 +136,6 @@ async def _resume_child(url: str, ledger: str, entries: int, skip: int) -> dict[
     }
 
 
-def _run_child(*args: str) -> dict[str, float]:
-    out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.ledger", "--child", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=3600,
-    )
-    if out.returncode:
-        raise RuntimeError(f"ledger child {args[0]} failed:\n{out.stderr[-3000:]}")
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
-
-
 # --- the resume ledger ---------------------------------------------------------------------
 
 
@@ -209,7 +195,7 @@ def _pairs(
         for name in order:
             ledger = "-" if name == "plain" else str(work / f"stream-{round_}.db")
             args = ["stream", str(count), url, ledger, *(["pgp"] if pgp else [])]
-            result = _run_child(*args)
+            result = run_child(NAME, *args)
             if result["accepted"] != count:
                 raise AssertionError(f"only {result['accepted']} of {count} accepted ({name})")
             runs[name].append(result)
@@ -232,7 +218,8 @@ def _throughput(section: Section, url: str, work: Path, settings: Settings) -> d
     runs = _pairs(url, work, large, rounds)
     runs["small"] = []
     for round_ in range(rounds):
-        runs["small"].append(_run_child("stream", str(small), url, str(work / f"s{round_}.db")))
+        ledger = str(work / f"s{round_}.db")
+        runs["small"].append(run_child(NAME, "stream", str(small), url, ledger))
     rate = {name: median([r["count"] / r["seconds"] for r in rs]) for name, rs in runs.items()}
     growth = {name: median([_growth_mb(r) for r in rs]) for name, rs in runs.items()}
     cpu_us = {
@@ -294,7 +281,8 @@ def _resume(section: Section, url: str, work: Path, settings: Settings) -> dict:
             source = work / f"resume-{entries}.db"
             copy = work / "run.db"
             shutil.copyfile(source, copy)
-            result = _run_child("resume", url, str(copy), str(entries), str(min(skip, entries)))
+            skipped = str(min(skip, entries))
+            result = run_child(NAME, "resume", url, str(copy), str(entries), skipped)
             if result["sent"] != IN_FLIGHT:
                 raise AssertionError(f"resume sent {result['sent']} of {IN_FLIGHT}")
             results[entries].append(result)

@@ -14,11 +14,10 @@ growth at 10k (< 15 MB: memory follows the concurrency, not the input).
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
-from ._common import Chart, Section, Settings, fmt
+from ._common import Chart, Section, Settings, fmt, run_child
 from ._provider import ProviderProcess
 
 NAME = "memory"
@@ -82,19 +81,6 @@ async def _child(count: int, url: str) -> dict[str, float]:
     }
 
 
-def _run_child(count: int, url: str) -> dict[str, float]:
-    out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.memory", "--child", str(count), url],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=3600,
-    )
-    if out.returncode:
-        raise RuntimeError(f"memory child failed:\n{out.stderr[-2000:]}")
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
-
-
 def run(settings: Settings) -> Section:
     section = Section(
         NAME,
@@ -105,7 +91,7 @@ def run(settings: Settings) -> Section:
     results = {}
     with ProviderProcess() as provider:
         for size in sizes:
-            results[size] = result = _run_child(size, provider.url)
+            results[size] = result = run_child(NAME, str(size), provider.url)
             if result["accepted"] != size:
                 raise AssertionError(f"only {result['accepted']} of {size} accepted")
     growth = {
