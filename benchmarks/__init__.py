@@ -15,6 +15,7 @@ ledger    the SQLite ledger: journaled stream memory and throughput, resume from
 ========  ================================================================================
 
 Results go to ``benchmarks/RESULTS.rst`` and ``benchmarks/results.png``.
+``python -m benchmarks.compare OLD NEW`` compares two checkouts on the same invoices.
 """
 
 from __future__ import annotations

@@ -43,3 +43,16 @@ def test_quick_ledger_benchmark_exits_0_and_checks_its_three_targets(tmp_path):
     assert "journaled peak growth" in results
     assert "journaled ÷ unjournaled throughput" in results
     assert "resume from 20,000 entries" in results
+
+
+def test_compare_runs_two_trees_on_the_same_invoices():
+    """`python -m benchmarks.compare A B` runs each tree and prints the medians (here the
+    project against itself, a handful of invoices, one round)."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "benchmarks.compare", str(ROOT), str(ROOT), "--count", "40",
+         "--rounds", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
+    assert completed.stdout.count("docs/s") == 3  # two runs and the medians
+    assert "median:" in completed.stdout

@@ -1,0 +1,112 @@
+"""Compare two checkouts of the library on the same invoices: ``submit_many`` throughput.
+
+``python -m benchmarks.compare OLD NEW [--mode json|pgp] [--rounds 4] [--count 3000]
+[--latency 0]`` runs ``submit_many(concurrency=64)`` once per round and tree, the trees
+interleaved (the machine is shared: drift hits both alike), each run a fresh interpreter
+with ``PYTHONPATH=<tree>``, against one provider process (``_provider.py``). Every run
+sends the same invoices, written once to a JSON file: trees whose ``sample_invoice``
+differ would otherwise not compare the library alone. It prints docs/s and client CPU
+per document for each run, and the medians.
+
+For example, against the first release in a worktree::
+
+    git worktree add /tmp/v010 v0.1.0-commit
+    python -m benchmarks.compare /tmp/v010 . --mode pgp
+
+``python -m benchmarks.compare --child TREE URL MODE INVOICES`` is one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CONCURRENCY = 64
+
+
+async def _child(url: str, mode: str, documents: list[object], armored_key: str) -> None:
+    # Only the tree's own library and the standard library: the old tree may lack what
+    # the benchmarks' helpers import.
+    from invoicing_async import InvoicingClient, ProviderKey  # noqa: PLC0415
+
+    key = ProviderKey.from_armored(armored_key)
+    async with InvoicingClient(url, "094019245", "bench-api-key", provider_key=key) as client:
+        await client.token()
+        started, cpu = time.perf_counter(), time.process_time()
+        outcomes = await client.submit_many(
+            documents, concurrency=CONCURRENCY, encrypted=mode == "pgp"
+        )
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    if not all(outcome.ok for outcome in outcomes):
+        raise AssertionError("not every invoice was accepted")
+    print(json.dumps({"rate": len(documents) / seconds, "cpu_us": cpu / len(documents) * 1e6}))
+
+
+def _run(tree: Path, url: str, mode: str, invoices: Path) -> dict[str, float]:
+    here = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.compare", "--child", str(tree), url, mode,
+         str(invoices)],
+        capture_output=True, text=True, check=False, timeout=600, cwd=here,
+        env={**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{here}"},
+    )  # fmt: skip
+    if out.returncode:
+        raise RuntimeError(f"run of {tree} failed:\n{out.stderr[-3000:]}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.compare")
+    parser.add_argument("trees", nargs=2, type=Path, help="two checkouts: old, new")
+    parser.add_argument("--mode", choices=["json", "pgp"], default="json")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--count", type=int, default=3000)
+    parser.add_argument("--latency", type=float, default=0.0, help="provider latency (s)")
+    args = parser.parse_args(argv)
+    from invoicing_async.sandbox import sample_invoice  # noqa: PLC0415
+
+    from ._common import keypair  # noqa: PLC0415  (the parent only: see _child)
+    from ._provider import ProviderProcess  # noqa: PLC0415
+
+    results: dict[Path, list[dict[str, float]]] = {tree: [] for tree in args.trees}
+    with tempfile.TemporaryDirectory() as work, ProviderProcess(args.latency) as provider:
+        invoices = Path(work) / "invoices.json"
+        key = keypair("rsa3072").public_armored
+        invoices.with_name("provider.asc").write_text(key, encoding="ascii")
+        invoices.write_text(
+            json.dumps([sample_invoice(n, lines=10) for n in range(args.count)]),
+            encoding="utf-8",
+        )
+        for round_ in range(args.rounds):
+            order = args.trees if round_ % 2 == 0 else args.trees[::-1]
+            for tree in order:
+                result = _run(tree.resolve(), provider.url, args.mode, invoices)
+                results[tree].append(result)
+                print(f"{tree}: {result['rate']:,.0f} docs/s, {result['cpu_us']:.1f} µs CPU/doc")
+    old, new = (results[tree] for tree in args.trees)
+    rate = [statistics.median(r["rate"] for r in runs) for runs in (old, new)]
+    cpu = [statistics.median(r["cpu_us"] for r in runs) for runs in (old, new)]
+    print(
+        f"median: {rate[0]:,.0f} -> {rate[1]:,.0f} docs/s ({rate[1] / rate[0]:.3f}x), "
+        f"{cpu[0]:.1f} -> {cpu[1]:.1f} µs CPU/doc ({cpu[1] - cpu[0]:+.1f})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"] and len(sys.argv) == 6:
+        tree, url, mode, invoices = sys.argv[2:]
+        sys.path.insert(0, tree)
+        documents = json.loads(Path(invoices).read_text(encoding="utf-8"))
+        armored = Path(invoices).with_name("provider.asc").read_text(encoding="ascii")
+        asyncio.run(_child(url, mode, documents, armored))
+    else:
+        sys.exit(main())
