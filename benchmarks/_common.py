@@ -12,7 +12,8 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -140,6 +141,36 @@ def interleaved_timings(
         if enabled:
             gc.enable()
     return samples
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def peak_kib() -> tuple[int, int]:
+    """Current and peak resident size in KiB (``resource`` where /proc is missing)."""
+    try:
+        return _status_kib("VmRSS"), _status_kib("VmHWM")
+    except OSError:
+        import resource  # noqa: PLC0415
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak, peak
+
+
+def small_documents(count: int, start: int = 0) -> Iterator[dict[str, Any]]:
+    """``count`` small invoices numbered from ``start``, made one at a time."""
+    for number in range(start, start + count):
+        yield {
+            "Issuer": {"Vat": "094019245"},
+            "Series": "M",
+            "Number": number,
+            "DistributionDetails": {"InternalDocumentId": f"094019245-M-{number}"},
+            "Summaries": {"TotalGrossValue": 12.4},
+        }
 
 
 def run_child(module: str, *args: str) -> dict[str, float]:

@@ -35,24 +35,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from ._common import Chart, Section, Settings, fmt, median, run_child
+from ._common import Chart, Section, Settings, fmt, median, peak_kib, run_child, small_documents
 from ._provider import RECORD_BODY, ProviderProcess
 
 NAME = "ledger"
 CONCURRENCY = 64
 IN_FLIGHT = 64  # documents the "crashed" run left in flight in the resume ledger
 _WARM = 10**9  # document numbers of the warm-up (keys apart from the measured ones)
-
-
-def _documents(count: int, start: int = 0):
-    for number in range(start, start + count):
-        yield {
-            "Issuer": {"Vat": "094019245"},
-            "Series": "M",
-            "Number": number,
-            "DistributionDetails": {"InternalDocumentId": f"094019245-M-{number}"},
-            "Summaries": {"TotalGrossValue": 12.4},
-        }
 
 
 def _key(number: int) -> str:
@@ -66,26 +55,25 @@ async def _stream_child(
     count: int, url: str, ledger: str, *, encrypted: bool = False
 ) -> dict[str, float]:
     from .e2e import client  # noqa: PLC0415
-    from .memory import _peak_kib  # noqa: PLC0415
 
     journal = None if ledger == "-" else Path(ledger)
     async with client(url) as c:
         await c.token()
         warm = None if journal is None else journal.with_name(journal.name + ".warm")
         async for _ in c.submit_stream(
-            _documents(200, _WARM), concurrency=CONCURRENCY, encrypted=encrypted, journal=warm
+            small_documents(200, _WARM), concurrency=CONCURRENCY, encrypted=encrypted, journal=warm
         ):
             pass
-        rss_before, _ = _peak_kib()
+        rss_before, _ = peak_kib()
         started, cpu = time.perf_counter(), time.process_time()
         accepted = 0
         async for outcome in c.submit_stream(
-            _documents(count), concurrency=CONCURRENCY, encrypted=encrypted, journal=journal
+            small_documents(count), concurrency=CONCURRENCY, encrypted=encrypted, journal=journal
         ):
             accepted += outcome.status.name == "ACCEPTED"
         seconds = time.perf_counter() - started
         cpu = time.process_time() - cpu
-        _, hwm_after = _peak_kib()
+        _, hwm_after = peak_kib()
     return {
         "count": count,
         "accepted": accepted,
@@ -101,28 +89,30 @@ async def _resume_child(url: str, ledger: str, entries: int, skip: int) -> dict[
     from invoicing_async import Ledger  # noqa: PLC0415
 
     from .e2e import client  # noqa: PLC0415
-    from .memory import _peak_kib  # noqa: PLC0415
 
     async with client(url) as c:
         await c.token()
-        rss_before, _ = _peak_kib()
+        rss_before, _ = peak_kib()
         # The crashed run's documents in flight come first: they are sent again.
         started = time.perf_counter()
         first = float("nan")
         sent = 0
         async for outcome in c.submit_stream(
-            _documents(IN_FLIGHT, entries), concurrency=CONCURRENCY, encrypted=False, journal=ledger
+            small_documents(IN_FLIGHT, entries),
+            concurrency=CONCURRENCY,
+            encrypted=False,
+            journal=ledger,
         ):
             if outcome.attempts and sent == 0:
                 first = time.perf_counter() - started
             sent += outcome.attempts > 0
-        _, hwm_after = _peak_kib()
+        _, hwm_after = peak_kib()
         # Then documents recorded final are read again: each is replayed, none sent.
         replayed = 0
         began = time.perf_counter()
         async with Ledger(ledger) as opened:
             async for outcome in c.submit_stream(
-                _documents(skip), concurrency=CONCURRENCY, encrypted=False, journal=opened
+                small_documents(skip), concurrency=CONCURRENCY, encrypted=False, journal=opened
             ):
                 replayed += outcome.replayed
         replay_seconds = time.perf_counter() - began

@@ -15,41 +15,11 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
-from ._common import Chart, Section, Settings, fmt, run_child
+from ._common import Chart, Section, Settings, fmt, peak_kib, run_child, small_documents
 from ._provider import ProviderProcess
 
 NAME = "memory"
-
-
-def _status_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
-def _peak_kib() -> tuple[int, int]:
-    """Current and peak resident size in KiB (``resource`` where /proc is missing)."""
-    try:
-        return _status_kib("VmRSS"), _status_kib("VmHWM")
-    except OSError:
-        import resource  # noqa: PLC0415
-
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return peak, peak
-
-
-def _documents(count: int):
-    for number in range(count):
-        yield {
-            "Issuer": {"Vat": "094019245"},
-            "Series": "M",
-            "Number": number,
-            "DistributionDetails": {"InternalDocumentId": f"094019245-M-{number}"},
-            "Summaries": {"TotalGrossValue": 12.4},
-        }
 
 
 async def _child(count: int, url: str) -> dict[str, float]:
@@ -59,17 +29,19 @@ async def _child(count: int, url: str) -> dict[str, float]:
 
     async with client(url) as c:
         await c.token()
-        async for _ in c.submit_stream(_documents(200), concurrency=CONCURRENCY, encrypted=False):
+        async for _ in c.submit_stream(
+            small_documents(200), concurrency=CONCURRENCY, encrypted=False
+        ):
             pass
-        rss_before, hwm_before = _peak_kib()
+        rss_before, hwm_before = peak_kib()
         started = time.perf_counter()
         accepted = 0
         async for outcome in c.submit_stream(
-            _documents(count), concurrency=CONCURRENCY, encrypted=False
+            small_documents(count), concurrency=CONCURRENCY, encrypted=False
         ):
             accepted += outcome.status.name == "ACCEPTED"
         seconds = time.perf_counter() - started
-        rss_after, hwm_after = _peak_kib()
+        rss_after, hwm_after = peak_kib()
     return {
         "count": count,
         "accepted": accepted,

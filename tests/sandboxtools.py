@@ -18,11 +18,16 @@ from invoicing_async.sandbox import Sandbox, sample_invoice
 class FakeClock:
     """A monotonic clock the test moves by hand, shared by sandbox and token cache."""
 
-    def __init__(self) -> None:
-        self.now = 1000.0
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
 
     def __call__(self) -> float:
         return self.now
+
+
+def token_statuses(sb: Sandbox) -> list[int | None]:
+    """The status of every ``/oauth/token`` request the sandbox answered, in order."""
+    return [r.status for r in sb.requests if r.path == "/oauth/token"]
 
 
 def client_for(sb: Sandbox, environment: str | None = None, **kwargs) -> InvoicingClient:

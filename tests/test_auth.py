@@ -7,6 +7,7 @@ import logging
 import traceback
 
 import pytest
+from sandboxtools import FakeClock
 
 from invoicing_async import (
     AccessToken,
@@ -22,14 +23,6 @@ from invoicing_async import (
 from invoicing_async._auth import CredentialsKey, _Entry
 
 KEY = CredentialsKey.of("https://p.example", "123456789", "secret")
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Fetcher:

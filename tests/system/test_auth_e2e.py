@@ -12,6 +12,7 @@ import asyncio
 import collections
 
 import pytest
+from sandboxtools import FakeClock, token_statuses
 
 from invoicing_async import (
     AuthenticationError,
@@ -24,20 +25,6 @@ from invoicing_async.sandbox import Fault, Sandbox, sample_invoice, sample_invoi
 from invoicing_async.testing import set_instant_retries
 
 QUICK = RetryPolicy(base_delay=0.002, max_delay=0.01, attempt_timeout=5)
-
-
-class FakeClock:
-    """A monotonic clock moved by hand, shared by the sandbox and the token cache."""
-
-    def __init__(self) -> None:
-        self.now = 5000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def token_statuses(sb) -> list[int | None]:
-    return [r.status for r in sb.requests if r.path == "/oauth/token"]
 
 
 async def test_concurrent_401s_on_one_expired_token_cause_one_token_request():
@@ -65,7 +52,7 @@ async def test_persistent_401_raises_after_exactly_two_attempts_without_looping(
     first 401 forces one new token and the call is retried once with it; the second 401
     (to a token old enough to be known everywhere) is the answer: AuthenticationError.
     """
-    clock = FakeClock()
+    clock = FakeClock(5000.0)
     async with Sandbox(key_algorithm="cv25519", clock=clock) as sb:
         foreign = sample_invoice(1, issuer_vat="999999999", lines=1)
         cache = TokenCache(clock=clock, propagation_delay=0)
@@ -135,7 +122,7 @@ async def test_refresh_token_revoked_in_the_renewal_window_falls_back_to_credent
     back to client credentials, the others keep using the still valid token, and the
     batch completes with every document accepted.
     """
-    clock = FakeClock()
+    clock = FakeClock(5000.0)
     async with Sandbox(key_algorithm="cv25519", clock=clock) as sb:
         documents = sample_invoices(80, issuer_vat=sb.client_id, lines=1)
         cache = TokenCache(clock=clock)
@@ -170,7 +157,7 @@ async def test_refresh_token_revoked_after_expiry_costs_one_refresh_and_one_gran
     """The clock jumps past expiry and refresh tokens are revoked: every worker waits for
     one fetch (a refused refresh, then client credentials); no 401, no herd.
     """
-    clock = FakeClock()
+    clock = FakeClock(5000.0)
     async with Sandbox(key_algorithm="cv25519", clock=clock) as sb:
         documents = sample_invoices(60, issuer_vat=sb.client_id, lines=1)
         cache = TokenCache(clock=clock)
@@ -214,7 +201,7 @@ async def test_failed_renewal_in_the_window_keeps_using_the_still_valid_token():
     """In the renewal window the token endpoint fails: the caller that tried to renew
     still sends its document with the current, still valid token.
     """
-    clock = FakeClock()
+    clock = FakeClock(5000.0)
     async with Sandbox(key_algorithm="cv25519", clock=clock) as sb:
         documents = sample_invoices(2, issuer_vat=sb.client_id, lines=1)
         cache = TokenCache(clock=clock)

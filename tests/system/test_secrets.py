@@ -22,6 +22,7 @@ import traceback
 import pytest
 from aioresponses import aioresponses
 from helpers import once
+from sandboxtools import FakeClock
 
 from invoicing_async import InvoicingClient, InvoicingError, RetryPolicy, TokenCache
 from invoicing_async.sandbox import DEFAULT_RANDOM_KINDS, Fault, Sandbox, sample_invoice
@@ -50,14 +51,6 @@ DOCUMENT_FAULTS = (
     Fault.oversized(300_000),
     Fault.oversized(300_000, chunked=True),
 )
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 10_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Leaks:
@@ -209,7 +202,7 @@ def matrix() -> Leaks:
     async def main() -> Leaks:
         # Single calls retry now; the matrix is about secrets, not about waiting.
         set_instant_retries(True)
-        clock = FakeClock()
+        clock = FakeClock(10_000.0)
         async with Sandbox(key_algorithm="cv25519", clock=clock) as sb:
             sb.add_client(sb.environments[0], TIN, SENTINEL_KEY)
             leaks = Leaks(sb)
@@ -255,7 +248,7 @@ async def test_no_secret_in_journal_or_outcomes_of_a_faulty_batch(tmp_path, capl
     formatted with locals, or the DEBUG log.
     """
     caplog.set_level(logging.DEBUG)
-    clock = FakeClock()
+    clock = FakeClock(10_000.0)
     journal = tmp_path / "batch.db"
     async with Sandbox(key_algorithm="cv25519", clock=clock) as sb:
         sb.add_client(sb.environments[0], TIN, SENTINEL_KEY)
@@ -363,7 +356,7 @@ async def test_refresh_token_not_in_traceback_locals_when_a_refresh_answer_fails
     fails the same way, raise to the caller (one token try each): the traceback
     formatted with locals shows no refresh token.
     """
-    clock = FakeClock()
+    clock = FakeClock(10_000.0)
     async with Sandbox(key_algorithm="cv25519", clock=clock) as sb:
         sb.add_client(sb.environments[0], TIN, SENTINEL_KEY)
         leaks = Leaks(sb)

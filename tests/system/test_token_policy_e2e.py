@@ -11,25 +11,12 @@ from __future__ import annotations
 import collections
 
 import pytest
+from sandboxtools import FakeClock, token_statuses
 
 from invoicing_async import InvoicingClient, OutcomeStatus, RetryPolicy, TokenCache
 from invoicing_async.sandbox import Fault, Sandbox, sample_invoice, sample_invoices
 
 QUICK = RetryPolicy(base_delay=0.002, max_delay=0.01, attempt_timeout=5)
-
-
-class FakeClock:
-    """A monotonic clock moved by hand, shared by the sandbox and the token cache."""
-
-    def __init__(self) -> None:
-        self.now = 5000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def token_statuses(sb) -> list[int | None]:
-    return [r.status for r in sb.requests if r.path == "/oauth/token"]
 
 
 def document_statuses(sb) -> collections.Counter[int | None]:
@@ -88,7 +75,7 @@ async def test_refused_documents_cost_at_most_one_token_request_per_cooldown():
     """Documents always refused with 401 (issuer VAT not matching the API key), over 330 s
     of the cache's clock without a circuit breaker: the token endpoint sees at most one
     request per 30 s cooldown (before: one each time the token was more than 10 s old)."""
-    clock = FakeClock()
+    clock = FakeClock(5000.0)
     async with Sandbox(key_algorithm="cv25519", clock=clock, expires_in=100_000) as sb:
         documents = [sample_invoice(n, issuer_vat="999999999", lines=1) for n in range(300)]
         cache = TokenCache(clock=clock, propagation_delay=0)
@@ -119,7 +106,7 @@ async def test_refresh_grant_authenticates_the_client_on_a_standard_server():
     """Renewal with the refresh token succeeds on a server that requires client
     authentication on refresh (RFC 6749 section 6): one request, no 401 invalid_client
     and no fallback grant."""
-    clock = FakeClock()
+    clock = FakeClock(5000.0)
     async with Sandbox(key_algorithm="cv25519", clock=clock) as sb:
         cache = TokenCache(clock=clock)
         async with InvoicingClient(
@@ -143,7 +130,7 @@ async def test_failing_refresh_endpoint_falls_back_to_client_credentials(fault, 
     answer at all) while client credentials work: every document is still accepted, with
     one refresh attempt and one client-credentials grant (before: a refresh answering
     500 left every document not sent after 100+ refresh requests)."""
-    clock = FakeClock()
+    clock = FakeClock(5000.0)
     async with Sandbox(key_algorithm="cv25519", clock=clock) as sb:
         documents = sample_invoices(20, issuer_vat=sb.client_id, lines=1)
         cache = TokenCache(clock=clock)
