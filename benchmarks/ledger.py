@@ -61,14 +61,14 @@ async def _stream_child(
         await c.token()
         warm = None if journal is None else journal.with_name(journal.name + ".warm")
         async for _ in c.submit_stream(
-            small_documents(200, _WARM), concurrency=CONCURRENCY, encrypted=encrypted, journal=warm
+            small_documents(200, _WARM), concurrency=CONCURRENCY, encrypted=encrypted, ledger=warm
         ):
             pass
         rss_before, _ = peak_kib()
         started, cpu = time.perf_counter(), time.process_time()
         accepted = 0
         async for outcome in c.submit_stream(
-            small_documents(count), concurrency=CONCURRENCY, encrypted=encrypted, journal=journal
+            small_documents(count), concurrency=CONCURRENCY, encrypted=encrypted, ledger=journal
         ):
             accepted += outcome.status.name == "ACCEPTED"
         seconds = time.perf_counter() - started
@@ -101,7 +101,7 @@ async def _resume_child(url: str, ledger: str, entries: int, skip: int) -> dict[
             small_documents(IN_FLIGHT, entries),
             concurrency=CONCURRENCY,
             encrypted=False,
-            journal=ledger,
+            ledger=ledger,
         ):
             if outcome.attempts and sent == 0:
                 first = time.perf_counter() - started
@@ -112,7 +112,7 @@ async def _resume_child(url: str, ledger: str, entries: int, skip: int) -> dict[
         began = time.perf_counter()
         async with Ledger(ledger) as opened:
             async for outcome in c.submit_stream(
-                small_documents(skip), concurrency=CONCURRENCY, encrypted=False, journal=opened
+                small_documents(skip), concurrency=CONCURRENCY, encrypted=False, ledger=opened
             ):
                 replayed += outcome.replayed
         replay_seconds = time.perf_counter() - began

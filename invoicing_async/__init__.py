@@ -9,7 +9,7 @@ from __future__ import annotations
 from ._auth import TokenCache
 from ._client import InvoicingClient
 from ._convert import outcome_from_dict, outcome_to_dict, result_from_dict, result_to_dict
-from ._documents import document_key
+from ._documents import Submission, document_key
 from ._errors import (
     AuthenticationError,
     ClientStateError,
@@ -61,6 +61,7 @@ __all__ = [
     "RateLimitError",
     "RetryPolicy",
     "ServerError",
+    "Submission",
     "TokenCache",
     "TokenStore",
     "TransportError",

@@ -2,19 +2,19 @@
 
 A fixed pool of worker coroutines takes documents from a bounded queue fed lazily from
 the caller's (async) iterable, so memory follows the concurrency, not the input. Each
-document ends in exactly one :class:`~invoicing_async.Outcome`, decided by its
-:class:`~._delivery.Delivery` (the retry rules single calls use too); the documents of a
-batch share a retry budget, a circuit breaker and an adaptive in-flight limit, so an
+document moves one way: read (identified, and looked up in the journal), prepared (in
+chunks, off the event loop), delivered (:class:`~._delivery.Delivery`, the retry rules
+single calls use too), settled (recorded in the journal and reported). The documents of
+a batch share a retry budget, a circuit breaker and an adaptive in-flight limit, so an
 outage or a misconfiguration does not multiply traffic.
 
 A document that cannot be identified or prepared ends alone (rejected locally); once the
 breaker is open or the deadline has passed, the documents still to come end NOT_SENT
-without being prepared.
+without being prepared. Each input is a document sent as the batch's options say, or a
+:class:`~._documents.Submission` with its own options.
 
-With a ledger (``journal=``), documents are looked up a chunk at a time as they are read
-(:func:`~._ledger._rules.decide` says whether to send each or report what is recorded),
-``sending`` is durable before a document's first request leaves, and every outcome is
-recorded; the ledger's writes never block the event loop.
+With a journal (:mod:`._journal`), its three hooks decide what is sent again and record
+what happened; the batch knows nothing of how (a ledger file, an outbox's claims).
 """
 
 from __future__ import annotations
@@ -30,30 +30,35 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from ._delivery import Breaker, Budget, Delivery, Shared, stops_everything
-from ._documents import Identity, describe, document_key
-from ._errors import InvoicingError, LedgerError, ValidationError
-from ._ledger._entry import fingerprint as content_fingerprint
-from ._ledger._rules import SEND, decide, needs_fingerprint
-from ._ledger._sqlite import Ledger, held
+from ._delivery import Breaker, Budget, Delivery, Kind, Shared, classify
+from ._documents import (
+    Identity,
+    Prepared,
+    SendOptions,
+    Submission,
+    describe,
+    document_key,
+    send_options,
+)
+from ._errors import InvoicingError, ValidationError
+from ._journal import SEND, Verdict, Withdrawn
 from ._limiter import Limiter
 from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
 
 if TYPE_CHECKING:
-    import datetime as dt
-    import os
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
 
-    from ._ledger._entry import Backend, LedgerEntry
+    from ._journal import Journal
     from ._models import DocumentResult
+    from ._prepare import Body
 
-__all__ = ["BatchOptions", "Sender", "collect", "stream"]
+__all__ = ["Batch", "BatchOptions", "Preparer", "Sender", "collect"]
 
 log = logging.getLogger("invoicing_async.batch")
 
 
 class Sender(Protocol):
-    """What a batch needs of a session: prepare documents, send one, and two sizes."""
+    """What a batch needs of a session: one attempt at a prepared document."""
 
     def ensure_usable(self) -> None:
         """Raise :class:`~invoicing_async.ClientStateError` if nothing can be sent."""
@@ -62,25 +67,19 @@ class Sender(Protocol):
     def limit(self) -> int:
         """Connection pool size (0: unlimited)."""
 
+    async def send(self, prepared: Prepared, *, timeout: float | None) -> DocumentResult:
+        """One attempt; the record, or the typed error."""
+
+
+class Preparer(Protocol):
+    """What a batch needs to prepare documents: bodies, a chunk at a time."""
+
     @property
-    def prepare_parallelism(self) -> tuple[int, int]:
+    def parallelism(self) -> tuple[int, int]:
         """``(documents per chunk, chunks in preparation at once)``."""
 
-    async def prepare_many(
-        self, documents: Sequence[Any], *, encrypted: bool
-    ) -> list[bytes | InvoicingError]:
-        """Each document's body, or the error that keeps it from being sent."""
-
-    async def send_prepared(
-        self,
-        payload: bytes,
-        *,
-        encrypted: bool,
-        send_method: str | None,
-        time_stamp: dt.datetime | str | None,
-        timeout: float | None,
-    ) -> DocumentResult:
-        """One attempt; the record, or the typed error."""
+    async def prepare_many(self, documents: Sequence[tuple[Any, bool]]) -> list[Body]:
+        """Each ``(document, encrypted)`` as ``(body, serialised)``, or its error."""
 
 
 @attrs.frozen(kw_only=True)
@@ -88,19 +87,17 @@ class BatchOptions:
     """The options of one batch, as :meth:`InvoicingClient.submit_stream` documents them."""
 
     concurrency: int = 32
-    encrypted: bool = True
-    journal: str | os.PathLike[str] | Ledger | Backend | None = None
+    #: How documents that are not a :class:`~._documents.Submission` are sent.
+    send: SendOptions = attrs.field(factory=SendOptions)
     retry: RetryPolicy = attrs.field(factory=RetryPolicy)
     deadline: float | None = None
     on_progress: Callable[[BatchProgress], object] | None = None
-    send_method: str | None = None
-    time_stamp: dt.datetime | str | None = None
     key: Callable[[Any], str] = document_key
 
 
 _END = object()
-#: Documents read (and looked up in the ledger) at once when a ledger is in use.
-_LEDGER_READ = 512
+#: Documents read (and looked up in the journal) at once when a journal is in use.
+_JOURNAL_READ = 512
 
 
 @attrs.frozen
@@ -118,7 +115,8 @@ class _Pending:
     key: str
     identity: Identity
     document: Any = attrs.field(repr=False)
-    maybe_committed: bool
+    options: SendOptions
+    verdict: Verdict = SEND
 
 
 @attrs.frozen
@@ -126,13 +124,23 @@ class _Ready:
     """A prepared document: the body to send, or why it cannot be sent."""
 
     pending: _Pending
-    payload: bytes | InvoicingError = attrs.field(repr=False)
+    body: Body = attrs.field(repr=False)
 
 
-class _Batch:
-    def __init__(self, sender: Sender, options: BatchOptions, ledger: Backend | None) -> None:
+class Batch:
+    """One batch: its documents' shared state and its stages (see the module docstring)."""
+
+    def __init__(
+        self,
+        preparer: Preparer,
+        sender: Sender,
+        options: BatchOptions,
+        journal: Journal | None,
+    ) -> None:
         if options.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        sender.ensure_usable()
+        self._preparer = preparer
         self._sender = sender
         # More workers than pooled connections would only wait for a slot inside the
         # request's timeout; keep them within the pool.
@@ -140,7 +148,7 @@ class _Batch:
         concurrency = options.concurrency
         self._workers = min(concurrency, pool) if pool > 0 else concurrency
         self._options = options
-        self._ledger = ledger
+        self._journal = journal
         self._shared = Shared(
             Budget(options.retry),
             Breaker(options.retry.circuit_breaker),
@@ -151,8 +159,9 @@ class _Batch:
             if options.deadline is None
             else asyncio.get_running_loop().time() + options.deadline
         )
-        self._chunk_size, self._preparers = sender.prepare_parallelism
+        self._chunk_size, self._preparers = preparer.parallelism
         self._counts: Counter[OutcomeStatus] = Counter()
+        self._replayed = 0
         self._random = random.Random()
 
     @property
@@ -164,6 +173,10 @@ class _Batch:
         self, documents: Iterable[Any] | AsyncIterable[Any]
     ) -> AsyncGenerator[Outcome, None]:
         """Three stages joined by bounded queues: read, prepare (in chunks), send.
+
+        Yields one outcome per document as it settles. Close the generator to stop
+        early: the workers are cancelled, and documents in flight are recorded in the
+        journal as interrupted.
 
         Preparing (serialising and encrypting) a chunk of documents in one executor call
         amortises the hop to the thread or process pool, which costs as much as the
@@ -179,9 +192,9 @@ class _Batch:
         self._chunks: asyncio.Queue[list[_Pending] | None] = asyncio.Queue(self._preparers)
         self._inbox: asyncio.Queue[_Ready | None] = asyncio.Queue(self._workers)
         self._outbox: asyncio.Queue[Any] = asyncio.Queue(self._workers * 2)
-        # With a ledger: one lookup (and one commit of sending records) for several chunks.
-        ledgered = self._ledger is not None and chunk_size > 1
-        read_size = max(chunk_size, _LEDGER_READ) if ledgered else chunk_size
+        # With a journal: one lookup (and one commit of sending records) for several chunks.
+        journaled = self._journal is not None and chunk_size > 1
+        read_size = max(chunk_size, _JOURNAL_READ) if journaled else chunk_size
         reader = asyncio.ensure_future(self._read_all(documents, read_size))
         preparers = [asyncio.ensure_future(self._prepare()) for _ in range(self._preparers)]
         workers = [asyncio.ensure_future(self._work()) for _ in range(self._workers)]
@@ -218,8 +231,8 @@ class _Batch:
         """Documents to prepare go on in chunks; outcomes known already are reported."""
         chunk: list[_Pending] = []
         for item in items:
-            if isinstance(item, Outcome):  # settled already, or cannot be sent
-                await self._outbox.put(self._settled(item, record=item.attempts > 0))
+            if isinstance(item, Outcome):  # settled already, or not to be sent: not recorded
+                await self._outbox.put(self._settled(item, None, record=False))
             else:
                 chunk.append(item)
         size = self._chunk_size
@@ -228,22 +241,16 @@ class _Batch:
 
     async def _prepare(self) -> None:
         while (chunk := await self._chunks.get()) is not None:
-            payloads = await self._sender.prepare_many(
-                [pending.document for pending in chunk], encrypted=self._options.encrypted
+            bodies = await self._preparer.prepare_many(
+                [(pending.document, pending.options.encrypted) for pending in chunk]
             )
-            for pending, payload in zip(chunk, payloads, strict=True):
-                await self._inbox.put(_Ready(pending, payload))
+            for pending, body in zip(chunk, bodies, strict=True):
+                await self._inbox.put(_Ready(pending, body))
 
     async def _work(self) -> None:
         while (ready := await self._inbox.get()) is not None:
-            outcome = await self._deliver(ready)
-            # A definite refusal is final for this content only: keep its fingerprint.
-            refused = (
-                content_fingerprint(ready.pending.document)
-                if self._ledger is not None and needs_fingerprint(outcome)
-                else None
-            )
-            await self._outbox.put(self._settled(outcome, fingerprint=refused))
+            outcome, prepared = await self._deliver(ready)
+            await self._outbox.put(self._settled(outcome, prepared))
 
     async def _supervise(
         self,
@@ -281,54 +288,48 @@ class _Batch:
     async def _read(self, read: list[tuple[int, Any]]) -> list[_Pending | Outcome]:
         """What to do with documents just read: send each, or its outcome already.
 
-        The ledger is asked about the whole chunk in one indexed query.
+        The journal is asked about the whole chunk at once.
         """
         identified = [self._identify(index, document) for index, document in read]
-        entries: Mapping[str, LedgerEntry] = {}
-        if self._ledger is not None:
-            keys = [item.key for item in identified if isinstance(item, _Pending)]
-            if keys:
-                entries = await self._ledger.lookup(keys)
-        resend_ambiguous = self._options.retry.resend_ambiguous
-        decided: list[_Pending | Outcome] = []
-        for item in identified:
-            if isinstance(item, _Pending):
-                entry = entries.get(item.key)
-                verdict = SEND if entry is None else decide(
-                    entry,
-                    index=item.index,
-                    resend_ambiguous=resend_ambiguous,
-                    fingerprint=functools.partial(content_fingerprint, item.document),
-                )  # fmt: skip
-                if verdict.replay is not None:
-                    decided.append(verdict.replay)
-                    continue
-                if verdict.maybe_committed:
-                    # Sent by an earlier run that did not learn the answer: a 409 is our
-                    # own commit.
-                    item = attrs.evolve(item, maybe_committed=True)  # noqa: PLW2901
-                stopped = self._shared.breaker.error
-                if stopped is not None or self._expired():
-                    # Nothing more will be sent: say so without preparing the document.
-                    why = "deadline" if stopped is None else "stop"
-                    decided.append(self._delivery(item).give_up(why, stopped))
-                    continue
-            decided.append(item)
-        if self._ledger is not None and resend_ambiguous:
-            # Sending records of new documents committed while they are prepared (see
-            # Ledger.will_send); never ahead when unknown ones are not to be re-sent.
-            fresh = [d.key for d in decided if isinstance(d, _Pending) and d.key not in entries]
-            if fresh:
-                self._ledger.will_send(fresh)
-        return decided
+        if self._journal is not None:
+            pending = [item for item in identified if isinstance(item, _Pending)]
+            if pending:
+                verdicts = await self._journal.lookup([item.key for item in pending])
+                found = dict(zip(map(id, pending), verdicts, strict=True))
+                identified = [
+                    item if isinstance(item, Outcome) else self._verdict(item, found[id(item)])
+                    for item in identified
+                ]
+        stopped = self._shared.breaker.error
+        if stopped is None and not self._expired():
+            return identified
+        # Nothing more will be sent: say so without preparing the documents.
+        why = "deadline" if stopped is None else "stop"
+        return [
+            item if isinstance(item, Outcome) else self._delivery(item).give_up(why, stopped)
+            for item in identified
+        ]
+
+    @staticmethod
+    def _verdict(item: _Pending, verdict: Verdict) -> _Pending | Outcome:
+        if verdict.replay is not None:
+            return attrs.evolve(verdict.replay, index=item.index, attempts=0, replayed=True)
+        return item if verdict is SEND else attrs.evolve(item, verdict=verdict)
 
     def _identify(self, index: int, document: Any) -> _Pending | Outcome:
         """The document's key and identity, or its refusal if they cannot be computed."""
+        options = self._options.send
+        key: str | None = None
+        if isinstance(document, Submission):
+            options = send_options(document, options)
+            key = document.key
+            document = document.document
         try:
-            if self._options.key is document_key:
+            if key is None and self._options.key is document_key:
                 key, identity = describe(document)
             else:
-                key, identity = self._options.key(document), describe(document)[1]
+                key = key if key is not None else self._options.key(document)
+                identity = describe(document)[1]
         except Exception as exc:  # noqa: BLE001  (a caller's key function may raise anything)
             error = ValidationError(
                 f"the document's identity cannot be computed: {type(exc).__name__}: "
@@ -338,7 +339,7 @@ class _Batch:
             return Delivery(key=key, index=index, identity=Identity(), policy=RetryPolicy()).refuse(
                 error
             )
-        return _Pending(index, key, identity, document, maybe_committed=False)
+        return _Pending(index, key, identity, document, options)
 
     def _expired(self) -> bool:
         return self._deadline is not None and asyncio.get_running_loop().time() >= self._deadline
@@ -349,63 +350,65 @@ class _Batch:
             index=pending.index,
             identity=pending.identity,
             policy=self._options.retry,
-            maybe_committed=pending.maybe_committed,
+            maybe_committed=pending.verdict.maybe_committed,
             deadline=self._deadline,
         )
 
     def _settled(
-        self, outcome: Outcome, *, record: bool = True, fingerprint: str | None = None
+        self, outcome: Outcome, prepared: Prepared | None, *, record: bool = True
     ) -> Outcome:
-        """Record (unless it came from the ledger), count and report an outcome."""
-        if record and self._ledger is not None:
-            self._ledger.settled(outcome, fingerprint)
+        """Record (unless read from the journal), count and report an outcome."""
+        if outcome.replayed:
+            self._replayed += 1
+        elif record and self._journal is not None:
+            self._journal.after_outcome(outcome, prepared)
         self._counts[outcome.status] += 1
         if self._options.on_progress is not None:
-            self._options.on_progress(BatchProgress(sum(self._counts.values()), dict(self._counts)))
+            self._options.on_progress(
+                BatchProgress(sum(self._counts.values()), dict(self._counts), self._replayed)
+            )
         return outcome
 
-    async def _deliver(self, ready: _Ready) -> Outcome:
+    async def _deliver(self, ready: _Ready) -> tuple[Outcome, Prepared | None]:
         pending = ready.pending
         delivery = self._delivery(pending)
         self._shared.budget.started()
-        if isinstance(ready.payload, InvoicingError):  # refused before sending
-            if stops_everything(ready.payload):
-                self._shared.breaker.trip(ready.payload)
-                return delivery.give_up("stop", ready.payload)
-            return delivery.refuse(ready.payload)
-        options = self._options
-        send = functools.partial(
-            self._sender.send_prepared,
-            ready.payload,
-            encrypted=options.encrypted,
-            send_method=options.send_method,
-            time_stamp=options.time_stamp,
-        )
-        ledger = self._ledger
-        recorded: list[bool] = []  # the sending record was started (maybe committed)
+        if isinstance(ready.body, InvoicingError):  # refused before sending
+            if classify(ready.body) is Kind.STOP:
+                self._shared.breaker.record(ready.body)
+                return delivery.give_up("stop", ready.body), None
+            return delivery.refuse(ready.body), None
+        body, plain = ready.body
+        prepared = Prepared(pending.key, pending.identity, body, pending.options, plain=plain)
+        verdict = pending.verdict
+        if verdict.refused is not None and prepared.digest == verdict.refused_digest:
+            # Refused for good before, and the content has not changed since.
+            refused = attrs.evolve(verdict.refused, index=pending.index, replayed=True)
+            return attrs.evolve(refused, attempts=0), prepared
+        journal = self._journal
+        started = False
 
-        async def sending() -> None:
-            assert ledger is not None  # noqa: S101
-            recorded.append(True)
-            await ledger.sending(pending.key, pending.index)
+        async def before_first() -> None:
+            nonlocal started
+            assert journal is not None  # noqa: S101
+            started = True
+            await journal.before_send(pending.key)
 
         try:
-            return await delivery.run(
-                send,
+            outcome = await delivery.run(
+                functools.partial(self._sender.send, prepared),
                 shared=self._shared,
-                before_first=None if ledger is None else sending,
+                before_first=None if journal is None else before_first,
                 rng=self._random,
             )
-        except LedgerError as exc:
-            if exc.reason != "lease_lost":
-                raise
-            # An outbox worker's claim was taken over: the new holder sends it.
-            return delivery.give_up("lease lost", exc)
+        except Withdrawn:
+            return delivery.give_up("lease lost"), prepared
         except asyncio.CancelledError:
-            if ledger is not None and (delivery.attempts or recorded):
-                with contextlib.suppress(Exception):  # the ledger may be what failed
-                    ledger.settled(delivery.interrupted(), None)
+            if journal is not None and (delivery.attempts or started):
+                with contextlib.suppress(Exception):  # the journal may be what failed
+                    journal.after_outcome(delivery.interrupted(), prepared)
             raise
+        return outcome, prepared
 
 
 async def _aiter(documents: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Any]:
@@ -417,32 +420,9 @@ async def _aiter(documents: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator
             yield document
 
 
-@contextlib.asynccontextmanager
-async def _running(
-    sender: Sender, documents: Iterable[Any] | AsyncIterable[Any], options: BatchOptions
-) -> AsyncIterator[AsyncGenerator[Outcome, None]]:
-    """A batch's outcomes as they settle, with its ledger held for its life."""
-    sender.ensure_usable()
-    async with held(options.journal) as ledger:
-        batch = _Batch(sender, options, ledger)
-        async with contextlib.aclosing(batch.run(documents)) as outcomes:
-            yield outcomes
-
-
-async def stream(
-    sender: Sender, documents: Iterable[Any] | AsyncIterable[Any], options: BatchOptions
-) -> AsyncGenerator[Outcome, None]:
-    """Yield one outcome per document as it settles (see ``InvoicingClient.submit_stream``)."""
-    async with _running(sender, documents, options) as outcomes:
-        async for outcome in outcomes:
-            yield outcome
-
-
-async def collect(
-    sender: Sender, documents: Iterable[Any] | AsyncIterable[Any], options: BatchOptions
-) -> list[Outcome]:
-    """Every outcome, in input order (see ``InvoicingClient.submit_many``)."""
-    async with _running(sender, documents, options) as outcomes:
+async def collect(batch: Batch, documents: Iterable[Any] | AsyncIterable[Any]) -> list[Outcome]:
+    """Every outcome of ``batch``, in input order (see ``InvoicingClient.submit_many``)."""
+    async with contextlib.aclosing(batch.run(documents)) as outcomes:
         collected = [outcome async for outcome in outcomes]
     collected.sort(key=lambda outcome: outcome.index)
     return collected

@@ -1,27 +1,33 @@
-"""``InvoicingClient``: the public façade over a :class:`~._session.Session` and batches.
+"""``InvoicingClient``: the public façade.
 
-The client owns the transport (unless the caller brought an aiohttp session), builds one
-:class:`~._session.Session` with the token cache and provider key, and hands it to
-:mod:`._batch` for bulk work. Everything a request does lives in the session; what a
-batch does lives in the batch; this module only wires and documents.
+The client owns the transport (unless the caller brought an aiohttp session) and wires
+the layers a document goes down through, in one direction: it is identified
+(:mod:`._documents`), prepared (:mod:`._prepare`), delivered (:mod:`._delivery`: the
+retry rules), each attempt sent by the :class:`~._session.Session` (token, 401 policy,
+parsing) over the :class:`~._transport.Transport`; many documents go through a
+:class:`~._batch.Batch`, with a ledger's journal (:mod:`._ledger`) when one is given.
+This module only wires and documents.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
+import warnings
 from typing import TYPE_CHECKING, Any
 
-from . import _batch
 from . import _protocol as proto
 from ._auth import TokenCache
-from ._batch import BatchOptions
+from ._batch import Batch, BatchOptions, collect
 from ._delivery import Delivery
-from ._documents import Document, describe, document_key
+from ._documents import Document, Prepared, SendOptions, describe, document_key
 from ._env import client_arguments
 from ._errors import InvoicingError
+from ._ledger._sqlite import journal as ledger_journal
 from ._outcomes import OutcomeStatus, RetryPolicy
+from ._prepare import Preparer
 from ._session import Session
 from ._transport import DEFAULT_MAX_RESPONSE_SIZE, ClientSession, Transport
 
@@ -32,6 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Mapping, Sequence
     from types import TracebackType
 
+    from ._journal import Journal
     from ._ledger._sqlite import Ledger
     from ._models import AccessToken, DocumentResult
     from ._outcomes import BatchProgress, Outcome
@@ -110,15 +117,13 @@ class InvoicingClient:
             max_response_size=max_response_size,
             ssl=ssl,
         )
-        self._executor = encrypt_executor
+        self._preparer = Preparer(provider_key, encrypt_executor)
         self._session = Session(
             self._base_url,
             client_id,
             client_secret,
             transport=self._transport,
             token_cache=self._cache,
-            provider_key=provider_key,
-            encrypt_executor=encrypt_executor,
             token_retry=RetryPolicy(
                 max_attempts=max(1, token_attempts), base_delay=0.1, max_delay=2.0
             ),
@@ -180,12 +185,12 @@ class InvoicingClient:
     @property
     def encrypt_executor(self) -> concurrent.futures.Executor | None:
         """Where documents are prepared (``None``: the event loop's default thread pool)."""
-        return self._executor
+        return self._preparer.executor
 
     @property
     def provider_key(self) -> ProviderKey | None:
         """The provider key documents are encrypted to."""
-        return self._session.provider_key
+        return self._preparer.provider_key
 
     # --- documents ---------------------------------------------------------------------
 
@@ -221,14 +226,8 @@ class InvoicingClient:
 
         .. versionchanged:: 0.2.0 retries safely; ``retry`` and ``timeout``.
         """
-        return await self._submit(
-            document,
-            encrypted=True,
-            send_method=send_method,
-            time_stamp=time_stamp,
-            retry=retry,
-            timeout=timeout,
-        )
+        options = SendOptions(encrypted=True, send_method=send_method, time_stamp=time_stamp)
+        return await self._submit(document, options, retry=retry, timeout=timeout)
 
     async def submit_json(
         self,
@@ -240,44 +239,29 @@ class InvoicingClient:
         timeout: float | None = None,
     ) -> DocumentResult:
         """``POST /Invoice/json``: the same as :meth:`submit_secure`, unencrypted."""
-        return await self._submit(
-            document,
-            encrypted=False,
-            send_method=send_method,
-            time_stamp=time_stamp,
-            retry=retry,
-            timeout=timeout,
-        )
+        options = SendOptions(encrypted=False, send_method=send_method, time_stamp=time_stamp)
+        return await self._submit(document, options, retry=retry, timeout=timeout)
 
     async def _submit(
         self,
         document: Document,
+        options: SendOptions,
         *,
-        encrypted: bool,
-        send_method: str | None,
-        time_stamp: dt.datetime | str | None,
         retry: RetryPolicy | None,
         timeout: float | None,
     ) -> DocumentResult:
         self._session.ensure_usable()
-        payload = await self.prepare(document, encrypted=encrypted)
-        key, identity = describe(document)
         loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        key, identity = describe(document)
+        [body] = await self._preparer.prepare_many([(document, options.encrypted)])
+        if isinstance(body, InvoicingError):
+            raise body
+        prepared = Prepared(key, identity, body[0], options, plain=body[1])
         delivery = Delivery(
-            key=key,
-            index=0,
-            identity=identity,
-            policy=retry or self._retry,
-            deadline=None if timeout is None else loop.time() + timeout,
+            key=key, index=0, identity=identity, policy=retry or self._retry, deadline=deadline
         )
-        send = functools.partial(
-            self._session.send_prepared,
-            payload,
-            encrypted=encrypted,
-            send_method=send_method,
-            time_stamp=time_stamp,
-        )
-        outcome = await delivery.run(send)
+        outcome = await delivery.run(functools.partial(self._session.send, prepared))
         if outcome.status is OutcomeStatus.ACCEPTED and outcome.result is not None:
             return outcome.result
         assert outcome.error is not None  # noqa: S101  (every other outcome carries one)
@@ -286,27 +270,24 @@ class InvoicingClient:
     async def prepare(self, document: Document, *, encrypted: bool) -> bytes:
         """Serialise (and encrypt) ``document`` into the body to send.
 
-        Runs in ``encrypt_executor`` (a thread by default), never on the event loop.
-        Re-sending the same prepared body is safe: the provider recognises the document,
-        not the ciphertext.
-
-        :raises ValidationError: the document cannot be serialised, or there is no
-            provider key to encrypt to.
+        .. deprecated:: 0.3.0 single calls and batches prepare documents themselves.
         """
-        [payload] = await self.prepare_many([document], encrypted=encrypted)
-        if isinstance(payload, InvoicingError):
-            raise payload
-        return payload
+        _deprecated("InvoicingClient.prepare()")
+        [body] = await self._preparer.prepare_many([(document, encrypted)])
+        if isinstance(body, InvoicingError):
+            raise body
+        return body[0]
 
     async def prepare_many(
         self, documents: Sequence[Document], *, encrypted: bool
     ) -> list[bytes | InvoicingError]:
         """Prepare several documents in one executor call.
 
-        Each document that cannot be prepared gets its error in its place. One call per
-        chunk amortises the hand-over to the thread or process pool.
+        .. deprecated:: 0.3.0 single calls and batches prepare documents themselves.
         """
-        return await self._session.prepare_many(documents, encrypted=encrypted)
+        _deprecated("InvoicingClient.prepare_many()")
+        bodies = await self._preparer.prepare_many([(doc, encrypted) for doc in documents])
+        return [body if isinstance(body, InvoicingError) else body[0] for body in bodies]
 
     async def send_prepared(
         self,
@@ -317,8 +298,13 @@ class InvoicingClient:
         time_stamp: dt.datetime | str | None = None,
         timeout: float | None = None,
     ) -> DocumentResult:
-        """Send a body made by :meth:`prepare` once (plus one retry after a 401)."""
-        return await self._session.send_prepared(
+        """Send a body made by :meth:`prepare` once (plus one retry after a 401).
+
+        .. deprecated:: 0.3.0 use :meth:`submit_secure` / :meth:`submit_json` (bytes
+           are sent as they are), which also retry safely.
+        """
+        _deprecated("InvoicingClient.send_prepared()")
+        return await self._session.send_body(
             payload,
             encrypted=encrypted,
             send_method=send_method,
@@ -334,13 +320,14 @@ class InvoicingClient:
         *,
         concurrency: int = 32,
         encrypted: bool = True,
-        journal: str | os.PathLike[str] | Ledger | None = None,
+        ledger: str | os.PathLike[str] | Ledger | None = None,
         retry: RetryPolicy | None = None,
         deadline: float | None = None,
         on_progress: Callable[[BatchProgress], object] | None = None,
         send_method: str | None = None,
         time_stamp: dt.datetime | str | None = None,
         key: Callable[[Any], str] = document_key,
+        journal: str | os.PathLike[str] | Ledger | None = None,
     ) -> list[Outcome]:
         """Submit many documents; return one :class:`~invoicing_async.Outcome` each, in order.
 
@@ -350,16 +337,17 @@ class InvoicingClient:
         """
         options = BatchOptions(
             concurrency=concurrency,
-            encrypted=encrypted,
-            journal=journal,
+            send=SendOptions(encrypted=encrypted, send_method=send_method, time_stamp=time_stamp),
             retry=retry or RetryPolicy(),
             deadline=deadline,
             on_progress=on_progress,
-            send_method=send_method,
-            time_stamp=time_stamp,
             key=key,
         )
-        return await _batch.collect(self._session, documents, options)
+        ledger = _ledger_argument(ledger, journal)
+        if ledger is None:
+            return await collect(self._batch(options, None), documents)
+        async with ledger_journal(ledger, resend_ambiguous=options.retry.resend_ambiguous) as j:
+            return await collect(self._batch(options, j), documents)
 
     def submit_stream(
         self,
@@ -367,21 +355,23 @@ class InvoicingClient:
         *,
         concurrency: int = 32,
         encrypted: bool = True,
-        journal: str | os.PathLike[str] | Ledger | None = None,
+        ledger: str | os.PathLike[str] | Ledger | None = None,
         retry: RetryPolicy | None = None,
         deadline: float | None = None,
         on_progress: Callable[[BatchProgress], object] | None = None,
         send_method: str | None = None,
         time_stamp: dt.datetime | str | None = None,
         key: Callable[[Any], str] = document_key,
+        journal: str | os.PathLike[str] | Ledger | None = None,
     ) -> AsyncGenerator[Outcome, None]:
         """Submit documents with bounded concurrency, yielding outcomes as they settle.
 
         :param documents: any iterable or async iterable of documents, consumed lazily:
-            memory is bounded by ``concurrency``, not by the input.
+            memory is bounded by ``concurrency``, not by the input. A
+            :class:`~invoicing_async.Submission` among them is sent with its own options.
         :param concurrency: documents in flight at once (at most the connection pool size).
         :param encrypted: ``/Invoice/secure`` (default) or ``/Invoice/json``.
-        :param journal: a ledger file path (or a :class:`~invoicing_async.Ledger`):
+        :param ledger: a ledger file path (or a :class:`~invoicing_async.Ledger`):
             every document's ``sending`` is recorded before its request and its outcome
             after. Running the same batch again with it skips what is final, re-sends
             what was in flight (``409`` is then its own commit) and what failed for
@@ -393,22 +383,46 @@ class InvoicingClient:
         :param on_progress: called with a :class:`~invoicing_async.BatchProgress` after
             every settled document.
         :param key: the identity of a document (default: :func:`document_key`).
+        :param journal: the former name of ``ledger``.
 
         Close the generator (``async with contextlib.aclosing(...)``) to stop early: the
         workers are cancelled and documents in flight are recorded as unknown.
+
+        .. versionchanged:: 0.3.0 ``ledger`` (``journal`` is deprecated);
+           :class:`~invoicing_async.Submission` inputs.
         """
         options = BatchOptions(
             concurrency=concurrency,
-            encrypted=encrypted,
-            journal=journal,
+            send=SendOptions(encrypted=encrypted, send_method=send_method, time_stamp=time_stamp),
             retry=retry or RetryPolicy(),
             deadline=deadline,
             on_progress=on_progress,
-            send_method=send_method,
-            time_stamp=time_stamp,
             key=key,
         )
-        return _batch.stream(self._session, documents, options)
+        return self._stream(documents, options, _ledger_argument(ledger, journal))
+
+    async def _stream(
+        self,
+        documents: Iterable[Any] | AsyncIterable[Any],
+        options: BatchOptions,
+        ledger: str | os.PathLike[str] | Ledger | None,
+    ) -> AsyncGenerator[Outcome, None]:
+        if ledger is None:
+            async with contextlib.aclosing(self._batch(options, None).run(documents)) as run:
+                async for outcome in run:
+                    yield outcome
+            return
+        self._session.ensure_usable()  # before the ledger is locked
+        async with (
+            ledger_journal(ledger, resend_ambiguous=options.retry.resend_ambiguous) as j,
+            contextlib.aclosing(self._batch(options, j).run(documents)) as run,
+        ):
+            async for outcome in run:
+                yield outcome
+
+    def _batch(self, options: BatchOptions, journal: Journal | None) -> Batch:
+        """A batch of this client's documents (an outbox worker's too)."""
+        return Batch(self._preparer, self._session, options, journal)
 
     # --- other operations ----------------------------------------------------------------
 
@@ -431,6 +445,27 @@ class InvoicingClient:
     async def token(self) -> AccessToken:
         """A valid access token from the shared cache (fetched once for all callers)."""
         return await self._session.token()
+
+
+def _deprecated(name: str, instead: str = "") -> None:
+    warnings.warn(
+        f"{name} is deprecated{instead} and will be removed in the next release",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
+def _ledger_argument(
+    ledger: str | os.PathLike[str] | Ledger | None,
+    journal: str | os.PathLike[str] | Ledger | None,
+) -> str | os.PathLike[str] | Ledger | None:
+    """``ledger=``, or the deprecated ``journal=`` it replaces."""
+    if journal is None:
+        return ledger
+    _deprecated("the journal= argument", ": use ledger=")
+    if ledger is not None:
+        raise TypeError("give ledger= only (journal= is its deprecated name)")
+    return journal
 
 
 def _credentials_problem(client_id: str, client_secret: str) -> str | None:

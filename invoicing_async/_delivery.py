@@ -1,36 +1,29 @@
-"""One document's delivery: attempts, safe retries, and its one truthful outcome.
+"""One document's delivery: attempts until its outcome is known, decided by one table.
 
-Single calls (``submit_secure``/``submit_json``) and every document of a batch go
-through :class:`Delivery`, so both keep the same promise. Retrying a non-idempotent POST
-is safe because the provider detects duplicates: a document it already holds is answered
-with 409 and its original record. Every failure is classified once, here:
+Every attempt's answer is classified once (:func:`classify`) into a :class:`Kind`, and
+:data:`RULES` says, for each kind, what the document becomes if this answer ends it,
+whether another attempt may change that, whether the provider may now hold the
+document, and what the answer says about the configuration (the batch's circuit
+breaker). :meth:`Delivery.run` is the loop single calls and batches share; a batch
+passes the :class:`Shared` state of its documents (retry budget, breaker, adaptive
+in-flight limit), a single call none.
 
-==========================================  ===========================================
-failure                                     what happens
-==========================================  ===========================================
-refused credentials, client closed          stop: NOT_SENT, and a batch stops sending
-401/403 to the document                     REJECTED; a run of them opens the breaker
-unknown endpoint (404, 405, 415, redirect)  NOT_SENT; a run of them opens the breaker
-definite refusal (400, 413 …)               REJECTED
-not sent (connection refused, 429)          retried; in a batch a 429 costs a quarter
-                                            attempt (the batch halves its concurrency)
-may be committed (reset after sending,      retried; a later 409 is our own commit:
-read timeout, 408, 5xx, unreadable 2xx,     ACCEPTED with the original record; without
-a record of another document)               re-sends (``resend_ambiguous=False``): UNKNOWN
-409 whose record cannot be read             held for sure: re-sent for the record; if no
-                                            attempt is left, ends without it (the 409 kept)
-==========================================  ===========================================
+Two refinements the table cannot express alone:
 
-Retries stop at ``max_attempts``, at the deadline (no backoff sleep outlives it), when the
-batch's retry budget is spent, or when the batch's circuit breaker opens; the document
-then ends UNKNOWN if an attempt may have been committed, else NOT_SENT. A batch also
-adapts how many requests it has in flight (:class:`Limiter`): halved on 429/503, grown
-back by one per window of successes (AIMD), so it settles at what the provider takes.
+* a 409 (``HELD``) answering this document's own earlier attempt, or an attempt an
+  earlier run may have made, is its commit (``ACCEPTED``), else a ``DUPLICATE``;
+* once an attempt may have been committed, an ending that says "not sent" says
+  ``UNKNOWN`` instead, and a held document stays held whatever a re-send is answered.
+
+Retries stop at ``max_attempts`` (a 429 in a batch costs a quarter attempt: the batch
+halves its concurrency meanwhile), at the deadline (no backoff outlives it), when the
+batch's retry budget is spent, or when its breaker opens.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -61,37 +54,123 @@ if TYPE_CHECKING:
     from ._limiter import Limiter
     from ._models import DocumentResult
 
-__all__ = ["Breaker", "Budget", "Delivery", "Send", "Shared", "stops_everything"]
+__all__ = [
+    "RULES",
+    "SINGLE",
+    "Blame",
+    "Breaker",
+    "Budget",
+    "Delivery",
+    "Kind",
+    "Rule",
+    "Send",
+    "Shared",
+    "classify",
+]
 
 log = logging.getLogger("invoicing_async.delivery")
 
 
-def _now() -> float:
-    return asyncio.get_running_loop().time()
+class Kind(enum.Enum):
+    """What one attempt's answer was, as far as the document is concerned."""
+
+    #: 201 with this document's record.
+    ACCEPTED = "accepted"
+    #: 409: the provider holds the document; the body is its record.
+    HELD = "held"
+    #: 409 whose record cannot be read: held for sure, a re-send brings the record.
+    HELD_UNREADABLE = "held, record unreadable"
+    #: A record of another document: the provider may hold this one or not.
+    FOREIGN = "foreign record"
+    #: The request may have been processed (reset after sending, timeout, 408, 5xx, an
+    #: unreadable 2xx).
+    AMBIGUOUS = "ambiguous"
+    #: Certainly not processed, and it may pass (connection refused, no token).
+    NOT_SENT = "not sent"
+    #: 429: certainly not processed; the provider asks for fewer requests.
+    THROTTLED = "throttled"
+    #: A definite refusal of the document (400, 413, 422).
+    REFUSED = "refused"
+    #: 401/403 to the document: the API key or the issuer's VAT number.
+    AUTH = "authentication"
+    #: 404/405/415 or a redirect: the base URL or path is wrong.
+    MISCONFIGURED = "misconfigured"
+    #: Nothing can be sent: refused credentials, an unusable provider key (also one the
+    #: provider cannot decrypt), a closed client.
+    STOP = "stop"
 
 
-def stops_everything(error: InvoicingError) -> bool:
-    """Failures no other document can escape: bad credentials, no key, a closed client."""
-    return isinstance(error, (CredentialsError, ClientStateError, ProviderKeyError))
+class Blame(enum.Enum):
+    """What an answer says about the configuration."""
+
+    #: Nothing against it: the run of bad answers ends.
+    NONE = "none"
+    #: Another answer that blames it: a batch stops after ``circuit_breaker`` in a row.
+    CONFIG = "configuration"
+    #: Nothing more can be sent: a batch stops now.
+    STOP = "stop"
 
 
-def _misconfigured(error: InvoicingError) -> bool:
-    """Answers that say the configuration, not the document, is wrong."""
-    if isinstance(error, (AuthenticationError, UnexpectedStatusError)):
-        return True
-    # A redirect: the base URL points somewhere else.
-    return (
+@attrs.frozen
+class Rule:
+    """What follows an answer of one :class:`Kind`."""
+
+    #: What the document becomes if this answer ends it.
+    ends: OutcomeStatus
+    #: Whether another attempt may change the outcome.
+    retry: bool
+    #: Whether the provider may hold the document after this answer.
+    may_hold: bool
+    breaker: Blame
+
+
+_A, _D, _R, _U, _N = (
+    OutcomeStatus.ACCEPTED,
+    OutcomeStatus.DUPLICATE,
+    OutcomeStatus.REJECTED,
+    OutcomeStatus.UNKNOWN,
+    OutcomeStatus.NOT_SENT,
+)
+
+#: The one table: every answer's consequence for the document.
+RULES: dict[Kind, Rule] = {
+    Kind.ACCEPTED: Rule(_A, retry=False, may_hold=True, breaker=Blame.NONE),
+    Kind.HELD: Rule(_D, retry=False, may_hold=True, breaker=Blame.NONE),
+    Kind.HELD_UNREADABLE: Rule(_D, retry=True, may_hold=True, breaker=Blame.NONE),
+    Kind.FOREIGN: Rule(_U, retry=True, may_hold=True, breaker=Blame.NONE),
+    Kind.AMBIGUOUS: Rule(_U, retry=True, may_hold=True, breaker=Blame.NONE),
+    Kind.NOT_SENT: Rule(_N, retry=True, may_hold=False, breaker=Blame.NONE),
+    Kind.THROTTLED: Rule(_N, retry=True, may_hold=False, breaker=Blame.NONE),
+    Kind.REFUSED: Rule(_R, retry=False, may_hold=False, breaker=Blame.NONE),
+    Kind.AUTH: Rule(_R, retry=False, may_hold=False, breaker=Blame.CONFIG),
+    Kind.MISCONFIGURED: Rule(_N, retry=False, may_hold=False, breaker=Blame.CONFIG),
+    Kind.STOP: Rule(_N, retry=False, may_hold=False, breaker=Blame.STOP),
+}
+
+
+def classify(error: InvoicingError) -> Kind:
+    """The kind of a failed attempt (see :class:`Kind`)."""
+    if isinstance(error, (CredentialsError, ClientStateError, ProviderKeyError)):
+        return Kind.STOP
+    if isinstance(error, DuplicateDocumentError):
+        return Kind.HELD if error.result is not None else Kind.HELD_UNREADABLE
+    if isinstance(error, ForeignRecordError):
+        return Kind.FOREIGN
+    if may_have_committed(error):
+        return Kind.AMBIGUOUS
+    if isinstance(error, TransportError):
+        return Kind.NOT_SENT
+    if isinstance(error, RateLimitError):
+        return Kind.THROTTLED
+    if isinstance(error, AuthenticationError):
+        return Kind.AUTH
+    if isinstance(error, UnexpectedStatusError) or (
         isinstance(error, MalformedResponseError)
         and error.status is not None
-        and (300 <= error.status < 400)
-    )
-
-
-def _not_sent(error: InvoicingError) -> bool:
-    """Failures that certainly left nothing at the provider and may pass: retry them."""
-    if isinstance(error, TransportError):
-        return not error.maybe_sent
-    return isinstance(error, RateLimitError)
+        and 300 <= error.status < 400
+    ):
+        return Kind.MISCONFIGURED
+    return Kind.REFUSED
 
 
 class Send(Protocol):
@@ -122,9 +201,8 @@ class Budget:
 class Breaker:
     """Stops a batch that can only fail.
 
-    It opens after ``threshold`` consecutive answers that blame the configuration, or
-    at once for refused credentials, a missing key or a closed client. Any other answer
-    from the provider ends the run of bad answers.
+    It opens after ``threshold`` answers in a row that blame the configuration, or at
+    once for one that leaves nothing to send (:attr:`Blame.STOP`).
     """
 
     def __init__(self, threshold: int | None) -> None:
@@ -132,19 +210,17 @@ class Breaker:
         self._run = 0
         self.error: InvoicingError | None = None
 
-    def trip(self, error: InvoicingError) -> None:
-        """Open now: nothing more can be sent."""
-        if self.error is None:
-            self.error = error
-            log.warning("stopping the batch: %s", error)
-
     def record(self, error: InvoicingError | None) -> None:
-        """One answer (``None``: a success)."""
-        if error is None or not _misconfigured(error):
+        """One answer (``None``: a success), judged by :data:`RULES`."""
+        blame = Blame.NONE if error is None else RULES[classify(error)].breaker
+        if blame is Blame.NONE or error is None:
             self._run = 0
             return
+        if blame is Blame.STOP:
+            self.trip(error)
+            return
         self._run += 1
-        if self._threshold is not None and self._run >= self._threshold and self.error is None:
+        if self._threshold is not None and self._run >= self._threshold:
             self.trip(
                 TransportError(
                     f"not sent: the batch stopped after {self._run} consecutive answers that "
@@ -153,14 +229,59 @@ class Breaker:
                 )
             )
 
+    def trip(self, error: InvoicingError) -> None:
+        """Open now: nothing more can be sent."""
+        if self.error is None:
+            self.error = error
+            log.warning("stopping the batch: %s", error)
+
 
 @attrs.frozen
 class Shared:
-    """What the documents of one batch share."""
+    """What the documents of one batch share (a single call shares nothing)."""
 
     budget: Budget
     breaker: Breaker
-    limiter: Limiter
+    limiter: Limiter | None
+    #: What a 429 costs of ``max_attempts``: a batch adapts its concurrency meanwhile.
+    throttled_cost: float = 0.25
+
+
+class _Unlimited(Budget):
+    def __init__(self) -> None:
+        super().__init__(RetryPolicy(min_budget=0))
+
+    def started(self) -> None:
+        pass
+
+    def take(self) -> bool:
+        return True
+
+
+class _NoBreaker(Breaker):
+    """A single call stops by itself: nothing else to stop."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+
+    def record(self, error: InvoicingError | None) -> None:
+        pass
+
+
+#: A single call's shared state: no budget, no breaker, no limit, a 429 costs in full.
+SINGLE = Shared(_Unlimited(), _NoBreaker(), None, throttled_cost=1.0)
+
+#: Why a delivery stops trying, as its log line and error say it.
+_WHY = {
+    "attempts": "no attempts left",
+    "budget": "the batch's retry budget ran out",
+    "deadline": "the deadline passed",
+    "stop": "the batch stopped",
+    "no re-sends": "re-sending after an ambiguous failure is off",
+    "configuration": "the provider refuses the configuration",
+    "refused on re-send": "a re-send for the record was refused",
+    "lease lost": "another worker took the entry over",
+}
 
 
 @attrs.define
@@ -178,36 +299,37 @@ class Delivery:
     policy: RetryPolicy
     maybe_committed: bool = False
     deadline: float | None = None
+    #: Requests sent.
     attempts: int = 0
     last_error: InvoicingError | None = None
+    #: Attempts charged against ``max_attempts`` (a 429 in a batch costs less).
+    _spent: float = 0.0
+    #: A request is out (true also when it is cancelled midway).
     _sending: bool = False
-    # 429s answered in a batch: each costs a quarter attempt (the limiter adapts).
-    _throttled: int = 0
-    # A 409 whose record could not be read: held for sure, re-sent for the record.
-    _held: Outcome | None = None
+    #: The provider holds the document (a 409 whose record could not be read yet).
+    _held: tuple[OutcomeStatus, DuplicateDocumentError] | None = None
 
     async def run(
         self,
         send: Send,
         *,
-        shared: Shared | None = None,
+        shared: Shared = SINGLE,
         before_first: Callable[[], Awaitable[None]] | None = None,
         rng: random.Random | None = None,
     ) -> Outcome:
         """Send until the outcome is known; ``send(timeout=...)`` makes one attempt."""
         while True:
-            if shared is not None and shared.breaker.error is not None:
+            if shared.breaker.error is not None:
                 return self.give_up("stop", shared.breaker.error)
-            if self.attempts and shared is not None and not shared.budget.take():
-                return self.give_up("retry budget")
+            if self.attempts and not shared.budget.take():
+                return self.give_up("budget")
             if self.attempts == 0 and before_first is not None:
                 await before_first()
             outcome = await self._attempt(send, shared)
             if outcome is not None:
                 return outcome
-            delay = self.policy.delay(
-                self.attempts, retry_after=getattr(self.last_error, "retry_after", None), rng=rng
-            )
+            retry_after = getattr(self.last_error, "retry_after", None)
+            delay = self.policy.delay(self.attempts, retry_after=retry_after, rng=rng)
             if self.deadline is not None and _now() + delay >= self.deadline:
                 return self.give_up("deadline")
             log.info(
@@ -219,13 +341,14 @@ class Delivery:
             )
             await asyncio.sleep(delay)
 
-    async def _attempt(self, send: Send, shared: Shared | None) -> Outcome | None:
+    async def _attempt(self, send: Send, shared: Shared) -> Outcome | None:
         """One request within the attempt timeout and the deadline; ``None``: retry."""
+        limiter = shared.limiter
         round_sent = 0
-        if shared is not None:
-            fast = shared.limiter.try_acquire()
-            round_sent = fast if fast is not None else await shared.limiter.acquire()
-        error: InvoicingError | None = None
+        if limiter is not None:
+            fast = limiter.try_acquire()
+            round_sent = fast if fast is not None else await limiter.acquire()
+        overload: InvoicingError | None = None
         answered = False
         try:
             timeout = self.policy.attempt_timeout
@@ -235,158 +358,152 @@ class Delivery:
                     return self.give_up("deadline")
                 timeout = remaining if timeout is None else min(timeout, remaining)
             self.attempts += 1
-            # Stays true if the send is cancelled: the request may be out, and
-            # interrupted() must say so.
+            self._spent += 1
             self._sending = True
             try:
-                result = await send(timeout=timeout)
-            except DuplicateDocumentError as exc:
-                self._sending, answered = False, True
-                return self._answered(exc.result, shared, duplicate=exc)
+                record = await send(timeout=timeout)
             except InvoicingError as exc:
-                self._sending, answered, error = False, True, exc
-                return self._failed(exc, shared)
+                self._sending, answered = False, True
+                # A 409 says nothing about the provider's load: like a success.
+                overload = None if isinstance(exc, DuplicateDocumentError) else exc
+                return self._answered(self._own(exc), shared)
             self._sending, answered = False, True
-            return self._answered(result, shared)
+            mismatch = self._foreign(record, 201)
+            return self._answered(mismatch, shared) if mismatch else self._end_held(_A, record)
         finally:
-            if shared is not None:
-                shared.limiter.release(round_sent, error, answered=answered)
+            if limiter is not None:
+                limiter.release(round_sent, overload, answered=answered)
 
-    def interrupted(self) -> Outcome:
-        """The outcome to record when the delivery is cancelled midway."""
-        committed = self._sending or self.maybe_committed
-        status = OutcomeStatus.UNKNOWN if committed else OutcomeStatus.NOT_SENT
-        return self._end(status, error=self.last_error)
+    def _own(self, error: InvoicingError) -> InvoicingError:
+        """A 409's record of another document is a foreign record, not a duplicate."""
+        if isinstance(error, DuplicateDocumentError) and error.result is not None:
+            return self._foreign(error.result, 409) or error
+        return error
 
-    def _answered(
-        self,
-        record: DocumentResult | None,
-        shared: Shared | None,
-        *,
-        duplicate: DuplicateDocumentError | None = None,
-    ) -> Outcome | None:
-        """A 201, or a 409 with the record the provider holds."""
-        if shared is not None:
-            shared.breaker.record(None)
-        mismatches = foreign_fields(self.identity, record) if record is not None else ()
-        if mismatches:
-            return self._failed(
-                ForeignRecordError(
-                    f"the provider answered with the record of another document "
-                    f"(differs in {', '.join(mismatches)})",
-                    status=201 if duplicate is None else 409,
-                    result=record,
-                    mismatches=mismatches,
-                ),
-                shared,
-            )
-        if duplicate is not None and record is None and self._spent() < self.policy.max_attempts:
-            # Held, record unreadable: a re-send is safe and answers 409 with the record.
-            self._held = self._held or self._end(self._duplicate_status(), error=duplicate)
-            self.last_error = duplicate
+    def _foreign(self, record: DocumentResult, status: int) -> ForeignRecordError | None:
+        mismatches = foreign_fields(self.identity, record)
+        if not mismatches:
             return None
-        if duplicate is not None and self._duplicate_status() is OutcomeStatus.DUPLICATE:
-            log.info(
-                "invoice %s: attempt %d: already transmitted before (409)", self.key, self.attempts
-            )
-            return self._end(OutcomeStatus.DUPLICATE, result=record, error=duplicate)
-        # Accepted at once is the common case; accepted after retries is worth a line.
-        log.log(
-            logging.INFO if self.attempts > 1 else logging.DEBUG,
-            "invoice %s: accepted at attempt %d",
-            self.key,
-            self.attempts,
-        )
-        # A 409 without a record after our own attempt: held, but the record is unknown;
-        # the 409 is kept so a single call can say so.
-        return self._end(
-            OutcomeStatus.ACCEPTED, result=record, error=duplicate if record is None else None
+        return ForeignRecordError(
+            f"the provider answered with the record of another document "
+            f"(differs in {', '.join(mismatches)})",
+            status=status,
+            result=record,
+            mismatches=mismatches,
         )
 
-    def _failed(self, error: InvoicingError, shared: Shared | None) -> Outcome | None:
-        """A failed attempt: the outcome it decides, or ``None`` to retry."""
+    def _answered(self, error: InvoicingError, shared: Shared) -> Outcome | None:
+        """A failed attempt (a 409 included): the outcome it decides, or ``None`` to retry."""
+        kind = classify(error)
+        rule = RULES[kind]
         self.last_error = error
-        if shared is not None:
-            shared.breaker.record(error)
-        if stops_everything(error):
-            if shared is not None:
-                shared.breaker.trip(error)
-            return self.give_up("stop", error)
-        if may_have_committed(error):
+        shared.breaker.record(error)
+        if kind in (Kind.HELD, Kind.HELD_UNREADABLE):
+            assert isinstance(error, DuplicateDocumentError)  # noqa: S101  (classify says so)
+            status, first = self._held or (_A if self.maybe_committed else _D, error)
+            if kind is Kind.HELD or self._spent >= self.policy.max_attempts:
+                return self._end_held(status, error.result, first)
+            self._held = status, first  # a re-send is safe and answers 409 with the record
+            return None
+        if rule.may_hold:
             self.maybe_committed = True
             if not self.policy.resend_ambiguous:
                 return self.give_up("no re-sends")
-        elif _misconfigured(error) and not isinstance(error, AuthenticationError):
-            return self.give_up("configuration", error)
-        elif not _not_sent(error):
-            return self._rejected(error)
-        if isinstance(error, RateLimitError) and shared is not None:
-            self._throttled += 1
-        if self._spent() >= self.policy.max_attempts:
+        if not rule.retry:
+            why = {Kind.STOP: "stop", Kind.MISCONFIGURED: "configuration"}.get(kind)
+            return self.give_up(why, error) if why else self._rejected(error)
+        if kind is Kind.THROTTLED:
+            self._spent -= 1 - shared.throttled_cost
+        if self._spent >= self.policy.max_attempts:
             return self.give_up("attempts")
         return None
+
+    def _end_held(
+        self,
+        status: OutcomeStatus,
+        record: DocumentResult | None,
+        duplicate: DuplicateDocumentError | None = None,
+    ) -> Outcome:
+        """The provider holds the document: accepted (ours) or a duplicate (sent before).
+
+        A 409 is kept as the error of a duplicate, and of an acceptance without a record
+        (so a single call can say so).
+        """
+        if status is _D:
+            log.info("invoice %s: attempt %d: already transmitted (409)", self.key, self.attempts)
+        else:
+            # Accepted at once is the common case; accepted after retries is worth a line.
+            log.log(
+                logging.INFO if self.attempts > 1 else logging.DEBUG,
+                "invoice %s: accepted at attempt %d",
+                self.key,
+                self.attempts,
+            )
+        kept = duplicate if status is _D or record is None else None
+        return self._end(status, result=record, error=kept)
 
     def _rejected(self, error: InvoicingError) -> Outcome:
         if self._held is not None:  # refused on a re-send for the record: still held
             return self.give_up("refused on re-send", error)
         log.warning("invoice %s: attempt %d: rejected: %s", self.key, self.attempts, error)
-        return self._end(OutcomeStatus.REJECTED, error=error)
+        return self._end(_R, error=error)
 
-    def _spent(self) -> float:
-        """Attempts used up: a 429 in a batch costs a quarter."""
-        return self.attempts - 0.75 * self._throttled
-
-    def _duplicate_status(self) -> OutcomeStatus:
-        """A 409 to our own earlier attempt is our commit; else it was sent before."""
-        held = self._held.status if self._held is not None else None
-        if held is None:
-            held = OutcomeStatus.ACCEPTED if self.maybe_committed else OutcomeStatus.DUPLICATE
-        return held
+    def interrupted(self) -> Outcome:
+        """The outcome to record when the delivery is cancelled midway."""
+        committed = self._sending or self.maybe_committed
+        return self._end(_U if committed else _N, error=self.last_error)
 
     def refuse(self, error: InvoicingError) -> Outcome:
         """Refused before sending (a document that cannot be read or serialised)."""
         log.warning("invoice %s: rejected before sending: %s", self.key, error)
-        return self._end(OutcomeStatus.REJECTED, error=error)
+        return self._end(_R, error=error)
 
     def give_up(self, why: str, error: InvoicingError | None = None) -> Outcome:
-        """Stop trying: UNKNOWN if an attempt may have been committed, else NOT_SENT."""
+        """Stop trying (``why``: a key of :data:`_WHY`).
+
+        Held if the provider holds the document, ``UNKNOWN`` if an attempt may have been
+        committed, else ``NOT_SENT``.
+        """
+        reason = _WHY[why]
         if self._held is not None:
-            return attrs.evolve(self._held, attempts=self.attempts)
+            status, first = self._held
+            return self._end_held(status, None, first)
         error = error or self.last_error
         if self.maybe_committed:
             last = error or TransportError("no answer", maybe_sent=True)
             log.warning(
-                "invoice %s: outcome unknown after %d attempt(s) (%s): %s",
+                "invoice %s: outcome unknown after %d attempt(s), %s: %s",
                 self.key,
                 self.attempts,
-                why,
+                reason,
                 last,
             )
-            return self._end(
-                OutcomeStatus.UNKNOWN,
-                error=UnknownOutcomeError(
-                    f"the provider may or may not hold the document after {self.attempts} "
-                    f"attempt(s) ({why}; last: {last}); re-send it later to find out",
-                    last_error=last,
-                    attempts=self.attempts,
-                ),
+            unknown = UnknownOutcomeError(
+                f"the provider may or may not hold the document after {self.attempts} "
+                f"attempt(s) ({reason}; last: {last}); re-send it later to find out",
+                last_error=last,
+                attempts=self.attempts,
             )
+            return self._end(_U, error=unknown)
         if error is None:
-            error = TransportError(f"not sent: the {why} ran out", maybe_sent=False)
+            error = TransportError(f"not sent: {reason}", maybe_sent=False)
         # A document never sent because the batch stopped is one of many: the stop was
         # logged once; only a document that was tried is worth a warning of its own.
-        level = logging.WARNING if self.attempts else logging.DEBUG
         log.log(
-            level,
-            "invoice %s: not sent after %d attempt(s) (%s): %s",
+            logging.WARNING if self.attempts else logging.DEBUG,
+            "invoice %s: not sent after %d attempt(s), %s: %s",
             self.key,
             self.attempts,
-            why,
+            reason,
             error,
         )
-        return self._end(OutcomeStatus.NOT_SENT, error=error)
+        return self._end(_N, error=error)
 
     def _end(self, status: OutcomeStatus, **fields: Any) -> Outcome:
         return Outcome(
             index=self.index, key=self.key, status=status, attempts=self.attempts, **fields
         )
+
+
+def _now() -> float:
+    return asyncio.get_running_loop().time()

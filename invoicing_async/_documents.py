@@ -10,6 +10,11 @@ bytes to send. Two questions are asked of it, and answered here only:
 * :func:`foreign_fields`: whether a result record belongs to the document sent (its
   series, number and internal document id, when both sides have them).
 
+A document travels through the package as one value at each stage: what the caller gave
+(a document, or a :class:`Submission` with its own send options), then a
+:class:`Prepared` document (body, identity and content digest, computed once), then its
+:class:`~invoicing_async.Outcome`.
+
 Documents come from callers and may be anything: every failure to read one becomes that
 document's :class:`~invoicing_async.ValidationError` (or, for identity, a content hash),
 never an exception that would stop a batch.
@@ -26,18 +31,26 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import attrs
+
 from ._errors import ValidationError
 
 if TYPE_CHECKING:
+    import datetime as dt
+
     from ._models import DocumentResult
 
 __all__ = [
     "Document",
     "Identity",
+    "Prepared",
+    "SendOptions",
+    "Submission",
     "describe",
     "document_key",
     "dumps",
     "foreign_fields",
+    "send_options",
     "serialize_document",
 ]
 
@@ -215,3 +228,91 @@ def foreign_fields(identity: Identity, record: DocumentResult) -> tuple[str, ...
     return tuple(
         name for name, sent, got in pairs if sent is not None and got is not None and sent != got
     )
+
+
+@attrs.frozen(slots=True)
+class SendOptions:
+    """Where and how a document is sent: the endpoint and the query parameters."""
+
+    #: ``/Invoice/secure`` (encrypted to the provider's key) or ``/Invoice/json``.
+    encrypted: bool = True
+    #: The ``sendMethod`` query parameter, passed through unchanged.
+    send_method: str | None = None
+    #: The ``timeStamp`` query parameter (an aware datetime is sent as ISO 8601 UTC).
+    time_stamp: dt.datetime | str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Submission:
+    """One document of a batch with its own send options (and, optionally, identity).
+
+    A batch takes plain documents, sent as the batch's options say, and submissions
+    mixed in, each sent as it says: a field left ``None`` takes the batch's value::
+
+        await client.submit_many([invoice, Submission(document=note, encrypted=False)])
+
+    .. versionadded:: 0.3.0
+    """
+
+    #: A JSON-serialisable mapping, or the exact bytes to send.
+    document: Document = attrs.field(repr=False)
+    #: The document's identity, if the caller knows it (else the batch's ``key=``).
+    key: str | None = None
+    encrypted: bool | None = None
+    send_method: str | None = None
+    time_stamp: dt.datetime | str | None = None
+
+
+def send_options(submission: Submission, default: SendOptions) -> SendOptions:
+    """A submission's send options, completed by the batch's ``default``."""
+    given = (submission.encrypted, submission.send_method, submission.time_stamp)
+    if given == (None, None, None):
+        return default
+    return SendOptions(
+        encrypted=default.encrypted if submission.encrypted is None else submission.encrypted,
+        send_method=(
+            default.send_method if submission.send_method is None else submission.send_method
+        ),
+        time_stamp=default.time_stamp if submission.time_stamp is None else submission.time_stamp,
+    )
+
+
+class Prepared:
+    """A document ready to send: its body, identity, send options and content digest.
+
+    Made once per document (the body off the event loop when it is encrypted) and then
+    only read: every attempt sends the same body, the record is checked against the
+    identity, and a ledger keys a definite refusal to the digest.
+    """
+
+    __slots__ = ("_digest", "_plain", "body", "identity", "key", "options")
+
+    def __init__(
+        self,
+        key: str,
+        identity: Identity,
+        body: bytes,
+        options: SendOptions,
+        *,
+        plain: bytes | None = None,
+    ) -> None:
+        self.key = key
+        self.identity = identity
+        #: The exact bytes sent (the serialised document, or its OpenPGP message).
+        self.body = body
+        self.options = options
+        self._plain = body if plain is None else plain
+        self._digest: str | None = None
+
+    def __repr__(self) -> str:
+        return f"<Prepared {self.key} {len(self.body)} bytes>"
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 (hex) of the serialised document: what a definite refusal refused.
+
+        Computed on first use (only a refusal or a ledger's replay asks for it).
+        """
+        if self._digest is None:
+            self._digest = hashlib.sha256(self._plain).hexdigest()
+        return self._digest

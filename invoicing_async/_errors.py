@@ -106,13 +106,23 @@ class ProviderKeyError(InvoicingError):
         ``no_encryption_subkey``, ``weak_rsa``, ``unsupported_algorithm``,
         ``fingerprint_mismatch``, ``weak_hash`` (its self-signatures use only hashes the
         policy refuses) or ``not_yet_valid`` (dated in the future). The message says what
-        to ask the provider for.
+        to ask the provider for. ``not_decryptable``: the provider answered that it cannot
+        decrypt what was encrypted to the key (not the provider's current key); the
+        error then has the provider's ``status`` and ``body``.
 
     .. versionchanged:: 0.2.0 the ``weak_hash`` and ``not_yet_valid`` reasons.
+    .. versionchanged:: 0.3.0 the ``not_decryptable`` reason.
     """
 
-    def __init__(self, message: str, *, reason: str) -> None:
-        super().__init__(message)
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str,
+        status: int | None = None,
+        body: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message, status=status, body=body)
         self.reason = reason
 
     def __repr__(self) -> str:

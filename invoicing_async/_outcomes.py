@@ -143,5 +143,12 @@ class RetryPolicy:
 class BatchProgress:
     """Passed to the progress callback after every settled document."""
 
+    #: Documents settled so far (sent now, or read back from the ledger).
     settled: int
+    #: Of those, how many ended in each status.
     counts: Mapping[OutcomeStatus, int]
+    #: Of those, how many were settled by an earlier run and read back from the ledger:
+    #: nothing was sent for them now.
+    #:
+    #: .. versionadded:: 0.3.0
+    replayed: int = 0

@@ -13,6 +13,7 @@ import email.utils
 import ipaddress
 import json
 import math
+import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
@@ -25,6 +26,7 @@ from ._errors import (
     DuplicateDocumentError,
     InvoicingError,
     MalformedResponseError,
+    ProviderKeyError,
     ProviderTimeoutError,
     RateLimitError,
     ServerError,
@@ -278,15 +280,31 @@ def token_error(response: Response) -> InvoicingError:
     return error_for_response(response, "POST /oauth/token")
 
 
-def parse_document_response(response: Response) -> DocumentResult:
+def parse_document_response(response: Response, *, encrypted: bool = False) -> DocumentResult:
     """Read a 200/201 answer of a document submission, or raise the typed error.
 
     A 409 raises :class:`DuplicateDocumentError` carrying the original record when the
-    body holds one.
+    body holds one. A 400 to an encrypted document that blames decryption refuses the
+    key the message was encrypted to, not the document: :class:`ProviderKeyError`
+    (``reason="not_decryptable"``).
     """
     if response.status in (200, 201):
         return _record(_json_object(response), response.status)
-    raise error_for_response(response, "document submission")
+    error = error_for_response(response, "document submission")
+    if encrypted and error.status == 400 and _UNDECRYPTABLE.search(error.message):
+        raise ProviderKeyError(
+            f"{error.message}: the provider cannot read the message, not the document in "
+            "it; most likely the provider key given is not the provider's current one "
+            "(a rotated key): ask the provider for it and check its fingerprint",
+            reason="not_decryptable",
+            status=400,
+            body=error.body,
+        )
+    raise error
+
+
+#: Provider text that blames the OpenPGP message rather than the document in it.
+_UNDECRYPTABLE = re.compile(r"decrypt|\bpgp\b|openpgp|integrity protect|session key", re.IGNORECASE)
 
 
 def parse_json_response(response: Response, what: str) -> Any:

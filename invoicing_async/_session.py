@@ -1,35 +1,28 @@
-"""One request's life: a token from the shared cache, the 401 policy, prepare, send.
+"""One request's life: a token from the shared cache, the 401 policy, send, parse.
 
 :class:`Session` strings the sans-I/O steps of :mod:`._protocol` together over a
 :class:`~._transport.Transport`: it gets a token (once for all callers, through the
 :class:`~._auth.TokenCache`), builds the request, sends it, recovers from a 401 caused by
 the token, and turns the response into a record or a typed error with the client's
-secrets scrubbed from any provider text. It makes one attempt per call; retrying a
-document is decided by its callers (:mod:`._batch`, the client's single calls).
-
-Preparing documents (serialising and encrypting) is here too, because it is the other
-half of sending one: :func:`prepare_chunk` runs in a worker thread or process.
+secrets scrubbed from any provider text. It makes one attempt per call; whether to try
+again is decided above it (:mod:`._delivery`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import logging
-import os
-import time
 from typing import TYPE_CHECKING, Any
 
 from . import _protocol as proto
 from ._auth import CredentialsKey, TokenCache
-from ._documents import dumps, serialize_document
+from ._documents import dumps
 from ._errors import (
     AuthenticationError,
     ClientStateError,
     InvoicingError,
     MalformedResponseError,
-    ProviderKeyError,
     RateLimitError,
     ServerError,
     TransportError,
@@ -39,15 +32,14 @@ from ._redact import mentions, redact_error, redact_record
 
 if TYPE_CHECKING:
     import datetime as dt
-    from collections.abc import Awaitable, Callable, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Mapping
 
-    from ._documents import Document
+    from ._documents import Prepared
     from ._models import AccessToken, DocumentResult
     from ._outcomes import RetryPolicy
-    from ._pgp import ProviderKey
     from ._transport import Transport
 
-__all__ = ["Session", "prepare_chunk"]
+__all__ = ["Session"]
 
 #: Retries of one request after 401s (a replaced token, a forced new one, a young one).
 _MAX_401_RETRIES = 3
@@ -70,8 +62,6 @@ class Session:
         *,
         transport: Transport,
         token_cache: TokenCache,
-        provider_key: ProviderKey | None,
-        encrypt_executor: concurrent.futures.Executor | None,
         token_retry: RetryPolicy,
     ) -> None:
         self._base_url = base_url
@@ -80,8 +70,6 @@ class Session:
         self._transport = transport
         self._cache = token_cache
         self._credentials = CredentialsKey.of(base_url, client_id, client_secret)
-        self._provider_key = provider_key
-        self._executor = encrypt_executor
         self._token_retry = token_retry
         # Tokens used lately: scrubbed from provider text that echoes them.
         self._recent_secrets: collections.deque[str] = collections.deque(maxlen=8)
@@ -98,63 +86,29 @@ class Session:
         """The connection pool size: more documents in flight would only queue for it."""
         return self._transport.limit
 
-    @property
-    def prepare_parallelism(self) -> tuple[int, int]:
-        """``(documents per chunk, chunks in preparation at once)`` for bulk preparation.
-
-        A process pool gets bigger chunks and two per core in flight, so no worker idles
-        while the parent pickles the next chunk; threads share the GIL, and two chunks
-        under way keep one busy.
-        """
-        if isinstance(self._executor, concurrent.futures.ProcessPoolExecutor):
-            return 32, 2 * max(1, min(os.cpu_count() or 1, 32))
-        return 16, 2
-
-    @property
-    def provider_key(self) -> ProviderKey | None:
-        """The provider key documents are encrypted to."""
-        return self._provider_key
-
-    # --- preparing -------------------------------------------------------------------------
-
-    async def prepare_many(
-        self, documents: Sequence[Document], *, encrypted: bool
-    ) -> list[bytes | InvoicingError]:
-        """Serialise (and encrypt) documents in one executor call; errors in their places.
-
-        One call per chunk amortises the hand-over to the thread or process pool, which
-        costs as much as encrypting a 4 KB invoice.
-        """
-        if not encrypted:
-            # Serialising alone is a few tens of µs: a hand-over to a thread would cost
-            # more than it saves, and with the GIL it runs no faster there.
-            return [_serialized(document) for document in documents]
-        key = self._provider_key
-        if key is None:
-            error = ProviderKeyError(
-                "no provider key to encrypt to: give the client provider_key=", reason="missing"
-            )
-            return [error for _ in documents]
-        items: list[Any] = list(documents)
-        if isinstance(self._executor, concurrent.futures.ProcessPoolExecutor):
-            # Only bytes cross to another process: any document pickles that way, and a
-            # document that cannot be serialised is refused here, alone.
-            items = [_serialized(document) for document in items]
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, prepare_chunk, key, items)
-
     # --- sending ---------------------------------------------------------------------------
 
-    async def send_prepared(
+    async def send(self, prepared: Prepared, *, timeout: float | None) -> DocumentResult:
+        """One attempt at a prepared document: its record, or the typed error."""
+        options = prepared.options
+        return await self.send_body(
+            prepared.body,
+            encrypted=options.encrypted,
+            send_method=options.send_method,
+            time_stamp=options.time_stamp,
+            timeout=timeout,
+        )
+
+    async def send_body(
         self,
-        payload: bytes,
+        body: bytes,
         *,
         encrypted: bool,
         send_method: str | None = None,
         time_stamp: dt.datetime | str | None = None,
         timeout: float | None = None,
     ) -> DocumentResult:
-        """Send a prepared body once (plus one retry after a 401 the token may have caused)."""
+        """Send a body once (plus a retry after a 401 the token may have caused)."""
 
         # A closure, not functools.partial: a partial's repr shows the API key, and
         # tracebacks formatted with locals print reprs.
@@ -163,14 +117,16 @@ class Session:
                 self._base_url,
                 token=token,
                 api_key=self._client_secret,
-                body=payload,
+                body=body,
                 encrypted=encrypted,
                 send_method=send_method,
                 time_stamp=time_stamp,
             )
 
         response = await self._authorized(build, timeout=timeout)
-        result: DocumentResult = self._checked(proto.parse_document_response, response)
+        result: DocumentResult = self._checked(
+            lambda r: proto.parse_document_response(r, encrypted=encrypted), response
+        )
         secrets = self._secrets()
         return redact_record(result, secrets) if mentions(response.body, secrets) else result
 
@@ -206,7 +162,7 @@ class Session:
 
     async def token(self) -> AccessToken:
         """A valid access token from the shared cache (fetched once for all callers)."""
-        token = await self._cache.get(self._credentials, self._fetch_token)
+        token = await self._cache.get(self._credentials, self._token_request)
         if token.value not in self._recent_secrets:
             self._recent_secrets.append(token.value)
             if token.refresh_token:
@@ -244,7 +200,7 @@ class Session:
     async def _recover(self, refused: AccessToken, timeout: float | None) -> AccessToken | None:
         """The cache's verdict on a 401, in the call's time budget (see :meth:`_token_within`)."""
         return await self._within(
-            self._cache.recover(self._credentials, refused, self._fetch_token), timeout
+            self._cache.recover(self._credentials, refused, self._token_request), timeout
         )
 
     async def _token_within(self, timeout: float | None) -> AccessToken:
@@ -286,23 +242,17 @@ class Session:
         except InvoicingError as exc:
             raise TransportError(f"no access token, nothing sent: {exc}", maybe_sent=False) from exc
 
-    async def _fetch_token(self, refresh_with: AccessToken | None) -> AccessToken:
+    async def _token_request(self, refresh_with: AccessToken | None) -> AccessToken:
         """One grant for the cache: a refresh of ``refresh_with``, or client credentials.
 
         A refresh gets one attempt (on any failure the cache falls back to client
-        credentials); client credentials are retried as ``token_retry`` says.
-        """
-        return await self._token_request(refresh_with)
-
-    async def _token_request(self, refresh_with: AccessToken | None) -> AccessToken:
-        """One token grant, retried on failures of the idempotent token endpoint.
+        credentials); client credentials are retried as ``token_retry`` says, on failures
+        of the idempotent token endpoint.
 
         The refresh token is read from ``refresh_with`` where it is used and never held
         in a local variable: tracebacks formatted with locals must not show it.
         """
         clock = self._cache.clock
-        # A refresh gets one attempt: on any failure the cache falls back to client
-        # credentials, which are retried as the policy says.
         policy = self._token_retry
         attempts = policy.max_attempts if refresh_with is None else 1
         attempt = 0
@@ -350,23 +300,6 @@ class Session:
         return secrets
 
 
-def prepare_chunk(key: ProviderKey, documents: list[Any]) -> list[bytes | InvoicingError]:
-    """Serialise and encrypt documents: runs in a worker thread or process."""
-    prepared: list[bytes | InvoicingError] = []
-    for document in documents:
-        if isinstance(document, InvoicingError):  # refused while serialising
-            prepared.append(document)
-            continue
-        try:
-            prepared.append(key.encrypt(serialize_document(document)))
-        except InvoicingError as exc:  # one document's error, kept in its place
-            prepared.append(exc)
-        # Offer the GIL between documents: the event loop's thread, back from a socket
-        # call, would otherwise wait up to the switch interval (5 ms) for it.
-        time.sleep(0)
-    return prepared
-
-
 def _json_body(value: Any) -> bytes:
     if isinstance(value, (bytes, bytearray)):
         return bytes(value)
@@ -374,10 +307,3 @@ def _json_body(value: Any) -> bytes:
         return dumps(value)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"the request body cannot be serialised to JSON: {exc}") from None
-
-
-def _serialized(document: Any) -> bytes | InvoicingError:
-    try:
-        return serialize_document(document)
-    except InvoicingError as exc:
-        return exc

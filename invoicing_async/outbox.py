@@ -39,10 +39,10 @@ from ._ledger._enqueue import ready as _ready
 from ._ledger._entry import IN_FLIGHT, PENDING, LedgerEntry
 from ._ledger._postgres import PostgresStore as _PostgresStore
 from ._ledger._sqlite import Ledger as _Ledger
-from ._ledger._sqlite_outbox import SqliteStore as _SqliteStore
 from ._ledger._sqlite_outbox import insert as _insert
-from ._ledger._worker import run_worker as _run_worker
+from ._ledger._sqlite_outbox import worker_store as _worker_store
 from ._outcomes import RetryPolicy as _RetryPolicy
+from ._worker import run_worker as _run_worker
 
 if _typing.TYPE_CHECKING:
     import sqlite3
@@ -50,7 +50,7 @@ if _typing.TYPE_CHECKING:
     from types import TracebackType
 
     from ._client import InvoicingClient
-    from ._ledger._worker import Store
+    from ._ledger._store import Store
     from ._outcomes import OutcomeStatus
 
 __all__ = [
@@ -122,7 +122,7 @@ class _Outbox:
         try:
             return await _run_worker(
                 store,
-                client._session,  # noqa: SLF001  (the client's sender: the batch's own)
+                client,
                 concurrency=concurrency,
                 stop_when_empty=stop_when_empty,
                 retry=retry or _RetryPolicy(),
@@ -236,13 +236,10 @@ class SqliteOutbox(_Outbox):
         await self.ledger.close()
 
     async def _store(self) -> Store:
-        await self.ledger.acquire()
-        store = _SqliteStore(self.ledger.file)
-        await store.recover()
-        return store
+        return await _worker_store(self.ledger)
 
     async def _unlock(self) -> None:
-        self.ledger.release()
+        self.ledger._release()  # noqa: SLF001  (the lock _worker_store took)
 
     async def enqueue(
         self,
@@ -262,7 +259,7 @@ class SqliteOutbox(_Outbox):
             _insert(connection, prepared)
         else:
             await self.ledger.open()
-            await self.ledger.file.call(lambda c: _insert(c, prepared))
+            await self.ledger._file.call(lambda c: _insert(c, prepared))  # noqa: SLF001
         return [item.key for item in prepared]
 
     async def status(self, key: str) -> LedgerEntry | None:

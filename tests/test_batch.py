@@ -26,8 +26,9 @@ from invoicing_async import (
     ValidationError,
     document_key,
 )
-from invoicing_async._batch import BatchOptions, stream
-from invoicing_async._session import _serialized
+from invoicing_async._batch import Batch, BatchOptions
+from invoicing_async._ledger._sqlite import journal as ledger_journal
+from invoicing_async._prepare import _serialized
 
 FAST = RetryPolicy(base_delay=0, max_delay=0, attempt_timeout=None)
 
@@ -40,7 +41,7 @@ class FakeProvider:
     """
 
     limit = 100
-    prepare_parallelism = (16, 2)
+    parallelism = (16, 2)
 
     def ensure_usable(self):
         pass
@@ -53,11 +54,11 @@ class FakeProvider:
         self.in_flight = 0
         self.peak_in_flight = 0
 
-    async def prepare_many(self, documents, *, encrypted):
-        return [_serialized(document) for document in documents]
+    async def prepare_many(self, documents):
+        return [_serialized(document) for document, _ in documents]
 
-    async def send_prepared(self, payload, *, encrypted, send_method, time_stamp, timeout):
-        key = document_key(payload)
+    async def send(self, prepared, *, timeout):
+        key = document_key(prepared.body)
         self.requests.append(key)
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
@@ -96,9 +97,24 @@ def key(n: int) -> str:
     return document_key(doc(n))
 
 
-async def run(provider, documents, **kwargs):
+async def stream(provider, documents, options, ledger=None):
+    """The outcomes of a batch of ``provider``'s, journaled in ``ledger`` if given."""
+    async with contextlib.AsyncExitStack() as stack:
+        journal = None
+        if ledger is not None:
+            resend = options.retry.resend_ambiguous
+            journal = await stack.enter_async_context(
+                ledger_journal(ledger, resend_ambiguous=resend)
+            )
+        batch = Batch(provider, provider, options, journal)
+        outcomes = await stack.enter_async_context(contextlib.aclosing(batch.run(documents)))
+        async for outcome in outcomes:
+            yield outcome
+
+
+async def run(provider, documents, *, ledger=None, **kwargs):
     kwargs.setdefault("retry", FAST)
-    outcomes = [o async for o in stream(provider, documents, BatchOptions(**kwargs))]
+    outcomes = [o async for o in stream(provider, documents, BatchOptions(**kwargs), ledger)]
     outcomes.sort(key=lambda o: o.index)
     return outcomes
 
@@ -249,11 +265,11 @@ async def test_ledger_records_sending_before_the_request_then_the_outcome(tmp_pa
     seen = []
 
     class Watching(FakeProvider):
-        async def send_prepared(self, payload, **kwargs):
+        async def send(self, prepared, **kwargs):
             seen.append((await ledger_entries(path))[key(1)].status)
-            return await super().send_prepared(payload, **kwargs)
+            return await super().send(prepared, **kwargs)
 
-    await run(Watching(), [doc(1)], journal=path)
+    await run(Watching(), [doc(1)], ledger=path)
     assert seen == ["in_flight"]
     entry = (await ledger_entries(path))[key(1)]
     assert entry.status is OutcomeStatus.ACCEPTED
@@ -274,15 +290,15 @@ async def test_which_documents_are_in_flight_while_the_first_request_is_out(
     seen = []
 
     class Watching(FakeProvider):
-        async def send_prepared(self, payload, **kwargs):
+        async def send(self, prepared, **kwargs):
             if not seen:
                 entries = await ledger_entries(path)
                 seen.append(sorted(k for k, e in entries.items() if e.status == "in_flight"))
-            return await super().send_prepared(payload, **kwargs)
+            return await super().send(prepared, **kwargs)
 
     policy = attrs.evolve(FAST, resend_ambiguous=resend_ambiguous)
     documents = [doc(n) for n in range(5)]
-    outcomes = await run(Watching(), documents, journal=path, concurrency=1, retry=policy)
+    outcomes = await run(Watching(), documents, ledger=path, concurrency=1, retry=policy)
     assert all(o.status is OutcomeStatus.ACCEPTED for o in outcomes)
     expected = [key(n) for n in range(5)] if resend_ambiguous else [key(0)]
     assert seen == [sorted(expected)]
@@ -291,7 +307,7 @@ async def test_which_documents_are_in_flight_while_the_first_request_is_out(
     async def first_then_stop():
         async with contextlib.aclosing(
             stream(Watching(), [doc(n) for n in range(10, 15)],
-                   BatchOptions(journal=path, concurrency=1, retry=policy))
+                   BatchOptions(concurrency=1, retry=policy), path)
         ) as outcomes:
             async for _ in outcomes:
                 break
@@ -308,14 +324,14 @@ async def test_resume_skips_settled_and_resends_in_flight(tmp_path):
     those is this batch's own commit: ACCEPTED."""
     path = tmp_path / "batch.db"
     provider = FakeProvider()
-    await run(provider, [doc(0), doc(1)], journal=path)
+    await run(provider, [doc(0), doc(1)], ledger=path)
     # A crash after doc 2 was committed but before its outcome was recorded:
     provider.committed[key(2)] = DocumentResult(mark=99)
     provider.commits[key(2)] = 1
     async with Ledger(path) as ledger:
-        await ledger.sending(key(2), 2)
+        await ledger._sending(key(2))
     provider.requests.clear()
-    outcomes = await run(provider, [doc(n) for n in range(4)], journal=path)
+    outcomes = await run(provider, [doc(n) for n in range(4)], ledger=path)
     assert [o.status for o in outcomes] == [OutcomeStatus.ACCEPTED] * 4
     assert [o.attempts for o in outcomes] == [0, 0, 1, 1]
     assert sorted(provider.requests) == sorted([key(2), key(3)])
@@ -329,11 +345,11 @@ async def test_cancellation_records_in_flight_as_unknown(tmp_path):
     path = tmp_path / "batch.db"
 
     class Slow(FakeProvider):
-        async def send_prepared(self, payload, **kwargs):
+        async def send(self, prepared, **kwargs):
             await asyncio.sleep(3600)
 
     task = asyncio.ensure_future(
-        run(Slow(), [doc(n) for n in range(10)], journal=path, concurrency=4)
+        run(Slow(), [doc(n) for n in range(10)], ledger=path, concurrency=4)
     )
     await asyncio.sleep(0.2)
     task.cancel()
@@ -368,7 +384,7 @@ async def test_streaming_memory_is_flat_in_the_input_size():
     class Counting(FakeProvider):
         """Accepts everything without keeping per-document state."""
 
-        async def send_prepared(self, payload, **kwargs):
+        async def send(self, prepared, **kwargs):
             await asyncio.sleep(0)
             return DocumentResult(mark=1)
 
@@ -395,9 +411,9 @@ async def test_documents_read_after_the_deadline_say_so():
     request, with an error that names the deadline."""
 
     class Slow(FakeProvider):
-        async def send_prepared(self, payload, **kwargs):
+        async def send(self, prepared, **kwargs):
             await asyncio.sleep(0.05)
-            return await super().send_prepared(payload, **kwargs)
+            return await super().send(prepared, **kwargs)
 
     outcomes = await run(Slow(), [doc(n) for n in range(200)], deadline=0.1, concurrency=2)
     late = [o for o in outcomes if o.status is OutcomeStatus.NOT_SENT and o.attempts == 0]

@@ -1,8 +1,9 @@
-"""The package's shape: no import circles, one owner per third-party library, small modules.
+"""The package's shape: no import circles, one owner per third-party library.
 
 These rules keep the layout one a maintainer can hold in their head (see the design
 guide): every module can be read after the modules it imports, and a library such as
-aiohttp or PGPy can be replaced by changing one module.
+aiohttp or PGPy can be replaced by changing one module. How long a module is, is not a
+rule: modules are split by responsibility, not by a line count.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ OWNERS = {
     "asyncpg": {"invoicing_async._ledger._postgres"},
     "psycopg": {"invoicing_async._ledger._postgres"},
 }
-MAX_LINES = 450
 
 
 def _module_name(path: Path) -> str:
@@ -96,10 +96,3 @@ def test_each_third_party_library_has_one_owner(library):
         if any(m == library or m.startswith(library + ".") for m in _imports(name, path))
     }
     assert importers <= OWNERS[library]
-
-
-@pytest.mark.parametrize("module", sorted(MODULES))
-def test_modules_stay_small(module):
-    """A module a maintainer reads in one sitting: at most ~450 lines."""
-    lines = MODULES[module].read_text(encoding="utf-8").count("\n")
-    assert lines <= MAX_LINES, f"{module} has {lines} lines"

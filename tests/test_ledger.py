@@ -29,11 +29,11 @@ async def test_files_are_created_readable_by_the_owner_only(tmp_path):
     and its lock file are created 0600 whatever the umask allows."""
     path = tmp_path / "batch.db"
     async with Ledger(path) as ledger:
-        await ledger.acquire()
-        await ledger.sending("id:a", 0)
+        await ledger._acquire()
+        await ledger._sending("id:a")
         for file in tmp_path.iterdir():
             assert stat.S_IMODE(file.stat().st_mode) == 0o600, file
-        ledger.release()
+        ledger._release()
 
 
 async def test_a_second_sender_on_one_ledger_is_refused_at_once(tmp_path):
@@ -41,16 +41,16 @@ async def test_a_second_sender_on_one_ledger_is_refused_at_once(tmp_path):
     typed LedgerError (reason locked) immediately; readers are not refused."""
     path = tmp_path / "batch.db"
     first = Ledger(path)
-    await first.acquire()
+    await first._acquire()
     second = Ledger(path)
     with pytest.raises(LedgerError, match="in use by another process") as caught:
-        await second.acquire()
+        await second._acquire()
     assert caught.value.reason == "locked"
     async with Ledger(path) as reader:
         assert await reader.counts() == {}
-    first.release()
-    await second.acquire()  # free again once the first sender is done
-    second.release()
+    first._release()
+    await second._acquire()  # free again once the first sender is done
+    second._release()
     await first.close()
     await second.close()
 
@@ -69,9 +69,9 @@ async def test_records_survive_reopening_and_can_be_listed_retried_forgotten(tmp
     (keeping that it may be committed), forget deletes it."""
     path = tmp_path / "batch.db"
     async with Ledger(path) as ledger:
-        await ledger.sending("id:a", 0)
-        await ledger.sending("id:b", 1)
-        ledger.settled(outcome(OutcomeStatus.ACCEPTED), None)
+        await ledger._sending("id:a")
+        await ledger._sending("id:b")
+        ledger._settled(outcome(OutcomeStatus.ACCEPTED), None)
     async with Ledger(path) as ledger:
         a, b = await ledger.get("id:a"), await ledger.get("id:b")
         assert a.status is OutcomeStatus.ACCEPTED
@@ -100,7 +100,7 @@ async def test_a_recorded_outcome_reads_back_with_the_same_record(tmp_path):
         index=4, key="id:a", status=OutcomeStatus.ACCEPTED, result=record, attempts=2
     )
     async with Ledger(tmp_path / "batch.db") as ledger:
-        ledger.settled(recorded, None)
+        ledger._settled(recorded, None)
     async with Ledger(tmp_path / "batch.db") as ledger:
         entry = await ledger.get("id:a")
     assert entry.outcome == recorded
@@ -131,14 +131,12 @@ async def test_decide_reports_unknown_without_resending_when_the_policy_forbids(
     """An entry in flight (a crash) or unknown is re-sent as maybe committed only when
     ambiguous re-sends are allowed; otherwise it is reported unknown, not sent."""
     async with Ledger(tmp_path / "batch.db") as ledger:
-        await ledger.sending("id:a", 0)
+        await ledger._sending("id:a")
         entry = await ledger.get("id:a")
-    never = pytest.fail
-    verdict = decide(entry, index=3, resend_ambiguous=False, fingerprint=never)
+    verdict = decide(entry, resend_ambiguous=False)
     assert verdict.replay.status is OutcomeStatus.UNKNOWN
-    assert verdict.replay.index == 3
     assert verdict.replay.attempts == 0
-    verdict = decide(entry, index=3, resend_ambiguous=True, fingerprint=never)
+    verdict = decide(entry, resend_ambiguous=True)
     assert verdict.replay is None
     assert verdict.maybe_committed
 
@@ -177,7 +175,7 @@ async def test_disk_full_stops_the_batch_with_a_typed_error_and_loses_nothing(
         async with InvoicingClient(sb.base_url, sb.client_id, sb.client_secret) as client:
             with pytest.raises(LedgerError) as caught:
                 await client.submit_many(
-                    documents, encrypted=False, journal=path, concurrency=8,
+                    documents, encrypted=False, ledger=path, concurrency=8,
                     retry=RetryPolicy(base_delay=0, max_delay=0),
                 )
             assert caught.value.reason == "write_failed"
@@ -194,7 +192,7 @@ async def test_disk_full_stops_the_batch_with_a_typed_error_and_loses_nothing(
                 if source.exists():
                     (tmp_path / ("copy.db" + suffix)).write_bytes(source.read_bytes())
             outcomes = await client.submit_many(
-                documents, encrypted=False, journal=roomy, concurrency=8
+                documents, encrypted=False, ledger=roomy, concurrency=8
             )
         assert all(o.ok for o in outcomes)
         assert sb.commit_count == 600

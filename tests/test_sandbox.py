@@ -17,6 +17,7 @@ import os
 import time
 
 import pytest
+from helpers import send_body
 from sandboxtools import FakeClock, client_for, invoice, raw, until
 
 from invoicing_async import (
@@ -24,6 +25,7 @@ from invoicing_async import (
     DuplicateDocumentError,
     InvoicingClient,
     OutcomeStatus,
+    ProviderKeyError,
     RetryPolicy,
     TokenCache,
     UnexpectedStatusError,
@@ -273,7 +275,7 @@ async def test_400_validation_error_carries_the_body_message(sb):
         with pytest.raises(ValidationError) as caught:
             await client.submit_json(doc)
         with pytest.raises(ValidationError, match="malformed JSON") as malformed:
-            await client.send_prepared(b'{"Series": ', encrypted=False)
+            await send_body(client, b'{"Series": ', encrypted=False)
     body = caught.value.body
     assert body is not None
     assert caught.value.status == 400
@@ -325,14 +327,18 @@ async def test_concurrent_duplicates_commit_once(sb):
 
 async def test_pgp_refusals_are_400(sb):
     """Garbage and a message without integrity protection (an old SED packet) are
-    refused with 400 and a clear message.
+    refused with 400 and a clear message; the client reports a refusal that blames the
+    message, not the document: ProviderKeyError (not_decryptable), never a
+    ValidationError an application would ask the cashier to fix.
     """
     sed_packet = bytes((0xC0 | 9, 40)) + os.urandom(40)
     async with client_for(sb) as client:
-        with pytest.raises(ValidationError, match="cannot be decrypted"):
-            await client.send_prepared(b"not a pgp message", encrypted=True)
-        with pytest.raises(ValidationError, match="not integrity protected"):
-            await client.send_prepared(armor(sed_packet), encrypted=True)
+        with pytest.raises(ProviderKeyError, match="cannot be decrypted") as garbage:
+            await send_body(client, b"not a pgp message", encrypted=True)
+        with pytest.raises(ProviderKeyError, match="not integrity protected") as old:
+            await send_body(client, armor(sed_packet), encrypted=True)
+    assert (garbage.value.status, old.value.status) == (400, 400)
+    assert garbage.value.reason == old.value.reason == "not_decryptable"
     assert sb.commit_count == 0
 
 

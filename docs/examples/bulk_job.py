@@ -58,7 +58,7 @@ async def run_job(
     outcomes = await client.submit_many(
         invoices,
         concurrency=32,  # invoices in flight at once (within the connection pool)
-        journal=journal,  # write-ahead log: a second run skips what is settled
+        ledger=journal,  # write-ahead log: a second run skips what is settled
         retry=retry,
         deadline=15 * 60,  # seconds for the whole batch
         on_progress=report,
@@ -86,7 +86,7 @@ async def stream_job(
     written = 0
     with results.open("a", encoding="utf-8") as out:
         stream = client.submit_stream(
-            invoices, concurrency=64, journal=journal, retry=retry
+            invoices, concurrency=64, ledger=journal, retry=retry
         )
         async with contextlib.aclosing(stream) as outcomes:  # closing stops the workers
             async for outcome in outcomes:  # in the order they settle

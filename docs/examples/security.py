@@ -102,7 +102,7 @@ async def _checks(recorder: Recorder) -> None:
                 invoices = [
                     sample_invoice(n, issuer_vat=sandbox.client_id) for n in range(5)
                 ]
-                outcomes = await client.submit_many(invoices, journal=journal)
+                outcomes = await client.submit_many(invoices, ledger=journal)
                 assert all(outcome.ok for outcome in outcomes)
                 sandbox.expire_tokens()  # the next request meets a 401, renews: logged
                 # Another 401: this issuer's TIN does not match the API key.

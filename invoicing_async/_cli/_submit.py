@@ -201,7 +201,7 @@ async def _submit(args: argparse.Namespace) -> int:
                     _documents(entries, positions, output, tally),
                     concurrency=args.concurrency,
                     encrypted=not args.json,
-                    journal=args.journal,
+                    ledger=args.journal,
                     retry=RetryPolicy(attempt_timeout=args.timeout),
                     deadline=args.deadline,
                     key=_identity,

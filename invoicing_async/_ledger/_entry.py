@@ -8,27 +8,23 @@ message, status and data (never a secret). Read back with
 
 from __future__ import annotations
 
-import hashlib
 import json
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from invoicing_async._convert import outcome_from_dict, outcome_to_dict
-from invoicing_async._documents import dumps, serialize_document
-from invoicing_async._errors import InvoicingError
+from invoicing_async._documents import dumps
 from invoicing_async._outcomes import Outcome, OutcomeStatus
 
 if TYPE_CHECKING:
     import datetime as dt
-    from collections.abc import Mapping, Sequence
 
 __all__ = [
     "IN_FLIGHT",
     "PENDING",
-    "Backend",
     "LedgerEntry",
-    "fingerprint",
+    "entry_from_row",
     "outcome_from_json",
     "outcome_json",
 ]
@@ -64,34 +60,6 @@ class LedgerEntry:
     fingerprint: str | None = None
     #: When the entry last changed.
     updated_at: dt.datetime | None = None
-
-
-class Backend(Protocol):
-    """What a batch asks of a ledger (the SQLite file, or an outbox worker's claims)."""
-
-    async def lookup(self, keys: Sequence[str]) -> Mapping[str, LedgerEntry]:
-        """The entries of ``keys`` that exist."""
-
-    def will_send(self, keys: Sequence[str]) -> None:
-        """Documents never seen before are about to be sent (a hint; never blocks)."""
-
-    async def sending(self, key: str, index: int) -> None:
-        """A request for ``key`` is about to leave: return once that is durable."""
-
-    def settled(self, outcome: Outcome, fingerprint: str | None) -> None:
-        """Record an outcome without blocking; raise a failure already known."""
-
-    async def flush(self) -> None:
-        """Wait until every record is durable; raise a write failure."""
-
-
-def fingerprint(document: Any) -> str | None:
-    """SHA-256 (hex) of the bytes ``document`` is sent as; ``None`` if it cannot be read."""
-    try:
-        body = serialize_document(document)
-    except InvoicingError:
-        return None
-    return hashlib.sha256(body).hexdigest()
 
 
 def outcome_json(outcome: Outcome) -> str:

@@ -20,7 +20,7 @@ from invoicing_async._outcomes import OutcomeStatus
 
 from ._enqueue import UPSERT_SET
 from ._entry import IN_FLIGHT, PENDING, LedgerEntry, entry_from_row
-from ._worker import Claim, Settlement, make_claim
+from ._store import Claim, Settlement, make_claim
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -127,7 +127,7 @@ def _entry(row: Any) -> LedgerEntry:
 
 
 class PostgresStore:
-    """The outbox table over an asyncpg pool (see :class:`~._worker.Store`)."""
+    """The outbox table over an asyncpg pool (see :class:`~._store.Store`)."""
 
     def __init__(self, dsn: str, *, pool_size: int = 4) -> None:
         self._dsn = dsn

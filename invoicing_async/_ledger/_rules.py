@@ -8,7 +8,8 @@
   number problem), and a document refused locally before sending (re-checked for free).
 * :func:`decide` decides, when a document is read again (a resumed batch, a claimed
   outbox entry), whether to send it, and whether a ``409`` would be its own commit, or
-  to report the recorded outcome without sending.
+  to report the recorded outcome without sending (a refusal: if the content, compared by
+  digest once prepared, has not changed).
 * :func:`requeue` decides whether an outbox worker puts an entry back to be sent later.
 """
 
@@ -16,19 +17,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import attrs
-
 from invoicing_async._errors import AuthenticationError, TransportError, UnknownOutcomeError
+from invoicing_async._journal import SEND, Verdict
 from invoicing_async._outcomes import Outcome, OutcomeStatus
 
 from ._entry import IN_FLIGHT, PENDING
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from invoicing_async._documents import Prepared
 
     from ._entry import LedgerEntry
 
-__all__ = ["SEND", "Verdict", "decide", "is_final", "needs_fingerprint", "requeue"]
+__all__ = ["decide", "digest_of", "is_final", "needs_fingerprint", "requeue"]
 
 _HELD = (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE)
 
@@ -42,6 +42,11 @@ def needs_fingerprint(outcome: Outcome) -> bool:
         and error.status is not None  # refused by the provider, not locally
         and not isinstance(error, AuthenticationError)  # credentials / VAT: configuration
     )
+
+
+def digest_of(outcome: Outcome, prepared: Prepared | None) -> str | None:
+    """The digest a final refusal is kept with (``None`` for every other outcome)."""
+    return prepared.digest if prepared is not None and needs_fingerprint(outcome) else None
 
 
 def is_final(outcome: Outcome, fingerprint: str | None) -> bool:
@@ -62,31 +67,8 @@ def requeue(outcome: Outcome, *, final: bool, resend_ambiguous: bool) -> bool:
     return outcome.status is not OutcomeStatus.UNKNOWN or resend_ambiguous
 
 
-@attrs.frozen
-class Verdict:
-    """What to do with a document read again: send it, or report ``replay``."""
-
-    replay: Outcome | None = None
-    #: An earlier request may have been committed: a 409 is the document's own commit.
-    maybe_committed: bool = False
-
-
-#: The verdict for a document the ledger has never seen: send it.
-SEND = Verdict()
-
-
-def decide(
-    entry: LedgerEntry | None,
-    *,
-    index: int,
-    resend_ambiguous: bool,
-    fingerprint: Callable[[], str | None],
-) -> Verdict:
-    """Send the document, or report its recorded outcome (with ``attempts == 0``).
-
-    ``fingerprint`` is called only for an entry finally refused, to tell whether the
-    content changed since.
-    """
+def decide(entry: LedgerEntry | None, *, resend_ambiguous: bool) -> Verdict:
+    """Send the document, or report its recorded outcome (see :class:`Verdict`)."""
     if entry is None:
         return SEND
     maybe = entry.maybe_committed
@@ -98,21 +80,22 @@ def decide(
     ):
         if resend_ambiguous:
             return Verdict(maybe_committed=True)
-        return Verdict(replay=_unknown(entry, index))
+        return Verdict(replay=_unknown(entry))
     if outcome is None:
         return Verdict(maybe_committed=maybe)
     if entry.final and outcome.status in _HELD:
-        return Verdict(replay=attrs.evolve(outcome, index=index, attempts=0, replayed=True))
-    if entry.final and entry.fingerprint is not None and entry.fingerprint == fingerprint():
-        return Verdict(replay=attrs.evolve(outcome, index=index, attempts=0, replayed=True))
+        return Verdict(replay=outcome)
+    if entry.final and entry.fingerprint is not None:
+        # Refused for good: unless the content changed since (the batch compares).
+        return Verdict(maybe_committed=maybe, refused_digest=entry.fingerprint, refused=outcome)
     return Verdict(maybe_committed=maybe)
 
 
-def _unknown(entry: LedgerEntry, index: int) -> Outcome:
+def _unknown(entry: LedgerEntry) -> Outcome:
     """The recorded ambiguity, reported again without a request (no ambiguous re-sends)."""
     outcome = entry.outcome
     if outcome is not None and outcome.status is OutcomeStatus.UNKNOWN:
-        return attrs.evolve(outcome, index=index, attempts=0, replayed=True)
+        return outcome
     error = UnknownOutcomeError(
         "a request for this document was in flight when an earlier run stopped; the "
         "provider may or may not hold it, and the retry policy forbids re-sending "
@@ -120,6 +103,4 @@ def _unknown(entry: LedgerEntry, index: int) -> Outcome:
         last_error=TransportError("interrupted while the request was in flight", maybe_sent=True),
         attempts=0,
     )
-    return Outcome(
-        index=index, key=entry.key, status=OutcomeStatus.UNKNOWN, error=error, replayed=True
-    )
+    return Outcome(index=0, key=entry.key, status=OutcomeStatus.UNKNOWN, error=error)

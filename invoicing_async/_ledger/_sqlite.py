@@ -1,10 +1,11 @@
 """The embedded ledger: one SQLite file per job (or per machine, as an outbox).
 
-A batch given ``journal="batch.db"`` looks documents up by identity a chunk at a time
-(an indexed query: nothing is loaded into memory), records ``sending`` before each
-first request (waiting for its commit, shared with the other documents of the same
-moment) and every outcome (queued, committed with the next group). See
-:mod:`._sqlfile` for the file, its lock and its writer thread.
+A batch given ``ledger="batch.db"`` sends through the ledger's journal
+(:func:`journal`, the hooks of :mod:`invoicing_async._journal`): documents are looked up
+by identity a chunk at a time (an indexed query: nothing is loaded into memory),
+``sending`` is recorded before each first request (waiting for its commit, shared with
+the other documents of the same moment) and every outcome (queued, committed with the
+next group). See :mod:`._sqlfile` for the file, its lock and its writer thread.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from invoicing_async._errors import LedgerError
 from invoicing_async._outcomes import OutcomeStatus
 
 from ._entry import IN_FLIGHT, PENDING, LedgerEntry, entry_from_row, outcome_json
-from ._rules import is_final
+from ._rules import decide, digest_of, is_final
 from ._sqlfile import Insert, LedgerFile
 
 if TYPE_CHECKING:
@@ -30,11 +31,11 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Sequence
     from types import TracebackType
 
+    from invoicing_async._documents import Prepared
+    from invoicing_async._journal import Verdict
     from invoicing_async._outcomes import Outcome
 
-    from ._entry import Backend
-
-__all__ = ["COLUMNS", "Ledger", "held", "row_entry"]
+__all__ = ["COLUMNS", "Ledger", "journal", "row_entry"]
 
 #: The columns :func:`row_entry` reads, in order.
 COLUMNS = "key, state, status, final, ambiguous, sending, fingerprint, outcome, updated_at"
@@ -46,7 +47,7 @@ _SENDING = Insert(
     " ON CONFLICT (key) DO UPDATE SET state = 'in_flight', sending = 1, "
     "updated_at = excluded.updated_at",
 )
-# Only a record :meth:`Ledger.will_send` made, still as it made it.
+# Only a record :meth:`Ledger._will_send` made, still as it made it.
 _UNMARK = (
     "DELETE FROM entries WHERE key = ? AND state = 'in_flight' AND status IS NULL "
     "AND updated_at = ?"
@@ -100,7 +101,7 @@ class Ledger:
 
     def __init__(self, path: str | os.PathLike[str], *, durable: bool = True) -> None:
         self.path = Path(path)
-        self.file = LedgerFile(self.path, durable=durable)
+        self._file = LedgerFile(self.path, durable=durable)
         # Documents whose sending record will_send wrote: the commit, and its time.
         self._marked: dict[str, tuple[asyncio.Future[None], float]] = {}
 
@@ -121,17 +122,17 @@ class Ledger:
 
     async def open(self) -> None:
         """Open the file (creating it), off the event loop."""
-        await self.file.open()
+        await self._file.open()
 
     async def close(self) -> None:
         """Commit what is queued and close; raises the write failure that stopped it."""
-        await self.file.close()
+        await self._file.close()
 
     # --- reading and marking -------------------------------------------------------------
 
     async def get(self, key: str) -> LedgerEntry | None:
         """The entry of ``key``, or ``None``."""
-        found = await self.lookup([key])
+        found = await self._lookup([key])
         return found.get(key)
 
     async def entries(
@@ -141,7 +142,7 @@ class Ledger:
         wanted = status.value if isinstance(status, OutcomeStatus) else status
         after = ""
         while True:
-            rows = await self.file.call(functools.partial(_page, after=after, status=wanted))
+            rows = await self._file.call(functools.partial(_page, after=after, status=wanted))
             for row in rows:
                 yield row_entry(row)
             if len(rows) < _PAGE:
@@ -150,7 +151,7 @@ class Ledger:
 
     async def counts(self) -> dict[str, int]:
         """How many entries have each status (``pending``, ``in_flight``, outcomes)."""
-        rows = await self.file.call(
+        rows = await self._file.call(
             lambda c: c.execute(
                 "SELECT CASE WHEN state = 'done' THEN status ELSE state END, count(*) "
                 "FROM entries GROUP BY 1"
@@ -166,7 +167,7 @@ class Ledger:
         """
         keys = list(keys)
         now = time.time()
-        return await self.file.call(
+        return await self._file.call(
             lambda c: _each(
                 c,
                 "UPDATE entries SET state = 'pending', final = 0, available_at = 0, "
@@ -179,69 +180,69 @@ class Ledger:
     async def forget(self, keys: Iterable[str]) -> int:
         """Delete entries; the next batch treats those documents as never seen."""
         keys = list(keys)
-        return await self.file.call(
+        return await self._file.call(
             lambda c: _each(c, "DELETE FROM entries WHERE key = ?", [(key,) for key in keys])
         )
 
-    # --- what a batch calls --------------------------------------------------------------
+    # --- what a batch's journal calls -----------------------------------------------------
 
-    async def acquire(self) -> None:
+    async def _acquire(self) -> None:
         """Open if needed and take the lock of the one process that sends."""
-        await self.file.open()
-        self.file.acquire()
+        await self._file.open()
+        self._file.acquire()
 
-    def release(self) -> None:
+    def _release(self) -> None:
         """Give the sender's lock back."""
-        self.file.release()
+        self._file.release()
 
-    async def lookup(self, keys: Sequence[str]) -> dict[str, LedgerEntry]:
+    async def _lookup(self, keys: Sequence[str]) -> dict[str, LedgerEntry]:
         """The entries of ``keys`` that exist (one indexed query per 500 keys)."""
         found: dict[str, LedgerEntry] = {}
         for start in range(0, len(keys), _LOOKUP_CHUNK):
             chunk = list(keys[start : start + _LOOKUP_CHUNK])
-            rows = await self.file.call(functools.partial(_lookup, keys=chunk))
+            rows = await self._file.call(functools.partial(_lookup, keys=chunk))
             for row in rows:
                 found[row[0]] = row_entry(row)
         return found
 
-    def will_send(self, keys: Sequence[str]) -> None:
+    def _will_send(self, keys: Sequence[str]) -> None:
         """Record ``sending`` now for documents about to be sent (never blocks).
 
         Called as new documents are read, so their records are committed together
-        while they are prepared: :meth:`sending` then finds them durable and does not
-        wait. What is not sent after all is unrecorded by :meth:`unmark` when the batch
+        while they are prepared: :meth:`_sending` then finds them durable and does not
+        wait. What is not sent after all is unrecorded by :meth:`_unmark` when the batch
         ends; after a crash such documents are ``in_flight`` like those really sent,
-        which is why a batch calls this only when ``resend_ambiguous`` lets it re-send
-        them (with ``False``, each is recorded right before its request, so that only
+        which is why this is done only when ``resend_ambiguous`` lets them be re-sent
+        (with ``False``, each is recorded right before its request, so that only
         documents really in flight end ``unknown``).
         """
         now = time.time()
-        committed = self.file.write_durable(_SENDING, [(key, now) for key in keys])
+        committed = self._file.write_durable(_SENDING, [(key, now) for key in keys])
         for key in keys:
             self._marked[key] = (committed, now)
 
-    async def sending(self, key: str, index: int) -> None:  # noqa: ARG002
+    async def _sending(self, key: str) -> None:
         """Record that a request for ``key`` is about to leave; returns once durable."""
         marked = self._marked.pop(key, None)
         if marked is None:
-            committed = self.file.write_durable(_SENDING, [(key, time.time())])
+            committed = self._file.write_durable(_SENDING, [(key, time.time())])
         else:
             committed = marked[0]
         if not committed.done():
             await asyncio.shield(committed)
         committed.result()
 
-    def unmark(self) -> None:
-        """Remove the records of documents marked by :meth:`will_send` but never sent."""
+    def _unmark(self) -> None:
+        """Remove the records of documents marked by :meth:`_will_send` but never sent."""
         marked, self._marked = self._marked, {}
         for key, (_committed, when) in marked.items():
-            self.file.write(_UNMARK, (key, when))
+            self._file.write(_UNMARK, (key, when))
 
-    def settled(self, outcome: Outcome, fingerprint: str | None) -> None:
+    def _settled(self, outcome: Outcome, fingerprint: str | None) -> None:
         """Record an outcome: queued, committed with the next group (never blocks)."""
         self._marked.pop(outcome.key, None)
         final = is_final(outcome, fingerprint)
-        self.file.write(
+        self._file.write(
             _SETTLE,
             (
                 outcome.key,
@@ -255,51 +256,70 @@ class Ledger:
             ),
         )
 
-    async def flush(self) -> None:
-        """Wait until every record so far is committed."""
-        await self.file.flush()
+
+class _LedgerJournal:
+    """A ledger as a batch's journal (:class:`invoicing_async._journal.Journal`)."""
+
+    def __init__(self, ledger: Ledger, *, resend_ambiguous: bool) -> None:
+        self._ledger = ledger
+        self._resend_ambiguous = resend_ambiguous
+
+    async def lookup(self, keys: Sequence[str]) -> list[Verdict]:
+        entries = await self._ledger._lookup(keys)  # noqa: SLF001  (the ledger's own journal)
+        verdicts = [
+            decide(entries.get(key), resend_ambiguous=self._resend_ambiguous) for key in keys
+        ]
+        if self._resend_ambiguous:
+            # Sending records of new documents committed while they are prepared (see
+            # Ledger._will_send); never ahead when unknown ones are not to be re-sent.
+            fresh = [key for key in keys if key not in entries]
+            if fresh:
+                self._ledger._will_send(fresh)  # noqa: SLF001
+        return verdicts
+
+    async def before_send(self, key: str) -> None:
+        await self._ledger._sending(key)  # noqa: SLF001
+
+    def after_outcome(self, outcome: Outcome, prepared: Prepared | None) -> None:
+        self._ledger._settled(outcome, digest_of(outcome, prepared))  # noqa: SLF001
 
 
 @contextlib.asynccontextmanager
-async def held(
-    journal: str | os.PathLike[str] | Ledger | Backend | None,
-) -> AsyncIterator[Backend | None]:
-    """The ledger a batch sends from, for the batch's life.
+async def journal(
+    ledger: str | os.PathLike[str] | Ledger, *, resend_ambiguous: bool
+) -> AsyncIterator[_LedgerJournal]:
+    """A batch's journal in ``ledger``, held (locked) for the batch's life.
 
     A path is opened as a :class:`Ledger` and closed after; a :class:`Ledger` is opened
-    if the caller did not, and locked while the batch runs. Everything recorded is
+    if the caller did not, and stays open if the caller did. Everything recorded is
     committed before the batch ends normally; a write failure then raises.
     """
-    if isinstance(journal, (str, os.PathLike)):
-        journal = Ledger(journal)
-    if not isinstance(journal, Ledger):  # no ledger, or an outbox worker's claims
-        yield journal
-        if journal is not None:
-            await journal.flush()
-        return
-    close = not journal.file.is_open  # a ledger the caller opened stays open
+    if isinstance(ledger, (str, os.PathLike)):
+        ledger = Ledger(ledger)
+    file = ledger._file  # noqa: SLF001
+    close = not file.is_open  # a ledger the caller opened stays open
     try:
-        await journal.acquire()
+        await ledger._acquire()  # noqa: SLF001
     except BaseException:
         if close:
             with contextlib.suppress(LedgerError):
-                await journal.close()
+                await ledger.close()
         raise
     try:
-        yield journal
-        journal.unmark()
-        await journal.flush()
+        yield _LedgerJournal(ledger, resend_ambiguous=resend_ambiguous)
+        ledger._unmark()  # noqa: SLF001
+        await file.flush()
     except BaseException:
         with contextlib.suppress(LedgerError):
-            journal.unmark()
-        journal.release()
+            ledger._unmark()  # noqa: SLF001
+        ledger._release()  # noqa: SLF001
         if close:
             with contextlib.suppress(LedgerError):  # the failure is already on its way
-                await journal.close()
+                await ledger.close()
         raise
-    journal.release()
+    ledger._release()  # noqa: SLF001
     if close:
-        await journal.close()
+        await ledger.close()
 
 
 def _lookup(connection: sqlite3.Connection, keys: list[str]) -> list[Any]:

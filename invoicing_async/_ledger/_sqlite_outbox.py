@@ -10,7 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ._enqueue import UPSERT_SET
-from ._worker import Claim, Settlement, make_claim
+from ._store import Claim, Settlement, make_claim
 
 if TYPE_CHECKING:
     import sqlite3
@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 
     from ._enqueue import Ready
     from ._sqlfile import LedgerFile
+    from ._sqlite import Ledger
 
-__all__ = ["SqliteStore", "insert"]
+__all__ = ["SqliteStore", "insert", "worker_store"]
 
 _INSERT = (
     "INSERT INTO entries (key, state, document, encrypted, doc_fingerprint, available_at, "  # noqa: S608
@@ -50,7 +51,7 @@ def insert(connection: sqlite3.Connection, documents: Sequence[Ready]) -> None:
 
 
 class SqliteStore:
-    """The worker's side of a SQLite outbox (see :class:`~._worker.Store`)."""
+    """The worker's side of a SQLite outbox (see :class:`~._store.Store`)."""
 
     def __init__(self, file: LedgerFile) -> None:
         self._file = file
@@ -162,3 +163,14 @@ class SqliteStore:
             ).fetchone()
         )
         return int(rows[0])
+
+
+async def worker_store(ledger: Ledger) -> SqliteStore:
+    """The store of the one worker sending from ``ledger``'s file (its lock taken).
+
+    The caller gives the lock back with the ledger's ``_release`` when the worker ends.
+    """
+    await ledger._acquire()  # noqa: SLF001  (the ledger package's own file)
+    store = SqliteStore(ledger._file)  # noqa: SLF001
+    await store.recover()
+    return store

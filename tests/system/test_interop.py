@@ -27,9 +27,16 @@ from pathlib import Path
 import keyfactory as kf
 import messagefactory as mf
 import pytest
+from helpers import send_body
 from messagefactory import PAYLOAD
 
-from invoicing_async import InvoicingClient, ProviderKey, ValidationError, document_key
+from invoicing_async import (
+    InvoicingClient,
+    ProviderKey,
+    ProviderKeyError,
+    ValidationError,
+    document_key,
+)
 from invoicing_async._documents import serialize_document
 from invoicing_async.sandbox import Sandbox, generate_keypair, sample_invoice
 from invoicing_async.sandbox._decrypt import Decryptor, UnsupportedMessageError
@@ -261,7 +268,7 @@ async def submit_foreign(sb: Sandbox, encrypt, number: int) -> None:
     plaintext = serialize_document(document)
     body = await asyncio.to_thread(encrypt, plaintext)
     async with InvoicingClient(sb.base_url, sb.client_id, sb.client_secret) as client:
-        result = await client.send_prepared(body, encrypted=True)
+        result = await send_body(client, body, encrypted=True)
     committed = sb.committed[document_key(document)]
     assert committed.body == plaintext  # byte-exact
     assert committed.encrypted
@@ -336,7 +343,8 @@ async def test_gnupg_encrypted_document_to_a_cv25519_key_is_accepted(options):
 )
 async def test_choices_no_sandbox_key_offers_are_refused(encrypt_with, options, reason):
     """Camellia and BZip2, which the sandbox's key does not offer and a provider need not
-    accept, are refused with 400 naming the algorithm; nothing is committed.
+    accept, are refused with 400 naming the algorithm (a refusal of the message, not of
+    the document: ProviderKeyError); nothing is committed.
     """
     if (GPG if encrypt_with == "gpg" else SQ) is None:
         pytest.skip(f"{encrypt_with} is not installed")
@@ -351,9 +359,10 @@ async def test_choices_no_sandbox_key_offers_are_refused(encrypt_with, options, 
         else:
             body = await asyncio.to_thread(sq_encrypt, sb.public_key_armored, plaintext, *options)
         async with InvoicingClient(sb.base_url, sb.client_id, sb.client_secret) as client:
-            with pytest.raises(ValidationError, match=reason) as refused:
-                await client.send_prepared(body, encrypted=True)
+            with pytest.raises(ProviderKeyError, match=reason) as refused:
+                await send_body(client, body, encrypted=True)
         assert refused.value.status == 400
+        assert refused.value.reason == "not_decryptable"
         assert sb.commit_count == 0
 
 
@@ -373,7 +382,7 @@ async def test_gpg_encrypted_document_is_accepted():
         async with InvoicingClient(
             sb.base_url, sb.client_id, sb.client_secret, provider_key=sb.provider_key
         ) as client:
-            result = await client.send_prepared(encrypted, encrypted=True)
+            result = await send_body(client, encrypted, encrypted=True)
     assert sb.committed[document_key(doc)].body == plaintext
     assert sb.committed[document_key(doc)].record == result
 

@@ -37,10 +37,10 @@ async def test_refused_credentials_are_never_final(tmp_path):
         documents = sample_invoices(20, issuer_vat=sb.client_id, lines=1)
         with instant_retries():
             async with client(sb, "a-typo") as bad:
-                first = await bad.submit_many(documents, encrypted=False, journal=ledger)
+                first = await bad.submit_many(documents, encrypted=False, ledger=ledger)
             assert {o.status for o in first} == {OutcomeStatus.NOT_SENT}
             async with client(sb) as good:
-                second = await good.submit_many(documents, encrypted=False, journal=ledger)
+                second = await good.submit_many(documents, encrypted=False, ledger=ledger)
         assert all(o.status is OutcomeStatus.ACCEPTED and o.attempts == 1 for o in second)
         assert sb.commit_count == 20
 
@@ -60,11 +60,11 @@ async def test_a_401_to_a_document_is_not_final(tmp_path):
                 sb.base_url, sb.client_id, sb.client_secret, token_cache=cache
             ) as c:
                 first = await c.submit_many(
-                    documents[:1], encrypted=False, journal=ledger,
+                    documents[:1], encrypted=False, ledger=ledger,
                     retry=RetryPolicy(max_attempts=1),
                 )
                 assert first[0].status is OutcomeStatus.REJECTED
-                second = await c.submit_many(documents, encrypted=False, journal=ledger)
+                second = await c.submit_many(documents, encrypted=False, ledger=ledger)
         assert [o.status for o in second] == [OutcomeStatus.ACCEPTED] * 3
         assert second[0].attempts == 1
 
@@ -78,15 +78,15 @@ async def test_a_400_is_final_for_that_content_only(tmp_path):
         documents[1]["Summaries"]["TotalGrossValue"] = -1
         with instant_retries():
             async with client(sb) as c:
-                first = await c.submit_many(documents, encrypted=False, journal=ledger)
+                first = await c.submit_many(documents, encrypted=False, ledger=ledger)
                 assert first[1].status is OutcomeStatus.REJECTED
                 start = len(sb.requests)
-                again = await c.submit_many(documents, encrypted=False, journal=ledger)
+                again = await c.submit_many(documents, encrypted=False, ledger=ledger)
                 assert sent(sb, start) == []
                 assert again[1].status is OutcomeStatus.REJECTED
                 assert again[1].attempts == 0
                 documents[1]["Summaries"]["TotalGrossValue"] = 12.4
-                fixed = await c.submit_many(documents, encrypted=False, journal=ledger)
+                fixed = await c.submit_many(documents, encrypted=False, ledger=ledger)
         assert [o.status for o in fixed] == [OutcomeStatus.ACCEPTED] * 3
         assert fixed[1].attempts == 1
         assert fixed[0].attempts == 0
@@ -107,13 +107,13 @@ async def test_unknown_is_resent_only_when_the_policy_allows(tmp_path, resend):
         with instant_retries():
             async with client(sb) as c:
                 first = await c.submit_many(
-                    documents, encrypted=False, journal=ledger, retry=strict, concurrency=1
+                    documents, encrypted=False, ledger=ledger, retry=strict, concurrency=1
                 )
                 assert [o.status for o in first].count(OutcomeStatus.UNKNOWN) == 1
                 start = len(sb.requests)
                 policy = RetryPolicy() if resend else strict
                 second = await c.submit_many(
-                    documents, encrypted=False, journal=ledger, retry=policy
+                    documents, encrypted=False, ledger=ledger, retry=policy
                 )
         if resend:
             assert len(sent(sb, start)) == 1

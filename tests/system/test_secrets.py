@@ -261,7 +261,7 @@ async def test_no_secret_in_journal_or_outcomes_of_a_faulty_batch(tmp_path, capl
             sb.script(None)  # no fault for this one
             await client.submit_json(documents[7])  # 409 in the batch
             outcomes = await client.submit_many(
-                documents, concurrency=8, journal=journal, retry=QUICK
+                documents, concurrency=8, ledger=journal, retry=QUICK
             )
             sb.expire_tokens()
             outcomes += await client.submit_many(

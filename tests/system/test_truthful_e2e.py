@@ -460,7 +460,7 @@ async def test_secrets_a_provider_echoes_into_records_reach_no_outcome_or_journa
         sb.random_faults(rate=1.0, seed=2, kinds=[Fault.echo_secrets()], max_per_document=2)
         sb.script(None, Fault.commit_then_drop())  # the second document is re-sent: 409
         journal = tmp_path / "batch.db"
-        outcomes = await client.submit_many(documents, journal=journal, retry=QUICK)
+        outcomes = await client.submit_many(documents, ledger=journal, retry=QUICK)
         token = (await client.token()).value
     assert {o.status for o in outcomes} == {OutcomeStatus.ACCEPTED}
     texts = [repr(o) for o in outcomes] + [  # the ledger's files: database, WAL, lock

@@ -102,7 +102,7 @@ async def main(mode: str, journal: Path) -> dict[str, object]:
         async with client:
             if mode == "stream":
                 stream = client.submit_stream(
-                    documents, concurrency=8, journal=journal, retry=retry
+                    documents, concurrency=8, ledger=journal, retry=retry
                 )
                 seen = 0
                 async for _ in stream:
@@ -113,7 +113,7 @@ async def main(mode: str, journal: Path) -> dict[str, object]:
                 report["seen"] = seen
             else:
                 task = asyncio.ensure_future(
-                    client.submit_many(documents, concurrency=8, journal=journal, retry=retry)
+                    client.submit_many(documents, concurrency=8, ledger=journal, retry=retry)
                 )
                 await wait_for_sending(journal, 8)
                 await asyncio.sleep(0.2)  # 503s answered, their documents in backoff

@@ -29,7 +29,7 @@ async def main() -> None:
         base_url, client_id, os.environ["INVOICING_API_KEY"], provider_key=key
     ) as client:
         outcomes = await client.submit_many(
-            documents, concurrency=int(concurrency), journal=journal, retry=policy
+            documents, concurrency=int(concurrency), ledger=journal, retry=policy
         )
     bad = [o for o in outcomes if not o.ok]
     statuses = collections.Counter(o.status.value for o in outcomes)

@@ -1,17 +1,14 @@
-"""An outbox worker: claimed entries go through the same batch machinery as a stream.
+"""An outbox worker: a batch whose journal is the set of entries it has claimed.
 
-The worker runs one batch (:class:`~invoicing_async._batch._Batch`) fed by an async
-generator of claimed entries, so outcomes, retries, the retry budget, the circuit
-breaker and the adaptive in-flight limit are those of ``submit_stream``. The batch's
-ledger is :class:`Claims`: lookups answer from the claimed rows, and every write is
-fenced by the claim's lease (a worker whose claim was taken over writes nothing, and
-does not send). A heartbeat extends the leases; a worker that dies stops extending
-them, and another worker claims the entries when they expire: a request that may
-have left is re-sent with ``maybe_committed``, so the provider's ``409`` makes it
+The worker feeds claimed entries, each a :class:`~invoicing_async.Submission` with its
+own endpoint, into one batch of the client, so outcomes, retries, the retry budget, the
+circuit breaker and the adaptive in-flight limit are those of ``submit_stream``. The
+batch's journal is :class:`Claims`: lookups answer from the claimed rows, and every
+write is fenced by the claim's lease (a worker whose claim was taken over writes
+nothing, and does not send). A heartbeat extends the leases; a worker that dies stops
+extending them, and another worker claims the entries when they expire: a request that
+may have left is re-sent with ``maybe_committed``, so the provider's ``409`` makes it
 ``accepted`` and the document is committed once.
-
-A :class:`Store` is the storage side (PostgreSQL or SQLite): claim, extend, mark
-sending, settle and release, each fenced by lease.
 """
 
 from __future__ import annotations
@@ -23,116 +20,33 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
-import attrs
-
-from invoicing_async._batch import BatchOptions, _Batch
-from invoicing_async._errors import InvoicingError, LedgerError
-from invoicing_async._outcomes import OutcomeStatus, RetryPolicy
-
-from ._entry import PENDING, entry_from_row, outcome_json
-from ._rules import is_final, requeue
+from ._batch import BatchOptions
+from ._documents import Submission
+from ._errors import LedgerError
+from ._journal import Verdict, Withdrawn
+from ._ledger._entry import PENDING, outcome_json
+from ._ledger._rules import decide, digest_of, is_final, requeue
+from ._ledger._store import Settlement
+from ._outcomes import OutcomeStatus, RetryPolicy
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
-    from invoicing_async._batch import Sender
-    from invoicing_async._models import DocumentResult
-    from invoicing_async._outcomes import Outcome
+    from ._batch import Batch
+    from ._documents import Prepared
+    from ._journal import Journal
+    from ._ledger._store import Claim, Store
+    from ._outcomes import Outcome
 
-    from ._entry import LedgerEntry
-
-__all__ = ["Claim", "Claims", "Settlement", "Store", "run_worker"]
+__all__ = ["Claims", "Client", "run_worker"]
 
 log = logging.getLogger("invoicing_async.ledger")
 
 
-class RowDocument(bytes):
-    """A claimed entry's serialised document, carrying its key and endpoint."""
+class Client(Protocol):
+    """What a worker needs of a client: a batch of its documents with a journal."""
 
-    key: str
-    encrypted: bool
-
-
-class _Payload(bytes):
-    encrypted: bool
-
-
-@attrs.frozen
-class Claim:
-    """One entry a worker holds under ``lease``."""
-
-    id: Any
-    lease: str
-    document: RowDocument = attrs.field(repr=False)
-    entry: LedgerEntry
-    claims: int
-
-
-@attrs.frozen
-class Settlement:
-    """An outcome to write, if the lease still holds."""
-
-    id: Any
-    lease: str
-    state: str  # "done", or "pending" to be sent again after ``delay`` seconds
-    status: str
-    final: bool
-    ambiguous: bool
-    fingerprint: str | None
-    attempts: int
-    outcome: str
-    delay: float
-
-
-class Store(Protocol):
-    """The storage side of an outbox; every write is fenced by lease."""
-
-    async def claim(self, limit: int, lease: str, seconds: float) -> list[Claim]:
-        """Claim up to ``limit`` entries (pending, or whose lease expired)."""
-
-    async def extend(self, leases: Sequence[str], seconds: float) -> None:
-        """Extend the leases still held."""
-
-    async def mark_sending(self, items: Sequence[tuple[Any, str]]) -> set[Any]:
-        """Record that requests leave; returns the ids whose lease held."""
-
-    async def settle(self, items: Sequence[Settlement]) -> set[Any]:
-        """Write outcomes; returns the ids whose lease held."""
-
-    async def release(self, leases: Sequence[str], delay: float) -> None:
-        """Put entries still held under ``leases`` back as pending."""
-
-    async def remaining(self) -> int:
-        """Entries pending or in flight (anyone's)."""
-
-
-def make_claim(
-    row_id: Any,
-    lease: str,
-    *,
-    key: str,
-    document: bytes,
-    encrypted: bool,
-    status: str | None,
-    maybe_committed: bool,
-    claims: int,
-    outcome: Any,
-) -> Claim:
-    """A claimed row as the batch sees it: an entry to send (``pending``)."""
-    body = RowDocument(document)
-    body.key = key
-    body.encrypted = bool(encrypted)
-    entry = entry_from_row(
-        key,
-        PENDING,
-        status,
-        final=False,
-        maybe_committed=maybe_committed,
-        fingerprint=None,
-        outcome=outcome,
-        updated_at=None,
-    )
-    return Claim(row_id, lease, body, entry, claims)
+    def _batch(self, options: BatchOptions, journal: Journal | None) -> Batch: ...
 
 
 class _Pump:
@@ -175,7 +89,7 @@ class _Pump:
 
 
 class Claims:
-    """The batch's ledger in a worker: the claimed entries, written under their lease."""
+    """The batch's journal in a worker: the claimed entries, written under their lease."""
 
     def __init__(self, store: Store, *, seconds: float, policy: RetryPolicy) -> None:
         self._store = store
@@ -209,26 +123,28 @@ class Claims:
                 except Exception as exc:  # noqa: BLE001  (a missed beat: the leases may expire)
                     log.warning("outbox: cannot extend the leases: %s", exc)
 
-    async def lookup(self, keys: Sequence[str]) -> Mapping[str, LedgerEntry]:
-        return {key: self.held[key].entry for key in keys if key in self.held}
+    # --- the journal's hooks -----------------------------------------------------------------
 
-    def will_send(self, keys: Sequence[str]) -> None:
-        """Nothing to do early: each claim is marked, fenced, right before its request."""
+    async def lookup(self, keys: Sequence[str]) -> list[Verdict]:
+        """A claimed entry is pending: send it (knowing whether it may be committed)."""
+        resend = self._policy.resend_ambiguous
+        return [decide(self.held[key].entry, resend_ambiguous=resend) for key in keys]
 
-    async def sending(self, key: str, index: int) -> None:  # noqa: ARG002
+    async def before_send(self, key: str) -> None:
+        """Mark the entry sending, under its lease; a lost lease withdraws it."""
         self._check()
         claim = self.held.get(key)
         if claim is None or not await self._sending.put(claim):
-            raise LedgerError(
-                f"the claim on {key} was taken over by another worker", reason="lease_lost"
-            )
+            raise Withdrawn(f"the claim on {key} was taken over by another worker")
 
-    def settled(self, outcome: Outcome, fingerprint: str | None) -> None:
+    def after_outcome(self, outcome: Outcome, prepared: Prepared | None) -> None:
+        """Settle the entry under its lease: done, or back to be sent again later."""
         self._check()
         claim = self.held.pop(outcome.key, None)
         if claim is None:
             return
         self._drop(claim.lease)
+        fingerprint = digest_of(outcome, prepared)
         final = is_final(outcome, fingerprint)
         again = requeue(outcome, final=final, resend_ambiguous=self._policy.resend_ambiguous)
         settlement = Settlement(
@@ -247,7 +163,10 @@ class Claims:
         future.add_done_callback(self._settled_done)
         self._settles.append(future)
 
+    # --- the worker's side ----------------------------------------------------------------
+
     async def flush(self) -> None:
+        """Wait until every settlement is written; raise a write failure."""
         await self._settling.drain()
         self._settles = [f for f in self._settles if not f.done()]
         self._check()
@@ -281,8 +200,8 @@ class Claims:
             raise self._failure
 
     async def feed(
-        self, batch: _Batch, *, size: int, poll: float, stop_when_empty: bool
-    ) -> AsyncIterator[RowDocument]:
+        self, batch: Batch, *, size: int, poll: float, stop_when_empty: bool
+    ) -> AsyncIterator[Submission]:
         """Claimed documents, as the batch asks for them; stops with the batch's breaker."""
         buffer: collections.deque[Claim] = collections.deque()
         while batch.stopped is None:
@@ -293,58 +212,14 @@ class Claims:
                         return
                     await asyncio.sleep(poll)
                     continue
-            yield buffer.popleft().document
-
-
-class _RowSender:
-    """The client's session, sending each claimed document to its own endpoint."""
-
-    def __init__(self, inner: Sender) -> None:
-        self._inner = inner
-
-    def ensure_usable(self) -> None:
-        self._inner.ensure_usable()
-
-    @property
-    def limit(self) -> int:
-        return self._inner.limit
-
-    @property
-    def prepare_parallelism(self) -> tuple[int, int]:
-        return self._inner.prepare_parallelism
-
-    async def prepare_many(
-        self, documents: Sequence[Any], *, encrypted: bool
-    ) -> list[bytes | InvoicingError]:
-        prepared: list[bytes | InvoicingError] = [b""] * len(documents)
-        for flag in (True, False):
-            where = [
-                i for i, doc in enumerate(documents) if getattr(doc, "encrypted", encrypted) is flag
-            ]
-            if not where:
-                continue
-            bodies = await self._inner.prepare_many([documents[i] for i in where], encrypted=flag)
-            for i, body in zip(where, bodies, strict=True):
-                if isinstance(body, InvoicingError):
-                    prepared[i] = body
-                else:
-                    payload = _Payload(body)
-                    payload.encrypted = flag
-                    prepared[i] = payload
-        return prepared
-
-    async def send_prepared(self, payload: bytes, **options: Any) -> DocumentResult:
-        options["encrypted"] = getattr(payload, "encrypted", options["encrypted"])
-        return await self._inner.send_prepared(payload, **options)
-
-
-def _row_key(document: Any) -> str:
-    return str(document.key)
+            claim = buffer.popleft()
+            key, encrypted = claim.entry.key, claim.encrypted
+            yield Submission(document=claim.document, key=key, encrypted=encrypted)
 
 
 async def run_worker(
     store: Store,
-    sender: Sender,
+    client: Client,
     *,
     concurrency: int,
     stop_when_empty: bool,
@@ -357,8 +232,7 @@ async def run_worker(
     pause = poll
     while True:
         claims = Claims(store, seconds=lease, policy=retry)
-        options = BatchOptions(concurrency=concurrency, retry=retry, key=_row_key)
-        batch = _Batch(_RowSender(sender), options, claims)
+        batch = client._batch(BatchOptions(concurrency=concurrency, retry=retry), claims)  # noqa: SLF001
         heartbeat = asyncio.ensure_future(claims.heartbeat())
         documents = claims.feed(batch, size=concurrency, poll=poll, stop_when_empty=stop_when_empty)
         try:

@@ -1,0 +1,76 @@
+"""What a batch asks of a durable record of its documents: three hooks.
+
+A batch with a journal (the SQLite :class:`~invoicing_async.Ledger`, or an outbox
+worker's claims) calls, for every document:
+
+1. :meth:`Journal.lookup`, as documents are read, a chunk at a time: what to do with
+   each — send it, send it knowing an earlier request may have been committed (a ``409``
+   is then its own commit), or report an outcome already final without sending;
+2. :meth:`Journal.before_send`, before its first request leaves: returns once the
+   journal durably says a request may be out;
+3. :meth:`Journal.after_outcome`, with its outcome (never blocks).
+
+The journal alone decides finality: which outcomes end a document for good, and
+whether a definite refusal still applies to the content read again (it compares the
+:attr:`~._documents.Prepared.digest` of what was refused with what is about to be
+sent). The batch only follows its verdicts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+import attrs
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ._documents import Prepared
+    from ._outcomes import Outcome
+
+__all__ = ["SEND", "Journal", "Verdict", "Withdrawn"]
+
+
+@attrs.frozen
+class Verdict:
+    """What to do with a document read (again): send it, or report ``replay``."""
+
+    #: The recorded outcome, final: report it without sending.
+    replay: Outcome | None = None
+    #: An earlier request may have been committed: a 409 is the document's own commit.
+    maybe_committed: bool = False
+    #: A final refusal of content with this digest: report ``refused`` instead of
+    #: sending if the document's content is still the same.
+    refused_digest: str | None = None
+    refused: Outcome | None = None
+
+
+#: The verdict for a document the journal has never seen: send it.
+SEND = Verdict()
+
+
+class Withdrawn(Exception):  # noqa: N818  (a signal, not an error: the journal took it back)
+    """Raised by :meth:`Journal.before_send`: the document must not be sent by this batch.
+
+    An outbox worker whose claim was taken over by another worker: the other sends it.
+    The document ends ``not_sent`` in this batch.
+    """
+
+
+class Journal(Protocol):
+    """The three hooks a batch calls (see the module docstring)."""
+
+    async def lookup(self, keys: Sequence[str]) -> Sequence[Verdict]:
+        """One verdict per key, in order."""
+
+    async def before_send(self, key: str) -> None:
+        """A request for ``key`` is about to leave: return once that is durable.
+
+        :raises Withdrawn: the document must not be sent by this batch.
+        """
+
+    def after_outcome(self, outcome: Outcome, prepared: Prepared | None) -> None:
+        """Record ``outcome`` of ``prepared`` (``None``: refused before it was prepared).
+
+        Never blocks; raises a write failure already known (the batch then stops).
+        """

@@ -1,0 +1,98 @@
+"""The storage side of an outbox: claims, leases and fenced writes.
+
+A :class:`Store` (PostgreSQL or SQLite) hands out :class:`Claim` s on entries under a
+lease, and applies :class:`Settlement` s only while the lease still holds (fencing): a
+worker whose claim was taken over writes nothing. The worker that drives claims
+through a batch is :mod:`invoicing_async._worker`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+
+from ._entry import PENDING, entry_from_row
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ._entry import LedgerEntry
+
+__all__ = ["Claim", "Settlement", "Store", "make_claim"]
+
+
+@attrs.frozen
+class Claim:
+    """One entry a worker holds under ``lease``: its serialised document and endpoint."""
+
+    id: Any
+    lease: str
+    document: bytes = attrs.field(repr=False)
+    encrypted: bool
+    entry: LedgerEntry
+    claims: int
+
+
+@attrs.frozen
+class Settlement:
+    """An outcome to write, if the lease still holds."""
+
+    id: Any
+    lease: str
+    state: str  # "done", or "pending" to be sent again after ``delay`` seconds
+    status: str
+    final: bool
+    ambiguous: bool
+    fingerprint: str | None
+    attempts: int
+    outcome: str
+    delay: float
+
+
+class Store(Protocol):
+    """The storage side of an outbox; every write is fenced by lease."""
+
+    async def claim(self, limit: int, lease: str, seconds: float) -> list[Claim]:
+        """Claim up to ``limit`` entries (pending, or whose lease expired)."""
+
+    async def extend(self, leases: Sequence[str], seconds: float) -> None:
+        """Extend the leases still held."""
+
+    async def mark_sending(self, items: Sequence[tuple[Any, str]]) -> set[Any]:
+        """Record that requests leave; returns the ids whose lease held."""
+
+    async def settle(self, items: Sequence[Settlement]) -> set[Any]:
+        """Write outcomes; returns the ids whose lease held."""
+
+    async def release(self, leases: Sequence[str], delay: float) -> None:
+        """Put entries still held under ``leases`` back as pending."""
+
+    async def remaining(self) -> int:
+        """Entries pending or in flight (anyone's)."""
+
+
+def make_claim(
+    row_id: Any,
+    lease: str,
+    *,
+    key: str,
+    document: bytes,
+    encrypted: bool,
+    status: str | None,
+    maybe_committed: bool,
+    claims: int,
+    outcome: Any,
+) -> Claim:
+    """A claimed row as a worker sees it: an entry to send (``pending``)."""
+    entry = entry_from_row(
+        key,
+        PENDING,
+        status,
+        final=False,
+        maybe_committed=maybe_committed,
+        fingerprint=None,
+        outcome=outcome,
+        updated_at=None,
+    )
+    return Claim(row_id, lease, bytes(document), bool(encrypted), entry, claims)
