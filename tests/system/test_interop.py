@@ -34,7 +34,6 @@ from invoicing_async import (
     InvoicingClient,
     ProviderKey,
     ProviderKeyError,
-    ValidationError,
     document_key,
 )
 from invoicing_async._documents import serialize_document
