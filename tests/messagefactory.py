@@ -19,9 +19,8 @@ import warnings
 import zlib
 from typing import TYPE_CHECKING
 
-from invoicing_async._pgp import aes_cfb, iter_packets
+from invoicing_async._pgp import Decryptor, aes_cfb, iter_packets
 from invoicing_async.sandbox import SandboxKeyPair, generate_keypair
-from invoicing_async.sandbox._decrypt import Decryptor
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

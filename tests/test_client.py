@@ -25,8 +25,8 @@ from invoicing_async import (
     TokenCache,
     TransportError,
 )
+from invoicing_async._pgp import Decryptor
 from invoicing_async.sandbox import generate_keypair
-from invoicing_async.sandbox._decrypt import Decryptor
 from invoicing_async.testing import instant_retries
 
 BASE = "https://provider.example"

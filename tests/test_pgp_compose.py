@@ -14,6 +14,7 @@ import pytest
 from invoicing_async import ProviderKey
 from invoicing_async._pgp import (
     PK_ECDH,
+    Decryptor,
     PacketError,
     PublicKey,
     Reader,
@@ -25,7 +26,6 @@ from invoicing_async._pgp import (
     read_public_key,
 )
 from invoicing_async._pgp._compose import recipient_for
-from invoicing_async.sandbox._decrypt import Decryptor
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

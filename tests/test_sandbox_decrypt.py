@@ -28,7 +28,7 @@ from messagefactory import (
     seipd,
 )
 
-from invoicing_async.sandbox._decrypt import (
+from invoicing_async._pgp import (
     Decryptor,
     IntegrityError,
     MalformedMessageError,

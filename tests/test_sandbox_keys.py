@@ -14,8 +14,8 @@ import pytest
 from messagefactory import PAYLOAD, packet, packets, quiet
 
 from invoicing_async import ProviderKey
+from invoicing_async._pgp import Decryptor, InvalidKeyError
 from invoicing_async.sandbox import cached_keypair, generate_keypair
-from invoicing_async.sandbox._decrypt import Decryptor, InvalidKeyError
 from invoicing_async.sandbox._keys import public_half
 
 with warnings.catch_warnings():

@@ -1,14 +1,25 @@
-"""OpenPGP for the client: armor, packet framing, the message composer, the provider's key.
+"""OpenPGP: armor, packet framing, the message composer, the provider's key, the decryptor.
 
-:class:`ProviderKey` is the public face. The other names are shared with the sandbox,
-which decrypts what the composer writes and writes its own keys: one definition of the
-framing, the armor and the ECDH KDF for both sides.
+:class:`ProviderKey` is the client's public face. The decryptor (:class:`Decryptor`, the
+secret keys it reads and its :class:`OpenPGPError` family) is the sandbox's: it lives
+here beside the composer, so both ends of the wire share one definition of the framing,
+the armor, CFB and the ECDH KDF. The packet writers are shared with the sandbox's key
+generation.
 """
 
 from __future__ import annotations
 
 from ._armor import ArmorError, armor, crc24, dearmor
 from ._compose import AES_KEY_SIZES, KDF_HASHES, aes_cfb, ecdh_kdf_param, ecdh_kek
+from ._decrypt import (
+    Decryptor,
+    IntegrityError,
+    MalformedMessageError,
+    MessageTooLargeError,
+    NotIntegrityProtectedError,
+    UnsupportedMessageError,
+    WrongKeyError,
+)
 from ._keys import ProviderKey
 from ._packets import (
     CURVES,
@@ -27,6 +38,7 @@ from ._packets import (
     packet,
     read_public_key,
 )
+from ._secret import DecryptionKey, InvalidKeyError, OpenPGPError, load_decryption_keys
 
 __all__ = [
     "AES_KEY_SIZES",
@@ -36,11 +48,21 @@ __all__ = [
     "PK_EDDSA",
     "PK_RSA",
     "ArmorError",
+    "DecryptionKey",
+    "Decryptor",
+    "IntegrityError",
+    "InvalidKeyError",
+    "MalformedMessageError",
+    "MessageTooLargeError",
+    "NotIntegrityProtectedError",
+    "OpenPGPError",
     "PacketError",
     "ProviderKey",
     "PublicKey",
     "Reader",
     "Tag",
+    "UnsupportedMessageError",
+    "WrongKeyError",
     "aes_cfb",
     "armor",
     "checksum16",
@@ -51,6 +73,7 @@ __all__ = [
     "encode_length",
     "iter_packets",
     "key_hash_prefix",
+    "load_decryption_keys",
     "mpi",
     "packet",
     "read_public_key",

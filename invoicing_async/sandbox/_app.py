@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from ._decrypt import OpenPGPError
+from invoicing_async._pgp import OpenPGPError
+
 from ._faults import Fault
 from ._inspect import PREFIX
 from ._replies import METHOD_NOT_ALLOWED, Reply, error_reply, fault_reply, mangled, undecryptable
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
     import ssl
     from collections.abc import Awaitable, Callable
 
-    from ._decrypt import Decryptor
+    from invoicing_async._pgp import Decryptor
+
     from ._faults import FaultPlan
     from ._inspect import Inspector
     from ._provider import Exchange, Provider, Route, Submission

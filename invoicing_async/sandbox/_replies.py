@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from invoicing_async._documents import dumps
+from invoicing_async._pgp import NotIntegrityProtectedError, OpenPGPError
 
-from ._decrypt import NotIntegrityProtectedError, OpenPGPError
 from ._faults import Fault
 
 if TYPE_CHECKING:

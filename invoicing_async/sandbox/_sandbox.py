@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from invoicing_async._pgp import ProviderKey
+from invoicing_async._pgp import Decryptor, ProviderKey
 
 from ._app import Server
-from ._decrypt import Decryptor
 from ._faults import DEFAULT_RANDOM_KINDS, Fault, FaultPlan
 from ._inspect import Inspector
 from ._keys import Algorithm, cached_keypair, public_half

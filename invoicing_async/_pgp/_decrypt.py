@@ -13,8 +13,8 @@ partial body lengths, literal data in any format. Refused with a precise error: 
 SED packet (not integrity protected: malleable, EFAIL), AEAD and SEIPD v2, v6 PKESKs,
 password-only messages, pre-AES ciphers and BZip2 (offered by no key the sandbox makes).
 
-Framing, armor, CFB and the ECDH KDF are the client's own (:mod:`invoicing_async._pgp`):
-one definition for both ends of the wire. Every failure is an :class:`OpenPGPError`
+Framing, armor, CFB and the ECDH KDF are the client's own (this package, beside the
+composer): one definition for both ends of the wire. Every failure is an :class:`OpenPGPError`
 subclass whose message holds no key material and no plaintext, so the sandbox can
 answer it as a 400 instead of crashing on hostile input.
 """
@@ -29,22 +29,10 @@ from typing import Final, TypeAlias
 from cryptography.hazmat.primitives import keywrap
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa, x25519
 
-from invoicing_async._pgp import (
-    AES_KEY_SIZES,
-    PK_ECDH,
-    PK_RSA,
-    ArmorError,
-    PacketError,
-    Reader,
-    Tag,
-    aes_cfb,
-    checksum16,
-    dearmor,
-    ecdh_kek,
-    iter_packets,
-)
-
-from ._keys import DecryptionKey, InvalidKeyError, OpenPGPError, load_decryption_keys
+from ._armor import ArmorError, dearmor
+from ._compose import AES_KEY_SIZES, aes_cfb, ecdh_kek
+from ._packets import PK_ECDH, PK_RSA, PacketError, Reader, Tag, checksum16, iter_packets
+from ._secret import DecryptionKey, InvalidKeyError, OpenPGPError, load_decryption_keys
 
 __all__ = [
     "Decryptor",
