@@ -137,7 +137,7 @@ def build_ledger(path: Path, entries: int) -> None:
     """
     from invoicing_async._convert import result_from_json  # noqa: PLC0415
     from invoicing_async._ledger._entry import outcome_json  # noqa: PLC0415
-    from invoicing_async._ledger._sqlfile import connect  # noqa: PLC0415
+    from invoicing_async._ledger._sqlite_file import connect  # noqa: PLC0415
     from invoicing_async._outcomes import Outcome, OutcomeStatus  # noqa: PLC0415
 
     record = result_from_json(json.loads(RECORD_BODY))

@@ -6,7 +6,6 @@ The embedded provider for tests and demos is :mod:`invoicing_async.sandbox`.
 
 from __future__ import annotations
 
-from ._auth import TokenCache
 from ._client import InvoicingClient
 from ._convert import outcome_from_dict, outcome_to_dict, result_from_dict, result_to_dict
 from ._documents import Submission, document_key
@@ -29,10 +28,11 @@ from ._errors import (
     ValidationError,
 )
 from ._ledger._entry import LedgerEntry
-from ._ledger._sqlite import Ledger
+from ._ledger._sqlite_ledger import Ledger
 from ._models import AccessToken, DocumentResult, DocumentStatus
 from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
 from ._pgp import ProviderKey
+from ._tokencache import TokenCache
 from ._tokenstore import CredentialsKey, MemoryTokenStore, TokenStore
 
 __all__ = [

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import logging
 import random
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Sequence
@@ -53,8 +52,6 @@ if TYPE_CHECKING:
     from ._prepare import Body
 
 __all__ = ["Batch", "BatchOptions", "Preparer", "Sender", "collect"]
-
-log = logging.getLogger("invoicing_async.batch")
 
 
 class Sender(Protocol):

@@ -19,16 +19,16 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from . import _protocol as proto
-from ._auth import TokenCache
 from ._batch import Batch, BatchOptions, collect
 from ._delivery import Delivery
 from ._documents import Document, Prepared, SendOptions, describe, document_key
 from ._env import client_arguments
 from ._errors import InvoicingError
-from ._ledger._sqlite import journal as ledger_journal
+from ._ledger._sqlite_ledger import journal as ledger_journal
 from ._outcomes import OutcomeStatus, RetryPolicy
 from ._prepare import Preparer
 from ._session import Session
+from ._tokencache import TokenCache
 from ._transport import DEFAULT_MAX_RESPONSE_SIZE, ClientSession, Transport
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from ._journal import Journal
-    from ._ledger._sqlite import Ledger
+    from ._ledger._sqlite_ledger import Ledger
     from ._models import AccessToken, DocumentResult
     from ._outcomes import BatchProgress, Outcome
     from ._pgp import ProviderKey

@@ -33,7 +33,6 @@ __all__ = [
     "format_timestamp",
     "outcome_from_dict",
     "outcome_to_dict",
-    "outcome_to_json",
     "parse_timestamp",
     "result_from_dict",
     "result_from_json",
@@ -372,7 +371,3 @@ def outcome_from_dict(data: Mapping[str, Any]) -> Outcome:
         replayed=data.get("replayed") is True,
     )
 
-
-def outcome_to_json(outcome: Outcome) -> dict[str, Any]:
-    """Another name of :func:`outcome_to_dict` (the journal's)."""
-    return outcome_to_dict(outcome)

@@ -45,6 +45,7 @@ from ._errors import (
     UnknownOutcomeError,
     may_have_committed,
 )
+from ._log import delivery as log
 from ._outcomes import Outcome, OutcomeStatus, RetryPolicy
 
 if TYPE_CHECKING:
@@ -67,8 +68,6 @@ __all__ = [
     "Shared",
     "classify",
 ]
-
-log = logging.getLogger("invoicing_async.delivery")
 
 
 class Kind(enum.Enum):

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import logging
 
 from ._errors import InvoicingError, RateLimitError, ServerError
+from ._log import delivery as log
 
 __all__ = ["Limiter"]
-
-log = logging.getLogger("invoicing_async.delivery")
 
 
 def _overloaded(error: InvoicingError | None) -> bool:

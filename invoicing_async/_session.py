@@ -2,7 +2,7 @@
 
 :class:`Session` strings the sans-I/O steps of :mod:`._protocol` together over a
 :class:`~._transport.Transport`: it gets a token (once for all callers, through the
-:class:`~._auth.TokenCache`), builds the request, sends it, recovers from a 401 caused by
+:class:`~._tokencache.TokenCache`), builds the request, sends it, recovers from a 401 caused by
 the token, and turns the response into a record or a typed error with the client's
 secrets scrubbed from any provider text. It makes one attempt per call; whether to try
 again is decided above it (:mod:`._delivery`).
@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import logging
 from typing import TYPE_CHECKING, Any
 
 from . import _protocol as proto
-from ._auth import CredentialsKey, TokenCache
 from ._documents import dumps
 from ._errors import (
     AuthenticationError,
@@ -28,7 +26,9 @@ from ._errors import (
     TransportError,
     ValidationError,
 )
+from ._log import auth as auth_log
 from ._redact import mentions, redact_error, redact_record
+from ._tokencache import CredentialsKey, TokenCache
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -43,8 +43,6 @@ __all__ = ["Session"]
 
 #: Retries of one request after 401s (a replaced token, a forced new one, a young one).
 _MAX_401_RETRIES = 3
-
-auth_log = logging.getLogger("invoicing_async.auth")
 
 
 class Session:
@@ -162,7 +160,8 @@ class Session:
 
     async def token(self) -> AccessToken:
         """A valid access token from the shared cache (fetched once for all callers)."""
-        token = await self._cache.get(self._credentials, self._token_request)
+        cache, key = self._cache, self._credentials
+        token = await cache._get(key, self._token_request)  # noqa: SLF001  (the cache's user)
         if token.value not in self._recent_secrets:
             self._recent_secrets.append(token.value)
             if token.refresh_token:
@@ -194,13 +193,15 @@ class Session:
             token = retry_with
             response = await self._transport.send(build(token), timeout=timeout)
         if response.status != 401:
-            self._cache.confirm(self._credentials, token)  # the provider knows this token
+            # The provider knows this token.
+            self._cache._confirm(self._credentials, token)  # noqa: SLF001
         return response
 
     async def _recover(self, refused: AccessToken, timeout: float | None) -> AccessToken | None:
         """The cache's verdict on a 401, in the call's time budget (see :meth:`_token_within`)."""
         return await self._within(
-            self._cache.recover(self._credentials, refused, self._token_request), timeout
+            self._cache._recover(self._credentials, refused, self._token_request),  # noqa: SLF001
+            timeout,
         )
 
     async def _token_within(self, timeout: float | None) -> AccessToken:
@@ -211,7 +212,7 @@ class Session:
         :class:`AuthenticationError`), so bulk submission neither rejects the document
         nor calls it possibly committed.
         """
-        token = self._cache.fresh(self._credentials)
+        token = self._cache._fresh(self._credentials)  # noqa: SLF001
         if token is not None:
             return token  # the common case: no task, no timer
         found = await self._within(self.token(), timeout)
@@ -292,7 +293,7 @@ class Session:
 
     def _secrets(self) -> list[str]:
         secrets = [self._client_secret, *self._recent_secrets]
-        token = self._cache.peek(self._credentials)
+        token = self._cache._peek(self._credentials)  # noqa: SLF001
         if token is not None:
             secrets.append(token.value)
             if token.refresh_token:

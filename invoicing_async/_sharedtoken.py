@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +16,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ._documents import dumps
+from ._log import auth as log
 from ._models import AccessToken
 
 if TYPE_CHECKING:
@@ -33,7 +33,6 @@ __all__ = [
     "TokenCodec",
 ]
 
-log = logging.getLogger("invoicing_async.auth")
 
 # KEYS: lock, fence. ARGV: owner, ttl ms. The new generation, or 0 if the lock is taken.
 ACQUIRE = """

@@ -13,13 +13,13 @@ disconnect or a read timeout after sending means maybe.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from typing import TYPE_CHECKING
 
 import aiohttp
 
 from ._errors import ClientStateError, InvoicingError, MalformedResponseError, TransportError
+from ._log import transport as log
 from ._protocol import Request, Response
 
 if TYPE_CHECKING:
@@ -31,7 +31,6 @@ __all__ = ["DEFAULT_MAX_RESPONSE_SIZE", "ClientSession", "Transport"]
 #: The aiohttp session type a caller may bring (``InvoicingClient(session=...)``).
 ClientSession = aiohttp.ClientSession
 
-log = logging.getLogger("invoicing_async.transport")
 
 #: Largest response body read, in bytes. Result records are a few KB.
 DEFAULT_MAX_RESPONSE_SIZE = 4 * 1024 * 1024

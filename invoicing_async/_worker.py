@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import logging
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,6 +26,7 @@ from ._journal import Verdict, Withdrawn
 from ._ledger._entry import PENDING, outcome_json
 from ._ledger._rules import decide, digest_of, is_final, requeue
 from ._ledger._store import Settlement
+from ._log import ledger as log
 from ._outcomes import OutcomeStatus, RetryPolicy
 
 if TYPE_CHECKING:
@@ -39,8 +39,6 @@ if TYPE_CHECKING:
     from ._outcomes import Outcome
 
 __all__ = ["Claims", "Client", "run_worker"]
-
-log = logging.getLogger("invoicing_async.ledger")
 
 
 class Client(Protocol):

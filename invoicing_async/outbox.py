@@ -37,8 +37,8 @@ from pathlib import Path as _Path
 
 from ._ledger._enqueue import ready as _ready
 from ._ledger._entry import IN_FLIGHT, PENDING, LedgerEntry
-from ._ledger._postgres import PostgresStore as _PostgresStore
-from ._ledger._sqlite import Ledger as _Ledger
+from ._ledger._postgres_outbox import PostgresStore as _PostgresStore
+from ._ledger._sqlite_ledger import Ledger as _Ledger
 from ._ledger._sqlite_outbox import insert as _insert
 from ._ledger._sqlite_outbox import worker_store as _worker_store
 from ._outcomes import RetryPolicy as _RetryPolicy

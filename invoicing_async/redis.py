@@ -53,6 +53,7 @@ import redis.asyncio as _aioredis
 from redis.exceptions import RedisError as _RedisError
 
 from . import _sharedtoken as _shared
+from ._log import auth as _log
 
 if _typing.TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -62,8 +63,6 @@ if _typing.TYPE_CHECKING:
     from ._tokenstore import CredentialsKey
 
 __all__ = ["RedisTokenStore"]
-
-_log = _logging.getLogger("invoicing_async.auth")
 
 
 #: Seconds after a warning about Redis during which further trouble is told at DEBUG.

@@ -20,7 +20,7 @@ from invoicing_async import (
     TokenStore,
     TransportError,
 )
-from invoicing_async._auth import CredentialsKey, _Entry
+from invoicing_async._tokencache import CredentialsKey, _Entry
 
 KEY = CredentialsKey.of("https://p.example", "123456789", "secret")
 
@@ -71,7 +71,7 @@ async def test_cold_cache_single_flight(clock):
     """10,000 coroutines on a cold cache cause exactly one token fetch and share its token."""
     cache = TokenCache(clock=clock)
     fetch = Fetcher(clock)
-    tokens = await asyncio.gather(*(cache.get(KEY, fetch) for _ in range(10_000)))
+    tokens = await asyncio.gather(*(cache._get(KEY, fetch) for _ in range(10_000)))
     assert len(fetch.calls) == 1
     assert {t.value for t in tokens} == {"tok-1"}
     assert cache.requests(KEY) == 1
@@ -81,9 +81,9 @@ async def test_fresh_token_is_reused(clock):
     """A token before its renewal window (5 minutes ahead of expiry) is returned as is."""
     cache = TokenCache(clock=clock)
     fetch = Fetcher(clock)
-    first = await cache.get(KEY, fetch)
+    first = await cache._get(KEY, fetch)
     clock.now += 590
-    assert await cache.get(KEY, fetch) is first
+    assert await cache._get(KEY, fetch) is first
     assert len(fetch.calls) == 1
 
 
@@ -92,17 +92,17 @@ async def test_renewal_window_renews_in_the_background_while_all_keep_the_token(
     the one that started it included, keeps the valid token without waiting."""
     cache = TokenCache(clock=clock)
     fetch = Fetcher(clock)
-    old = await cache.get(KEY, fetch)
+    old = await cache._get(KEY, fetch)
     clock.now += 700  # renewal window (600 s + jitter), usable until 840 s
     fetch.gate = asyncio.Event()
-    tokens = await asyncio.gather(*(cache.get(KEY, fetch) for _ in range(100)))
+    tokens = await asyncio.gather(*(cache._get(KEY, fetch) for _ in range(100)))
     assert all(t is old for t in tokens)  # nobody waited for the renewal
     await settle()
     assert len(fetch.calls) == 2
     assert fetch.calls[1] is old  # the renewal used the old token's refresh token
     fetch.gate.set()
     await settle()
-    assert (await cache.get(KEY, fetch)).value == "tok-2"
+    assert (await cache._get(KEY, fetch)).value == "tok-2"
     assert len(fetch.calls) == 2
 
 
@@ -124,10 +124,10 @@ async def test_last_minute_makes_callers_wait_for_one_fetch(clock):
     """In a token's last minute every caller waits for the same single fetch."""
     cache = TokenCache(clock=clock)
     fetch = Fetcher(clock)
-    await cache.get(KEY, fetch)
+    await cache._get(KEY, fetch)
     clock.now += 850  # unusable from 840 s on
     fetch.gate = asyncio.Event()
-    waiting = [asyncio.create_task(cache.get(KEY, fetch)) for _ in range(50)]
+    waiting = [asyncio.create_task(cache._get(KEY, fetch)) for _ in range(50)]
     await asyncio.sleep(0.01)
     assert not any(t.done() for t in waiting)
     fetch.gate.set()
@@ -141,20 +141,20 @@ async def test_failed_renewal_keeps_the_token_and_retries_at_most_every_30_s(clo
     waits 30 s (for a 900 s token), however many calls come in between."""
     cache = TokenCache(clock=clock)
     fetch = Fetcher(clock)
-    old = await cache.get(KEY, fetch)
+    old = await cache._get(KEY, fetch)
     fetch.error = ServerError("down", status=503)
     fetch.refresh_error = ServerError("down", status=503)
     clock.now += 700
     with caplog.at_level(logging.WARNING, logger="invoicing_async.auth"):
         for _ in range(20):
-            assert await cache.get(KEY, fetch) is old
+            assert await cache._get(KEY, fetch) is old
             await settle()
             clock.now += 1
     # One attempt (a refresh, then client credentials) in the first 20 s.
     assert fetch.calls == [None, old, None]
     assert "renewing the access token failed" in caplog.text
     clock.now += 11  # 31 s after the failure
-    await cache.get(KEY, fetch)
+    await cache._get(KEY, fetch)
     await settle()
     assert len(fetch.calls) == 5
 
@@ -173,7 +173,7 @@ async def test_expiry_counts_from_before_the_request(clock):
     cache = TokenCache(clock=clock)
     fetch = Fetcher(clock, lifetime=100)
     fetch.gate = asyncio.Event()
-    task = asyncio.create_task(cache.get(KEY, fetch))
+    task = asyncio.create_task(cache._get(KEY, fetch))
     await asyncio.sleep(0)
     clock.now += 30  # a slow token endpoint
     fetch.gate.set()
@@ -187,12 +187,12 @@ async def test_failure_reaches_all_waiters_and_next_call_retries(clock):
     fetch = Fetcher(clock)
     fetch.error = AuthenticationError("refused", status=400)
     results = await asyncio.gather(
-        *(cache.get(KEY, fetch) for _ in range(10)), return_exceptions=True
+        *(cache._get(KEY, fetch) for _ in range(10)), return_exceptions=True
     )
     assert all(isinstance(r, AuthenticationError) for r in results)
     assert len(fetch.calls) == 1
     fetch.error = None
-    assert (await cache.get(KEY, fetch)).value == "tok-2"
+    assert (await cache._get(KEY, fetch)).value == "tok-2"
 
 
 async def test_each_waiter_raises_its_own_copy_with_a_short_traceback(clock):
@@ -203,7 +203,7 @@ async def test_each_waiter_raises_its_own_copy_with_a_short_traceback(clock):
     fetch = Fetcher(clock)
     fetch.gate = asyncio.Event()
     fetch.error = CredentialsError("refused", status=401, error="invalid_client")
-    tasks = [asyncio.create_task(cache.get(KEY, fetch)) for _ in range(1000)]
+    tasks = [asyncio.create_task(cache._get(KEY, fetch)) for _ in range(1000)]
     await settle()
     fetch.gate.set()
     results = await asyncio.gather(*tasks, return_exceptions=True)
@@ -219,9 +219,9 @@ async def test_cancelled_owner_hands_over(clock):
     cache = TokenCache(clock=clock)
     fetch = Fetcher(clock)
     fetch.gate = asyncio.Event()
-    owner = asyncio.create_task(cache.get(KEY, fetch))
+    owner = asyncio.create_task(cache._get(KEY, fetch))
     await asyncio.sleep(0)
-    waiter = asyncio.create_task(cache.get(KEY, fetch))
+    waiter = asyncio.create_task(cache._get(KEY, fetch))
     await asyncio.sleep(0)
     owner.cancel()
     await asyncio.sleep(0)
@@ -235,12 +235,12 @@ async def test_invalidate_drops_only_the_failed_token(clock):
     """Only the token that failed is dropped; a newer one survives late 401s of the old."""
     cache = TokenCache(clock=clock)
     fetch = Fetcher(clock)
-    old = await cache.get(KEY, fetch)
-    cache.invalidate(KEY, old)
-    new = await cache.get(KEY, fetch)
+    old = await cache._get(KEY, fetch)
+    cache._invalidate(KEY, old)
+    new = await cache._get(KEY, fetch)
     assert new.value == "tok-2"
-    cache.invalidate(KEY, old)  # a late 401 for the old token
-    assert await cache.get(KEY, fetch) is new
+    cache._invalidate(KEY, old)  # a late 401 for the old token
+    assert await cache._get(KEY, fetch) is new
     assert len(fetch.calls) == 2
 
 
@@ -248,9 +248,9 @@ async def test_environments_do_not_share_tokens(clock):
     """The same credentials on another base URL get their own token."""
     cache = TokenCache(clock=clock)
     fetch = Fetcher(clock)
-    test = await cache.get(CredentialsKey.of("https://test.p.example", "1", "s"), fetch)
-    prod = await cache.get(CredentialsKey.of("https://p.example", "1", "s"), fetch)
-    other_secret = await cache.get(CredentialsKey.of("https://p.example", "1", "s2"), fetch)
+    test = await cache._get(CredentialsKey.of("https://test.p.example", "1", "s"), fetch)
+    prod = await cache._get(CredentialsKey.of("https://p.example", "1", "s"), fetch)
+    other_secret = await cache._get(CredentialsKey.of("https://p.example", "1", "s2"), fetch)
     assert len({test.value, prod.value, other_secret.value}) == 3
 
 
@@ -273,7 +273,7 @@ def test_cache_built_outside_a_loop_works_in_several_loops():
     fetch = Fetcher(clock)
 
     async def use() -> str:
-        token = await cache.get(KEY, fetch)
+        token = await cache._get(KEY, fetch)
         clock.now += 2000
         return token.value
 
@@ -299,10 +299,10 @@ async def test_any_refresh_failure_falls_back_to_client_credentials(clock, failu
     a refresh endpoint answering 500 never locks the client out after expiry."""
     cache = TokenCache(clock=clock)
     fetch = Fetcher(clock)
-    old = await cache.get(KEY, fetch)
+    old = await cache._get(KEY, fetch)
     fetch.refresh_error = failure
     clock.now += 2000  # expired: callers wait for the new token
-    token = await cache.get(KEY, fetch)
+    token = await cache._get(KEY, fetch)
     assert fetch.calls == [None, old, None]
     assert token.value == "tok-3"
 
@@ -323,13 +323,13 @@ async def test_refused_refresh_takes_the_token_a_sibling_already_stored(clock):
     store = SiblingStore()
     cache = TokenCache(store, clock=clock)
     fetch = Fetcher(clock)
-    await cache.get(KEY, fetch)
+    await cache._get(KEY, fetch)
     clock.now += 2000
     store.sibling = AccessToken(
         value="sibling", token_type="Bearer", expires_in=900, obtained_at=clock.now
     )
     fetch.refresh_error = CredentialsError("invalid_grant", status=400, error="invalid_grant")
-    assert (await cache.get(KEY, fetch)).value == "sibling"
+    assert (await cache._get(KEY, fetch)).value == "sibling"
     assert len(fetch.calls) == 2  # the first grant, the refused refresh
 
 
@@ -346,10 +346,10 @@ async def test_401_with_a_replaced_token_retries_with_the_current_one(clock):
     """A late 401 for a token already replaced costs no token request."""
     cache = TokenCache(clock=clock)
     fetch = Fetcher(clock)
-    old = await cache.get(KEY, fetch)
-    cache.invalidate(KEY, old)
-    new = await cache.get(KEY, fetch)
-    assert await cache.recover(KEY, old, fetch) is new
+    old = await cache._get(KEY, fetch)
+    cache._invalidate(KEY, old)
+    new = await cache._get(KEY, fetch)
+    assert await cache._recover(KEY, old, fetch) is new
     assert len(fetch.calls) == 2
 
 
@@ -359,16 +359,16 @@ async def test_401s_force_at_most_one_new_token_per_cooldown(clock):
     cooldown one more new token may be forced."""
     cache = TokenCache(clock=clock, reauth_cooldown=30, propagation_delay=0)
     fetch = Fetcher(clock)
-    old = await cache.get(KEY, fetch)
-    retried = await asyncio.gather(*(cache.recover(KEY, old, fetch) for _ in range(1000)))
+    old = await cache._get(KEY, fetch)
+    retried = await asyncio.gather(*(cache._recover(KEY, old, fetch) for _ in range(1000)))
     assert {t.value for t in retried} == {"tok-2"}
     assert len(fetch.calls) == 2
     clock.now += 10
-    verdicts = await asyncio.gather(*(cache.recover(KEY, retried[0], fetch) for _ in range(1000)))
+    verdicts = await asyncio.gather(*(cache._recover(KEY, retried[0], fetch) for _ in range(1000)))
     assert verdicts == [None] * 1000
     assert len(fetch.calls) == 2
     clock.now += 21
-    assert (await cache.recover(KEY, retried[0], fetch)).value == "tok-3"
+    assert (await cache._recover(KEY, retried[0], fetch)).value == "tok-3"
     assert len(fetch.calls) == 3
 
 
@@ -377,16 +377,16 @@ async def test_401_to_a_token_just_issued_is_retried_once_it_is_older(clock):
     request is retried when the token is propagation_delay old, not answered at once."""
     cache = TokenCache(clock=clock, reauth_cooldown=30, propagation_delay=0.05)
     fetch = Fetcher(clock)
-    old = await cache.get(KEY, fetch)
-    fresh = await cache.recover(KEY, old, fetch)
+    old = await cache._get(KEY, fetch)
+    fresh = await cache._recover(KEY, old, fetch)
     assert fresh is not None
     assert fresh.value == "tok-2"
-    again = asyncio.create_task(cache.recover(KEY, fresh, fetch))
+    again = asyncio.create_task(cache._recover(KEY, fresh, fetch))
     await asyncio.sleep(0.01)
     assert not again.done()  # waiting for the token to be known everywhere
     clock.now += 0.05
     assert await again is fresh
-    assert await cache.recover(KEY, fresh, fetch) is None  # now it is the answer
+    assert await cache._recover(KEY, fresh, fetch) is None  # now it is the answer
     assert len(fetch.calls) == 2
 
 
@@ -396,13 +396,13 @@ async def test_a_replaced_token_is_retried_once_the_provider_accepted_it(clock):
     retry: the forcing caller's retry goes first, and its success releases the rest."""
     cache = TokenCache(clock=clock, reauth_cooldown=30, propagation_delay=30)
     fetch = Fetcher(clock)
-    old = await cache.get(KEY, fetch)
-    new = await cache.recover(KEY, old, fetch)  # the first 401 forces a new token
-    waiting = [asyncio.create_task(cache.recover(KEY, old, fetch)) for _ in range(50)]
+    old = await cache._get(KEY, fetch)
+    new = await cache._recover(KEY, old, fetch)  # the first 401 forces a new token
+    waiting = [asyncio.create_task(cache._recover(KEY, old, fetch)) for _ in range(50)]
     await asyncio.sleep(0.01)
     assert not any(t.done() for t in waiting)
-    cache.confirm(KEY, new)  # the forcing caller's retry was accepted
+    cache._confirm(KEY, new)  # the forcing caller's retry was accepted
     assert {t.value for t in await asyncio.gather(*waiting)} == {new.value}
     # Confirmed: a 401 to it now is the request's answer, at once.
-    assert await cache.recover(KEY, new, fetch) is None
+    assert await cache._recover(KEY, new, fetch) is None
     assert len(fetch.calls) == 2

@@ -21,8 +21,8 @@ OWNERS = {
     "pgpy": set(),  # keys are read and verified by _pgp itself; PGPy is a test peer only
     "cattrs": {"invoicing_async._convert"},
     "redis": {"invoicing_async.redis"},
-    "asyncpg": {"invoicing_async._ledger._postgres"},
-    "psycopg": {"invoicing_async._ledger._postgres"},
+    "asyncpg": {"invoicing_async._ledger._postgres_outbox"},
+    "psycopg": {"invoicing_async._ledger._postgres_outbox"},
 }
 
 

@@ -14,7 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from invoicing_async import AccessToken, CredentialsError, TokenCache
-from invoicing_async._auth import CredentialsKey
+from invoicing_async._tokencache import CredentialsKey
 from invoicing_async.redis import RedisTokenStore
 
 KEY = CredentialsKey.of("https://p.example", "123456789", "API-KEY-SECRET")
@@ -79,7 +79,7 @@ async def test_many_caches_on_a_cold_store_make_one_request(stores, caplog):
     grants = Grants(delay=0.05)
     caches = [TokenCache(stores()) for _ in range(20)]
     with caplog.at_level(logging.DEBUG, logger="invoicing_async"):
-        tokens = await asyncio.gather(*(c.get(KEY, grants) for c in caches for _ in range(100)))
+        tokens = await asyncio.gather(*(c._get(KEY, grants) for c in caches for _ in range(100)))
     assert len(grants.calls) == 1
     assert {t.value for t in tokens} == {"AT-SECRET-1"}
     assert "requesting an access token" in caplog.text
@@ -94,9 +94,9 @@ async def test_waiters_are_woken_by_pubsub_not_by_polling(stores):
     grants.gate = asyncio.Event()
     holder = TokenCache(stores(poll_interval=30, lock_ttl=60))
     waiter = TokenCache(stores(poll_interval=30, lock_ttl=60))
-    first = asyncio.create_task(holder.get(KEY, grants))
+    first = asyncio.create_task(holder._get(KEY, grants))
     await asyncio.sleep(0.1)
-    second = asyncio.create_task(waiter.get(KEY, grants))
+    second = asyncio.create_task(waiter._get(KEY, grants))
     await asyncio.sleep(0.1)
     assert not second.done()
     started = time.monotonic()
@@ -111,11 +111,11 @@ async def test_expiry_is_read_from_redis_pttl(stores, raw):
     """A sibling reads the remaining lifetime from Redis's PTTL (less a small margin),
     not from the issuing host's clock."""
     grants = Grants(lifetime=60)
-    await TokenCache(stores()).get(KEY, grants)
+    await TokenCache(stores())._get(KEY, grants)
     (token_key,) = [k async for k in raw.scan_iter(match="*:token")]
     await raw.pexpire(token_key, 20_000)  # 20 s left, whatever the issuer thought
     before = time.monotonic()
-    token = await TokenCache(stores()).get(KEY, grants)
+    token = await TokenCache(stores())._get(KEY, grants)
     assert token.value == "AT-SECRET-1"
     assert before + 19 < token.expires_at <= time.monotonic() + 20
     assert len(grants.calls) == 1
@@ -127,7 +127,7 @@ async def test_a_holder_whose_lock_expired_never_overwrites_a_newer_token(stores
     B's token."""
     slow = Grants()
     slow.gate = asyncio.Event()
-    a = asyncio.create_task(TokenCache(stores()).get(KEY, slow))
+    a = asyncio.create_task(TokenCache(stores())._get(KEY, slow))
     for _ in range(100):
         locks = [k async for k in raw.scan_iter(match="*:lock")]
         if locks:
@@ -136,13 +136,13 @@ async def test_a_holder_whose_lock_expired_never_overwrites_a_newer_token(stores
     await raw.delete(*locks)  # as if A's lock expired (A is stalled, its heartbeat too)
     fast = Grants()
     fast.valid_refresh.clear()
-    b_token = await TokenCache(stores()).get(KEY, fast)
+    b_token = await TokenCache(stores())._get(KEY, fast)
     assert b_token.value == "AT-SECRET-1"
     slow.calls.clear()
     slow.gate.set()
     a_token = await a
     assert a_token.value == b_token.value  # A took the newer, stored token
-    assert (await TokenCache(stores()).get(KEY, fast)).value == b_token.value
+    assert (await TokenCache(stores())._get(KEY, fast)).value == b_token.value
     (generation_key,) = [k async for k in raw.scan_iter(match="*:generation")]
     assert await raw.get(generation_key) == b"2"
 
@@ -172,11 +172,11 @@ async def test_refused_refresh_rereads_the_store_before_client_credentials(store
     token from the store if there is one; only otherwise client credentials."""
     grants = Grants(lifetime=900)
     mine = TokenCache(stores())
-    old = await mine.get(KEY, grants)
+    old = await mine._get(KEY, grants)
     sibling = TokenCache(stores())
-    await sibling.get(KEY, grants)
+    await sibling._get(KEY, grants)
     # The sibling renews (rotating RT-SECRET-1) while this process still holds `old`.
-    await sibling.recover(KEY, old, grants)
+    await sibling._recover(KEY, old, grants)
     assert grants.calls == [None, None]
     grants.valid_refresh.clear()
     stale = AccessToken(
@@ -191,7 +191,7 @@ async def test_stored_values_are_encrypted_and_keys_hold_no_secret(stores, raw, 
     holds the API key, and a process with another key ignores the value (and says so)
     instead of failing."""
     grants = Grants()
-    await TokenCache(stores(encryption_key=b"k" * 32)).get(KEY, grants)
+    await TokenCache(stores(encryption_key=b"k" * 32))._get(KEY, grants)
     names = [k async for k in raw.scan_iter()]
     assert names
     for name in names:
@@ -203,7 +203,7 @@ async def test_stored_values_are_encrypted_and_keys_hold_no_secret(stores, raw, 
             assert b"AT-SECRET" not in value
             assert b"RT-SECRET" not in value
     with caplog.at_level(logging.WARNING, logger="invoicing_async.auth"):
-        other = await TokenCache(stores(encryption_key=b"x" * 32)).get(KEY, grants)
+        other = await TokenCache(stores(encryption_key=b"x" * 32))._get(KEY, grants)
     assert other.value == "AT-SECRET-2"
     assert "cannot read" in caplog.text
     assert "SECRET" not in caplog.text
@@ -217,13 +217,13 @@ async def test_a_forced_reauth_discards_only_the_refused_token(stores):
     and the next process reads the new one; a late 401 for the old token deletes nothing."""
     grants = Grants()
     first = TokenCache(stores())
-    old = await first.get(KEY, grants)
-    new = await first.recover(KEY, old, grants)
+    old = await first._get(KEY, grants)
+    new = await first._recover(KEY, old, grants)
     assert new.value == "AT-SECRET-2"
     second = TokenCache(stores())
-    await second.get(KEY, grants)
+    await second._get(KEY, grants)
     await second._store.discard(KEY, old)
-    assert (await TokenCache(stores()).get(KEY, grants)).value == new.value
+    assert (await TokenCache(stores())._get(KEY, grants)).value == new.value
     assert len(grants.calls) == 2
 
 
@@ -237,9 +237,9 @@ async def test_failed_fetch_releases_the_lock_at_once(stores):
         raise CredentialsError("refused", status=400, error="invalid_client")
 
     with pytest.raises(CredentialsError):
-        await TokenCache(stores(lock_ttl=30)).get(KEY, refuse)
+        await TokenCache(stores(lock_ttl=30))._get(KEY, refuse)
     started = time.monotonic()
-    assert (await TokenCache(stores(lock_ttl=30)).get(KEY, failing)).value == "AT-SECRET-1"
+    assert (await TokenCache(stores(lock_ttl=30))._get(KEY, failing)).value == "AT-SECRET-1"
     assert time.monotonic() - started < 5
 
 
@@ -253,9 +253,9 @@ async def test_unreachable_redis_falls_back_in_process_and_warns_once(caplog):
     cache = TokenCache(store)
     grants = Grants()
     with caplog.at_level(logging.DEBUG, logger="invoicing_async.auth"):
-        tokens = await asyncio.gather(*(cache.get(KEY, grants) for _ in range(100)))
+        tokens = await asyncio.gather(*(cache._get(KEY, grants) for _ in range(100)))
         cache.clear()
-        await cache.get(KEY, grants)
+        await cache._get(KEY, grants)
     await store.aclose()
     assert {t.value for t in tokens} == {"AT-SECRET-1"}
     assert len(grants.calls) == 2
@@ -276,7 +276,7 @@ async def test_a_redis_that_never_answers_falls_back_within_the_timeout():
         port = listener.getsockname()[1]
         store = RedisTokenStore(f"redis://127.0.0.1:{port}/0", timeout=0.3)
         started = time.monotonic()
-        token = await TokenCache(store).get(KEY, Grants())
+        token = await TokenCache(store)._get(KEY, Grants())
         elapsed = time.monotonic() - started
         await store.aclose()
     assert token.value == "AT-SECRET-1"

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ._enqueue import Ready
-    from ._sqlfile import LedgerFile
-    from ._sqlite import Ledger
+    from ._sqlite_file import LedgerFile
+    from ._sqlite_ledger import Ledger
 
 __all__ = ["SqliteStore", "insert", "worker_store"]
 
@@ -30,7 +30,7 @@ _INSERT = (
 )
 
 # A final refusal of content replaced while in flight (enqueued again, changed) is not
-# final for the new content: the entry goes back to be sent (see _postgres._SETTLE).
+# final for the new content: the entry goes back to be sent (see _postgres_outbox._SETTLE).
 _STALE = "(:fingerprint IS NOT NULL AND doc_fingerprint IS NOT :fingerprint)"
 _SETTLE = (
     f"UPDATE entries SET state = CASE WHEN {_STALE} THEN 'pending' ELSE :state END, "  # noqa: S608

@@ -5,7 +5,7 @@ A batch given ``ledger="batch.db"`` sends through the ledger's journal
 by identity a chunk at a time (an indexed query: nothing is loaded into memory),
 ``sending`` is recorded before each first request (waiting for its commit, shared with
 the other documents of the same moment) and every outcome (queued, committed with the
-next group). See :mod:`._sqlfile` for the file, its lock and its writer thread.
+next group). See :mod:`._sqlite_file` for the file, its lock and its writer thread.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from invoicing_async._outcomes import OutcomeStatus
 
 from ._entry import IN_FLIGHT, PENDING, LedgerEntry, entry_from_row, outcome_json
 from ._rules import decide, digest_of, is_final
-from ._sqlfile import Insert, LedgerFile
+from ._sqlite_file import Insert, LedgerFile
 
 if TYPE_CHECKING:
     import sqlite3

@@ -22,7 +22,7 @@ tries the refresh grant with the freshest refresh token known, and falls back to
 credentials on *any* failure; a refused refresh first re-reads the store, in case a
 sibling process already rotated the refresh token.
 
-After a 401, :meth:`TokenCache.recover` decides whether a new token may cure it: at most
+After a 401, :meth:`TokenCache._recover` decides whether a new token may cure it: at most
 one forced re-authentication per credentials per ``reauth_cooldown``, shared by every
 caller of the cache.
 
@@ -37,11 +37,13 @@ import copy
 import logging
 import random
 import time
+import warnings
 from collections.abc import Awaitable, Callable
 
 import attrs
 
 from ._errors import ClientStateError, CredentialsError, InvoicingError
+from ._log import auth as log
 from ._models import AccessToken
 from ._tokenstore import CredentialsKey, MemoryTokenStore, TokenStore
 
@@ -50,8 +52,6 @@ __all__ = ["CredentialsKey", "TokenCache"]
 #: One grant: given a token, its refresh grant (no fallback); given ``None``, client
 #: credentials.
 Fetch = Callable[[AccessToken | None], Awaitable[AccessToken]]
-
-log = logging.getLogger("invoicing_async.auth")
 
 
 @attrs.define
@@ -132,19 +132,19 @@ class TokenCache:
         entry = self._entries.get(key)
         return entry.requests if entry else 0
 
-    def peek(self, key: CredentialsKey) -> AccessToken | None:
+    def _peek(self, key: CredentialsKey) -> AccessToken | None:
         """The cached token for ``key``, if any, without fetching."""
         entry = self._entries.get(key)
         return entry.token if entry else None
 
-    def fresh(self, key: CredentialsKey) -> AccessToken | None:
+    def _fresh(self, key: CredentialsKey) -> AccessToken | None:
         """The cached token when it needs no renewal yet, without awaiting anything."""
         entry = self._entries.get(key)
         if entry is None or entry.token is None or self._clock() >= entry.renew_at:
             return None
         return entry.token
 
-    async def get(self, key: CredentialsKey, fetch: Fetch) -> AccessToken:
+    async def _get(self, key: CredentialsKey, fetch: Fetch) -> AccessToken:
         """A usable token for ``key``, fetching one (once, for all callers) when needed.
 
         In the renewal window the renewal runs in the background and every caller,
@@ -172,7 +172,7 @@ class TokenCache:
                 raise _own_copy(error)
             return pending.result()
 
-    async def recover(
+    async def _recover(
         self, key: CredentialsKey, refused: AccessToken, fetch: Fetch
     ) -> AccessToken | None:
         """After a 401 to a request sent with ``refused``: a token to retry with, or ``None``.
@@ -192,7 +192,7 @@ class TokenCache:
         entry = self._entries.setdefault(key, _Entry())
         current = entry.token
         if current is None or current.value != refused.value:
-            token = await self.get(key, fetch)  # replaced, or being replaced
+            token = await self._get(key, fetch)  # replaced, or being replaced
             await self._settled(entry, token)
             return token
         now = self._clock()
@@ -201,7 +201,7 @@ class TokenCache:
             log.debug("a 401 may be the token's fault: fetching a new one (%s)", key.client_id)
             entry.token = None
             await self._store.discard(key, refused)
-            return await self.get(key, fetch)
+            return await self._get(key, fetch)
         stored = await self._store.load(key, clock=self._clock)
         if stored is not None and stored.value != refused.value and now < stored.unusable_at:
             self._adopt(entry, stored)  # a sibling process replaced it
@@ -212,9 +212,9 @@ class TokenCache:
             "a 401 to a token %.1f s old: retrying once it is known", now - refused.obtained_at
         )
         await self._settled(entry, refused)
-        return await self.get(key, fetch)
+        return await self._get(key, fetch)
 
-    def confirm(self, key: CredentialsKey, token: AccessToken) -> None:
+    def _confirm(self, key: CredentialsKey, token: AccessToken) -> None:
         """Note that the provider accepted ``token`` (it answered other than 401).
 
         .. versionadded:: 0.2.0
@@ -242,7 +242,7 @@ class TokenCache:
             except asyncio.TimeoutError:
                 return
 
-    def invalidate(self, key: CredentialsKey, token: AccessToken) -> None:
+    def _invalidate(self, key: CredentialsKey, token: AccessToken) -> None:
         """Drop ``token`` from this cache, unless it was already replaced.
 
         Many requests can fail with the same expired token at once; only the first drop
@@ -251,6 +251,41 @@ class TokenCache:
         entry = self._entries.get(key)
         if entry is not None and entry.token is not None and entry.token.value == token.value:
             entry.token = None
+
+    # --- 0.1.0 names, deprecated: the cache is used through clients ------------------------
+
+    def peek(self, key: CredentialsKey) -> AccessToken | None:
+        """The cached token for ``key``, if any, without fetching.
+
+        .. deprecated:: 0.3.0 the cache's workings are private; use
+           :meth:`InvoicingClient.token() <invoicing_async.InvoicingClient.token>`.
+        """
+        _deprecated("peek")
+        return self._peek(key)
+
+    def fresh(self, key: CredentialsKey) -> AccessToken | None:
+        """The cached token when it needs no renewal yet.
+
+        .. deprecated:: 0.3.0 see :meth:`peek`.
+        """
+        _deprecated("fresh")
+        return self._fresh(key)
+
+    async def get(self, key: CredentialsKey, fetch: Fetch) -> AccessToken:
+        """A usable token for ``key``, fetched with ``fetch`` when needed.
+
+        .. deprecated:: 0.3.0 see :meth:`peek`.
+        """
+        _deprecated("get")
+        return await self._get(key, fetch)
+
+    def invalidate(self, key: CredentialsKey, token: AccessToken) -> None:
+        """Forget ``token`` for ``key``.
+
+        .. deprecated:: 0.3.0 see :meth:`peek`; :meth:`clear` forgets every token.
+        """
+        _deprecated("invalidate")
+        self._invalidate(key, token)
 
     def clear(self) -> None:
         """Forget every token (for example after credentials were rotated)."""
@@ -378,6 +413,15 @@ class TokenCache:
             "refresh grant" if refresh_with is not None else "client credentials",
         )
         return await fetch(refresh_with)
+
+
+def _deprecated(method: str) -> None:
+    warnings.warn(
+        f"TokenCache.{method}() is deprecated: the cache's workings are private (clients "
+        "use it); it will be removed in the next release",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def _same(known: AccessToken | None, token: AccessToken) -> bool:

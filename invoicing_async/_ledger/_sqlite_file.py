@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import queue
 import sqlite3
@@ -28,6 +27,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 import attrs
 
 from invoicing_async._errors import LedgerError
+from invoicing_async._log import ledger as log
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA_VERSION", "Insert", "LedgerFile", "connect"]
 
-log = logging.getLogger("invoicing_async.ledger")
 
 T = TypeVar("T")
 
@@ -343,7 +342,7 @@ class LedgerFile:
                         "by the next run)",
                         reason="write_failed",
                     )
-                    log.error("%s", self._failure)  # noqa: TRY400  (not an exception in flight)
+                    log.error("%s", self._failure)
             failure = self._failure
             if failure is not None:
                 results = [(future, None) for future in waiting]
