@@ -114,8 +114,8 @@ _CONTAINERS = (dict, list, tuple)
 #: A JSON object key that a non-string key could have become (``1``, ``-1.5``, ``true``,
 #: ``null`` …). Compact JSON puts ``":`` after a string only when it is a key, and a
 #: quote inside a string is escaped, so this finds every such key (and a few string
-#: keys that look like them, such as ``"t1"``, for which the exact walk then runs). One
-#: character class first, not an alternation: about 2.3x faster on a 4 KB invoice.
+#: keys that look like them, such as ``"t1"``, for which the exact walk then runs). A
+#: character class first, then the alternation: most keys fail at the first character.
 _KEY_LIKE = re.compile(rb'"[-0-9tfn](?:[0-9.eE+-]*|rue|alse|ull)":')
 
 
