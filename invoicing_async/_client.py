@@ -447,11 +447,12 @@ class InvoicingClient:
         return await self._session.token()
 
 
-def _deprecated(name: str, instead: str = "") -> None:
+def _deprecated(name: str, instead: str = "", *, depth: int = 1) -> None:
+    """Warn that ``name`` is deprecated, at the caller ``depth`` frames above the method."""
     warnings.warn(
-        f"{name} is deprecated{instead} and will be removed in the next release",
+        f"{name} is deprecated and will be removed in the next release{instead}",
         DeprecationWarning,
-        stacklevel=3,
+        stacklevel=2 + depth,
     )
 
 
@@ -462,9 +463,9 @@ def _ledger_argument(
     """``ledger=``, or the deprecated ``journal=`` it replaces."""
     if journal is None:
         return ledger
-    _deprecated("the journal= argument", ": use ledger=")
     if ledger is not None:
         raise TypeError("give ledger= only (journal= is its deprecated name)")
+    _deprecated("the journal= argument", ": use ledger=", depth=2)
     return journal
 
 

@@ -287,6 +287,24 @@ class TokenCache:
         _deprecated("invalidate")
         self._invalidate(key, token)
 
+    async def recover(
+        self, key: CredentialsKey, refused: AccessToken, fetch: Fetch
+    ) -> AccessToken | None:
+        """The token to retry a 401 with, or ``None``.
+
+        .. deprecated:: 0.3.0 see :meth:`peek`.
+        """
+        _deprecated("recover")
+        return await self._recover(key, refused, fetch)
+
+    def confirm(self, key: CredentialsKey, token: AccessToken) -> None:
+        """Note that the provider accepted ``token``.
+
+        .. deprecated:: 0.3.0 see :meth:`peek`.
+        """
+        _deprecated("confirm")
+        self._confirm(key, token)
+
     def clear(self) -> None:
         """Forget every token (for example after credentials were rotated)."""
         self._entries.clear()

@@ -16,6 +16,7 @@ import datetime as dt
 import functools
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -255,6 +256,66 @@ class Ledger:
                 time.time(),
             ),
         )
+
+    # --- 0.2 names of the batch's hooks, deprecated -------------------------------------------
+
+    @property
+    def file(self) -> LedgerFile:
+        """The ledger's file.
+
+        .. deprecated:: 0.3.0 the batch's machinery is private.
+        """
+        _deprecated("file")
+        return self._file
+
+    async def acquire(self) -> None:
+        """.. deprecated:: 0.3.0 the batch's machinery is private."""
+        _deprecated("acquire")
+        await self._acquire()
+
+    def release(self) -> None:
+        """.. deprecated:: 0.3.0 the batch's machinery is private."""
+        _deprecated("release")
+        self._release()
+
+    async def lookup(self, keys: Sequence[str]) -> dict[str, LedgerEntry]:
+        """.. deprecated:: 0.3.0 use :meth:`get` or :meth:`entries`."""
+        _deprecated("lookup")
+        return await self._lookup(keys)
+
+    def will_send(self, keys: Sequence[str]) -> None:
+        """.. deprecated:: 0.3.0 the batch's machinery is private."""
+        _deprecated("will_send")
+        self._will_send(keys)
+
+    async def sending(self, key: str, index: int = 0) -> None:  # noqa: ARG002
+        """.. deprecated:: 0.3.0 the batch's machinery is private."""
+        _deprecated("sending")
+        await self._sending(key)
+
+    def unmark(self) -> None:
+        """.. deprecated:: 0.3.0 the batch's machinery is private."""
+        _deprecated("unmark")
+        self._unmark()
+
+    def settled(self, outcome: Outcome, fingerprint: str | None) -> None:
+        """.. deprecated:: 0.3.0 the batch's machinery is private."""
+        _deprecated("settled")
+        self._settled(outcome, fingerprint)
+
+    async def flush(self) -> None:
+        """.. deprecated:: 0.3.0 closing the ledger commits what is queued."""
+        _deprecated("flush")
+        await self._file.flush()
+
+
+def _deprecated(name: str) -> None:
+    warnings.warn(
+        f"Ledger.{name} is deprecated: a batch's machinery is private (open, read, mark "
+        "and close a ledger); it will be removed in the next release",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 class _LedgerJournal:
