@@ -14,7 +14,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from . import _batch
-from . import _operations as ops
+from . import _calls as ops
 from . import _protocol as proto
 from ._auth import TokenCache
 from ._batch import BatchOptions
@@ -415,7 +415,8 @@ class InvoicingClient:
 
     # --- other operations ----------------------------------------------------------------
     # Each declares its safety class in one table (invoicing_async._safety.OPERATIONS);
-    # invoicing_async._operations sends it as often as the class allows.
+    # invoicing_async._calls builds the call, invoicing_async._operations sends it as
+    # often as the class allows.
 
     async def cancel_delivery_note(
         self,
