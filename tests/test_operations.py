@@ -170,7 +170,7 @@ async def test_cancel_that_timed_out_after_sending_is_unknown(sb):
     async with client_for(sb, retry=RetryPolicy(attempt_timeout=0.3)) as client:
         record = await held(sb, client)
         sb.script_operation(Fault.hang())
-        with pytest.raises(UnknownOutcomeError, match="timed out|timeout"):
+        with pytest.raises(UnknownOutcomeError, match=r"timed out|timeout"):
             await client.cancel_delivery_note(record.mark)
     await until(lambda: sent(sb, "/Invoice/cancelDeliveryNote"))  # the hang ends as we leave
     assert len(sent(sb, "/Invoice/cancelDeliveryNote")) == 1
@@ -354,9 +354,7 @@ async def test_request_to_an_unknown_operation_defaults_to_the_safest_class(sb):
         with pytest.raises(UnexpectedStatusError):
             await client.request("POST", "/Invoice/somethingNew", json={"a": 1})
         with pytest.raises(UnexpectedStatusError):
-            await client.request(
-                "POST", "/Invoice/somethingNew", json={"a": 1}, safety=Safety.READ
-            )
+            await client.request("POST", "/Invoice/somethingNew", json={"a": 1}, safety=Safety.READ)
     assert len(sent(sb, "/test/Invoice/somethingNew")) == 2  # logged outside the API
 
 

@@ -271,7 +271,7 @@ async def test_upload_is_stored_byte_exact(sb, method, path, tmp_path):
         by_path = await getattr(client, method)(file, content_type="application/pdf")
     first, second = sb.uploads
     assert (first.data, second.data) == (data, data)
-    assert (first.filename, second.filename) == ('a %22quoted%22 τιμολόγιο.pdf', file.name)
+    assert (first.filename, second.filename) == ("a %22quoted%22 τιμολόγιο.pdf", file.name)
     assert first.fields == {"description": "σύνοψη"}
     assert (first.path, first.content_type) == (path, "application/pdf")
     assert given.status == 201

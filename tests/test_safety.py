@@ -45,9 +45,7 @@ def test_every_class_resends_what_certainly_was_not_sent(safety):
     ("safety", "resend"),
     [(READ, True), (DEDUPLICATED, True), (UPLOAD, False), (AT_MOST_ONCE, False)],
 )
-def test_after_an_ambiguous_failure_only_reads_and_deduplicated_writes_are_resent(
-    safety, resend
-):
+def test_after_an_ambiguous_failure_only_reads_and_deduplicated_writes_are_resent(safety, resend):
     """After a failure that may have been processed: reads and deduplicated writes are
     re-sent; uploads and at-most-once writes never."""
     assert may_resend(safety, maybe_sent=True) is resend
@@ -95,7 +93,13 @@ def test_loosening_is_refused_with_value_error():
 
 @pytest.mark.parametrize(
     ("method", "safety"),
-    [("GET", READ), ("get", READ), ("HEAD", READ), ("POST", AT_MOST_ONCE), ("DELETE", AT_MOST_ONCE)],
+    [
+        ("GET", READ),
+        ("get", READ),
+        ("HEAD", READ),
+        ("POST", AT_MOST_ONCE),
+        ("DELETE", AT_MOST_ONCE),
+    ],
 )
 def test_unknown_operations_get_the_safest_class_for_their_method(method, safety):
     """An operation the table does not know: a read for GET/HEAD, else at most once."""
