@@ -11,7 +11,7 @@ POS signatures, ReSeed and uploads are in ``test_operations_writes.py``.
 from __future__ import annotations
 
 import pytest
-from sandboxtools import client_for, invoice, until
+from sandboxtools import client_for, invoice, requests_to, until
 
 from invoicing_async import (
     AuthenticationError,
@@ -60,11 +60,6 @@ def _no_backoff():
         yield
 
 
-def sent(sb: Sandbox, path: str) -> list:
-    """The requests the sandbox received for ``path``."""
-    return [r for r in sb.requests if r.path == path]
-
-
 async def held(sb: Sandbox, client, number: int = 1):
     """Submit invoice ``number``; its record (the sandbox holds it)."""
     return await client.submit_json(invoice(sb, number))
@@ -92,7 +87,7 @@ async def test_cancel_once_then_409_with_the_original_cancellation_mark(sb, meth
     assert again.value.result.cancellation_mark == result.cancellation_mark
     assert again.value.body["cancellationMark"] == result.cancellation_mark
     assert sb.committed[document_key(doc)].cancellation_mark == result.cancellation_mark
-    assert [r.status for r in sent(sb, path)] == [200, 409]
+    assert [r.status for r in requests_to(sb, path)] == [200, 409]
 
 
 @pytest.mark.parametrize(("method", "path"), CANCELS)
@@ -104,7 +99,7 @@ async def test_cancel_names_the_note_in_a_payload_or_params(sb, method, path):
         by_payload = await getattr(client, method)(payload={"mark": first.mark})
         by_params = await getattr(client, method)(params={"mark": str(second.mark)})
     assert (by_payload.mark, by_params.mark) == (first.mark, second.mark)
-    assert [r.query for r in sent(sb, path)] == [{}, {"mark": str(second.mark)}]
+    assert [r.query for r in requests_to(sb, path)] == [{}, {"mark": str(second.mark)}]
 
 
 @pytest.mark.parametrize(("method", "path"), CANCELS)
@@ -118,7 +113,7 @@ async def test_cancel_refusals_are_typed_and_final(sb, method, path):
         with pytest.raises(ValidationError) as malformed:
             await getattr(client, method)(payload={"mark": "soon"})
     assert (unknown.value.status, malformed.value.status) == (404, 400)
-    assert len(sent(sb, path)) == 2
+    assert len(requests_to(sb, path)) == 2
     assert sb.committed_in()[document_key(invoice(sb, 1))].cancellation_mark is None
     assert record.mark is not None
 
@@ -135,7 +130,7 @@ async def test_cancel_whose_answer_is_lost_is_sent_exactly_once(sb, method, path
             await getattr(client, method)(record.mark)
         assert caught.value.attempts == 1
         assert isinstance(caught.value.last_error, TransportError)
-        assert len(sent(sb, path)) == 1
+        assert len(requests_to(sb, path)) == 1
         status = await client.get_last_b2g_status(record.mark)
     truth = sb.committed[document_key(invoice(sb, 1))].cancellation_mark
     assert truth is not None
@@ -155,7 +150,7 @@ async def test_cancel_is_never_resent_after_a_failure_that_may_have_been_process
         sb.script_operation(fault)
         with pytest.raises(UnknownOutcomeError):
             await client.cancel_delivery_note(record.mark)
-        assert len(sent(sb, "/Invoice/cancelDeliveryNote")) == 1
+        assert len(requests_to(sb, "/Invoice/cancelDeliveryNote")) == 1
         status = await client.get_last_b2g_status(record.mark)
         truth = sb.committed[document_key(doc)].cancellation_mark
         assert status.cancellation_mark == truth
@@ -172,8 +167,8 @@ async def test_cancel_that_timed_out_after_sending_is_unknown(sb):
         sb.script_operation(Fault.hang())
         with pytest.raises(UnknownOutcomeError, match=r"timed out|timeout"):
             await client.cancel_delivery_note(record.mark)
-    await until(lambda: sent(sb, "/Invoice/cancelDeliveryNote"))  # the hang ends as we leave
-    assert len(sent(sb, "/Invoice/cancelDeliveryNote")) == 1
+    await until(lambda: requests_to(sb, "/Invoice/cancelDeliveryNote"))  # the hang ends as we leave
+    assert len(requests_to(sb, "/Invoice/cancelDeliveryNote")) == 1
 
 
 @pytest.mark.parametrize("fault", NOT_PROCESSED, ids=lambda f: f.name)
@@ -186,7 +181,7 @@ async def test_cancel_is_resent_when_certainly_not_processed(sb, fault):
         sb.script_operation(fault)
         result = await client.cancel_delivery_note(record.mark)
     assert result.attempts == 2
-    assert [r.status for r in sent(sb, "/Invoice/cancelDeliveryNote")] == [fault.code, 200]
+    assert [r.status for r in requests_to(sb, "/Invoice/cancelDeliveryNote")] == [fault.code, 200]
     assert sb.committed[document_key(doc)].cancellation_mark == result.cancellation_mark
 
 
@@ -225,7 +220,7 @@ async def test_cancel_safety_cannot_be_loosened(sb):
         for looser in (Safety.READ, Safety.DEDUPLICATED_WRITE, Safety.UPLOAD):
             with pytest.raises(ValueError, match="loosen"):
                 await client.cancel_delivery_note(record.mark, safety=looser)
-        assert sent(sb, "/Invoice/cancelDeliveryNote") == []
+        assert requests_to(sb, "/Invoice/cancelDeliveryNote") == []
         done = await client.cancel_delivery_note(record.mark, safety=Safety.AT_MOST_ONCE_WRITE)
     assert done.cancellation_mark is not None
 
@@ -268,7 +263,7 @@ async def test_status_read_is_repeated_until_it_has_the_truth(sb, fault):
     assert status.body["lastStatus"] == "committed"
     assert status.mark == record.mark
     expected = 1 if fault.kind == "wrong_content_type" else 2
-    assert (status.attempts, len(sent(sb, STATUS))) == (expected, expected)
+    assert (status.attempts, len(requests_to(sb, STATUS))) == (expected, expected)
 
 
 async def test_status_read_gives_up_with_the_last_error_never_unknown(sb):
@@ -283,7 +278,7 @@ async def test_status_read_gives_up_with_the_last_error_never_unknown(sb):
         with pytest.raises(ServerError):
             await client.get_last_b2g_status(record.mark)
     assert caught.value.status == 200
-    assert len(sent(sb, STATUS)) == 4
+    assert len(requests_to(sb, STATUS)) == 4
 
 
 async def test_status_answer_echoing_secrets_is_scrubbed(sb):
@@ -313,7 +308,7 @@ async def test_request_runs_a_known_operation_under_its_declared_class(sb):
             await client.request(
                 "POST", "/Invoice/cancelDeliveryNote", params={"mark": str(record.mark)}
             )
-    assert len(sent(sb, "/Invoice/cancelDeliveryNote")) == 1
+    assert len(requests_to(sb, "/Invoice/cancelDeliveryNote")) == 1
 
 
 async def test_request_get_is_a_read_and_returns_the_json_body(sb):
@@ -323,7 +318,7 @@ async def test_request_get_is_a_read_and_returns_the_json_body(sb):
         sb.script_operation(Fault.commit_then_drop())
         body = await client.request("GET", STATUS, params={"mark": str(record.mark)})
     assert body["lastStatus"] == "committed"
-    assert len(sent(sb, STATUS)) == 2
+    assert len(requests_to(sb, STATUS)) == 2
 
 
 async def test_request_refuses_to_loosen_a_known_operation(sb):
@@ -343,8 +338,8 @@ async def test_request_refuses_to_loosen_a_known_operation(sb):
                 params={"mark": str(record.mark)},
                 safety=Safety.AT_MOST_ONCE_WRITE,
             )
-    assert sent(sb, "/Invoice/cancelDeliveryNote") == []
-    assert len(sent(sb, STATUS)) == 1
+    assert requests_to(sb, "/Invoice/cancelDeliveryNote") == []
+    assert len(requests_to(sb, STATUS)) == 1
 
 
 async def test_request_to_an_unknown_operation_defaults_to_the_safest_class(sb):
@@ -355,7 +350,7 @@ async def test_request_to_an_unknown_operation_defaults_to_the_safest_class(sb):
             await client.request("POST", "/Invoice/somethingNew", json={"a": 1})
         with pytest.raises(UnexpectedStatusError):
             await client.request("POST", "/Invoice/somethingNew", json={"a": 1}, safety=Safety.READ)
-    assert len(sent(sb, "/test/Invoice/somethingNew")) == 2  # logged outside the API
+    assert len(requests_to(sb, "/test/Invoice/somethingNew")) == 2  # logged outside the API
 
 
 async def test_request_body_that_is_not_json_is_refused_before_sending(sb):
@@ -364,4 +359,4 @@ async def test_request_body_that_is_not_json_is_refused_before_sending(sb):
         with pytest.raises(ValidationError) as caught:
             await client.request("POST", "/Invoice/cancelDeliveryNote", json={"mark": float("nan")})
     assert caught.value.status is None
-    assert sent(sb, "/Invoice/cancelDeliveryNote") == []
+    assert requests_to(sb, "/Invoice/cancelDeliveryNote") == []

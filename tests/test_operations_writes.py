@@ -12,7 +12,7 @@ import base64
 import hashlib
 
 import pytest
-from sandboxtools import client_for, invoice, raw
+from sandboxtools import client_for, invoice, raw, requests_to
 
 from invoicing_async import (
     AuthenticationError,
@@ -45,10 +45,6 @@ async def sb():
 def _no_backoff():
     with instant_retries():
         yield
-
-
-def sent(sb: Sandbox, path: str) -> list:
-    return [r for r in sb.requests if r.path == path]
 
 
 def transaction(sb: Sandbox, **fields) -> dict:
@@ -106,7 +102,7 @@ async def test_sign_pos_transaction_is_resent_and_ends_with_the_sandbox_truth(sb
     assert result.body["signature"] == held.signature
     assert result.attempts == 2
     assert held.requests == (1 if fault.before_commit else 2)
-    assert len(sent(sb, SIGNPOS)) == 2
+    assert len(requests_to(sb, SIGNPOS)) == 2
 
 
 async def test_sign_pos_transaction_refusals(sb):
@@ -140,7 +136,7 @@ async def test_sign_pos_tightened_by_the_policy_is_not_resent(sb):
             )
         with pytest.raises(ValueError, match="loosen"):
             await client.sign_pos_transaction(transaction(sb), safety=Safety.READ)
-    assert len(sent(sb, SIGNPOS)) == 2
+    assert len(requests_to(sb, SIGNPOS)) == 2
     assert len(sb.pos_signatures) == 2
 
 
@@ -165,9 +161,9 @@ async def test_request_pos_signature_signs_for_the_issuer_in_the_path(sb):
         sb.client_id,
         3,
     )
-    assert len(sent(sb, f"/PosSignatures/{sb.client_id}")) == 3
+    assert len(requests_to(sb, f"/PosSignatures/{sb.client_id}")) == 3
     # 401 requests: the session tries a new token before a 401 is the answer.
-    assert {r.status for r in sent(sb, "/PosSignatures/094019245")} == {401}
+    assert {r.status for r in requests_to(sb, "/PosSignatures/094019245")} == {401}
 
 
 # --- ReSeed: a deduplicated write answered with the record -----------------------------------
@@ -202,11 +198,11 @@ async def test_reseed_whose_answer_is_lost_gets_the_record_from_the_409(sb, faul
         result = await client.reseed_b2g_invoice(doc)
     assert result == record
     assert len(sb.reseeds) == 1
-    assert [r.status for r in sent(sb, RESEED)][-1] == 409
+    assert [r.status for r in requests_to(sb, RESEED)][-1] == 409
 
 
 @pytest.mark.parametrize("fault", NOT_YET, ids=lambda f: f.name)
-async def test_reseed_failing_before_the_forward_is_resent(sb, fault):
+async def test_reseed_failing_before_the_forward_is_rerequests_to(sb, fault):
     """A failure before the sandbox forwarded: the re-send forwards it (200)."""
     async with client_for(sb) as client:
         record = await client.submit_json(b2g(sb))
@@ -214,7 +210,7 @@ async def test_reseed_failing_before_the_forward_is_resent(sb, fault):
         result = await client.reseed_b2g_invoice(b2g(sb))
     assert result.mark == record.mark
     assert len(sb.reseeds) == 1
-    assert [r.status for r in sent(sb, RESEED)][-1] == 200
+    assert [r.status for r in requests_to(sb, RESEED)][-1] == 200
 
 
 async def test_reseed_repeated_by_the_caller_is_a_duplicate(sb):
@@ -290,7 +286,7 @@ async def test_upload_whose_answer_is_lost_is_sent_exactly_once(sb, method, path
         sb.script_operation(Fault.commit_then_drop())
         with pytest.raises(UnknownOutcomeError, match="second copy"):
             await getattr(client, method)(b"logo", content_type="image/png")
-    assert len(sent(sb, path)) == 1
+    assert len(requests_to(sb, path)) == 1
     assert len(sb.uploads) == 1
 
 
@@ -302,7 +298,7 @@ async def test_upload_failing_before_processing_is_still_unknown(sb, fault):
         sb.script_operation(fault)
         with pytest.raises(UnknownOutcomeError):
             await client.upload_media(b"logo", content_type="image/png")
-    assert len(sent(sb, "/media/upload")) == 1
+    assert len(requests_to(sb, "/media/upload")) == 1
     assert sb.uploads == []
 
 

@@ -71,10 +71,10 @@ async def test_inspection_endpoints_list_what_the_operations_hold(sb):
         assert f"/_sandbox/{name}" in index["endpoints"]
     _, uploads = await raw("GET", f"{sb.inspect_url}/uploads")
     [upload] = uploads["uploads"]
-    assert (upload["fileName"], upload["size"], upload["path"]) == ("logo.png", 4, "/media/upload")
+    assert (upload["filename"], upload["size"], upload["path"]) == ("logo.png", 4, "/media/upload")
     assert "content_base64" not in upload
     _, signatures = await raw("GET", f"{sb.inspect_url}/pos-signatures")
-    assert signatures["signatures"][0]["issuerTin"] == sb.client_id
+    assert signatures["signatures"][0]["issuer_tin"] == sb.client_id
     _, reseeds = await raw("GET", f"{sb.inspect_url}/reseeds")
     assert reseeds["reseeds"][0]["references"] == {
         "ContractReference": "C-9",

@@ -37,14 +37,18 @@ def stream_type(client: InvoicingClient) -> AsyncGenerator[Outcome, None]:
 def test_mypy_strict_accepts_aclosing_submit_stream(tmp_path):
     """``async with contextlib.aclosing(client.submit_stream(...))`` passes mypy --strict
     (submit_stream is typed as the async generator it is)."""
+    _mypy_strict(tmp_path / "user_code.py", SNIPPET)
+
+
+def _mypy_strict(snippet, source: str) -> None:
+    """Run ``mypy --strict`` on ``source`` (written to ``snippet``); it must pass."""
     if shutil.which("mypy") is None and not _has_module("mypy"):
         pytest.skip("mypy is not installed (the typing extra; CI installs it)")
-    snippet = tmp_path / "user_code.py"
-    snippet.write_text(SNIPPET)
+    snippet.write_text(source)
     completed = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-incremental",
          "--python-version", "3.10", str(snippet)],
-        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+        capture_output=True, text=True, timeout=300, check=False, cwd=snippet.parent,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stdout + completed.stderr
 
@@ -92,13 +96,4 @@ async def everything(client: InvoicingClient, invoice: dict[str, object]) -> Non
 
 def test_mypy_strict_accepts_the_operations(tmp_path):
     """The named operations, their results and Safety pass mypy --strict in user code."""
-    if shutil.which("mypy") is None and not _has_module("mypy"):
-        pytest.skip("mypy is not installed (the typing extra; CI installs it)")
-    snippet = tmp_path / "user_operations.py"
-    snippet.write_text(OPERATIONS_SNIPPET)
-    completed = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental",
-         "--python-version", "3.10", str(snippet)],
-        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
-    )  # fmt: skip
-    assert completed.returncode == 0, completed.stdout + completed.stderr
+    _mypy_strict(tmp_path / "user_operations.py", OPERATIONS_SNIPPET)

@@ -119,19 +119,8 @@ class StoredUpload:
         return hashlib.sha256(self.data).hexdigest()
 
     def summary(self) -> dict[str, Any]:
-        """What the answer and the inspection endpoints say about it (not the content)."""
-        return {
-            "id": self.id,
-            "environment": self.environment,
-            "client_id": self.client_id,
-            "path": self.path,
-            "fileName": self.filename,
-            "contentType": self.content_type,
-            "size": len(self.data),
-            "sha256": self.sha256,
-            "fields": self.fields,
-            "mark": self.mark,
-        }
+        """What the inspection endpoints say about it: every field but the content."""
+        return {**_shown(self, "data"), "size": len(self.data), "sha256": self.sha256}
 
 
 @attrs.frozen(kw_only=True)
@@ -350,9 +339,15 @@ class Operations:
             mark=mark,
         )
         self._uploads.append(stored)
-        summary = stored.summary()
-        answer = {"success": True, "message": "stored", "statusCode": "Success"}
-        answer.update((k, summary[k]) for k in ("id", "fileName", "contentType", "size", "sha256"))
+        answer = {
+            "success": True,
+            "message": "stored",
+            "statusCode": "Success",
+            "id": stored.id,
+            "fileName": stored.filename,
+            "size": len(stored.data),
+            "sha256": stored.sha256,
+        }
         if mark is not None:
             answer["mark"] = mark
         return Reply(201, dumps(answer))
@@ -375,13 +370,13 @@ class Operations:
                     return _json({**upload.summary(), "content_base64": content})
             return error_reply(404, f"no upload {wanted}"[:300])
         if route == "pos-signatures":
-            return _json({"signatures": [_signature(s) for s in self._signatures.values()]})
+            return _json({"signatures": [attrs.asdict(s) for s in self._signatures.values()]})
         if route.startswith("pos-keys/"):
             tin = route[len("pos-keys/") :]
             public = base64.b64encode(self.pos_public_key(tin)).decode("ascii")
             return _json({"issuerTin": tin, "algorithm": ALGORITHM, "publicKey": public})
         if route == "reseeds":
-            return _json({"reseeds": [_reseeded(r) for r in self._reseeds]})
+            return _json({"reseeds": [_shown(r, "document") for r in self._reseeds]})
         return None
 
 
@@ -413,26 +408,9 @@ def _scope(reseeded: ReSeeded) -> tuple[str, str, str]:
     return (reseeded.environment, reseeded.client_id, reseeded.identity)
 
 
-def _signature(signature: PosSignature) -> dict[str, Any]:
-    return {
-        "environment": signature.environment,
-        "client_id": signature.client_id,
-        "issuerTin": signature.issuer_tin,
-        "operation": signature.operation,
-        "signature": signature.signature,
-        "requests": signature.requests,
-        "payload": signature.payload,
-    }
-
-
-def _reseeded(reseeded: ReSeeded) -> dict[str, Any]:
-    return {
-        "identity": reseeded.identity,
-        "environment": reseeded.environment,
-        "client_id": reseeded.client_id,
-        "mark": reseeded.mark,
-        "references": reseeded.references,
-    }
+def _shown(record: Any, hidden: str) -> dict[str, Any]:
+    """An attrs record as a JSON-able dict, without its ``hidden`` field."""
+    return attrs.asdict(record, filter=lambda attribute, _: attribute.name != hidden)
 
 
 def _json(data: Any) -> Reply:
