@@ -58,7 +58,8 @@ class PosSignature:
     operation: str
     #: The signed JSON object, as received.
     payload: dict[str, Any] = attrs.field(eq=False, repr=False)
-    #: Base64 of the Ed25519 signature of :func:`canonical` ``(payload)``.
+    #: Base64 of the Ed25519 signature of the payload's canonical JSON (keys sorted,
+    #: compact, UTF-8): :func:`verify_pos_signature` checks it.
     signature: str
     #: Requests that asked for this signature: more than 1 when the same data was sent
     #: again (a lost answer re-sent), which signs nothing new.
