@@ -67,7 +67,7 @@ class OperationResult:
     #: after a lost answer was answered with what its earlier attempt left.
     status: int
     #: The answer's JSON body, parsed (``None`` when empty).
-    body: Any = attrs.field(default=None, eq=False)
+    body: Any = attrs.field(default=None, hash=False)
     #: The body's ``mark``, when it has one.
     mark: int | None = None
     #: The body's ``cancellationMark``, when it has one (a cancellation's own mark).

@@ -88,7 +88,7 @@ class OperationCall:
     content_type: str
     body: bytes = attrs.field(default=b"", repr=False)
     #: The text fields and the file parts of a ``multipart/form-data`` body.
-    fields: Mapping[str, str] = attrs.field(factory=dict)
+    fields: Mapping[str, str] = attrs.field(factory=dict, hash=False)
     files: tuple[UploadedFile, ...] = ()
 
 
@@ -109,7 +109,7 @@ class StoredUpload:
     content_type: str
     data: bytes = attrs.field(repr=False)
     #: The form's text fields.
-    fields: dict[str, str] = attrs.field(factory=dict)
+    fields: dict[str, str] = attrs.field(factory=dict, hash=False)
     #: The mark of the held document it belongs to, when named (``/Invoice/File``).
     mark: int | None = None
 
@@ -136,7 +136,7 @@ class ReSeeded:
     #: The held document's mark: a re-forward gets no new one.
     mark: int | None
     #: The reference fields as forwarded.
-    references: dict[str, Any]
+    references: dict[str, Any] = attrs.field(hash=False)
     document: dict[str, Any] = attrs.field(eq=False, repr=False)
 
 
