@@ -202,7 +202,7 @@ async def test_reseed_whose_answer_is_lost_gets_the_record_from_the_409(sb, faul
 
 
 @pytest.mark.parametrize("fault", NOT_YET, ids=lambda f: f.name)
-async def test_reseed_failing_before_the_forward_is_rerequests_to(sb, fault):
+async def test_reseed_failing_before_the_forward_is_resent(sb, fault):
     """A failure before the sandbox forwarded: the re-send forwards it (200)."""
     async with client_for(sb) as client:
         record = await client.submit_json(b2g(sb))
