@@ -30,8 +30,10 @@ from ._errors import (
 from ._ledger._entry import LedgerEntry
 from ._ledger._sqlite_ledger import Ledger
 from ._models import AccessToken, DocumentResult, DocumentStatus
+from ._operations import OperationResult
 from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
 from ._pgp import ProviderKey
+from ._safety import Safety
 from ._tokencache import TokenCache
 from ._tokenstore import CredentialsKey, MemoryTokenStore, TokenStore
 
@@ -53,6 +55,7 @@ __all__ = [
     "LedgerError",
     "MalformedResponseError",
     "MemoryTokenStore",
+    "OperationResult",
     "Outcome",
     "OutcomeStatus",
     "ProviderKey",
@@ -60,6 +63,7 @@ __all__ = [
     "ProviderTimeoutError",
     "RateLimitError",
     "RetryPolicy",
+    "Safety",
     "ServerError",
     "Submission",
     "TokenCache",

@@ -18,6 +18,7 @@ import os
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from . import _calls as ops
 from . import _protocol as proto
 from ._batch import Batch, BatchOptions, collect
 from ._delivery import Delivery
@@ -41,8 +42,10 @@ if TYPE_CHECKING:
     from ._journal import Journal
     from ._ledger._sqlite_ledger import Ledger
     from ._models import AccessToken, DocumentResult
+    from ._operations import OperationResult
     from ._outcomes import BatchProgress, Outcome
     from ._pgp import ProviderKey
+    from ._safety import Safety
 
 __all__ = ["InvoicingClient"]
 
@@ -425,6 +428,218 @@ class InvoicingClient:
         return Batch(self._preparer, self._session, options, journal)
 
     # --- other operations ----------------------------------------------------------------
+    # Each declares its safety class in one table (invoicing_async._safety.OPERATIONS);
+    # invoicing_async._calls builds the call, invoicing_async._operations sends it as
+    # often as the class allows.
+
+    async def cancel_delivery_note(
+        self,
+        mark: int | str | None = None,
+        *,
+        payload: Mapping[str, Any] | bytes | None = None,
+        params: Mapping[str, str] | None = None,
+        safety: Safety | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> OperationResult:
+        """``POST /Invoice/cancelDeliveryNote``: cancel a delivery note, at most once.
+
+        ``AT_MOST_ONCE_WRITE``: re-sent only when the request certainly did not reach
+        the provider. The common keywords (``payload``, ``params``, ``safety``,
+        ``retry``, ``timeout``) are described in :doc:`/operations`.
+
+        :param mark: the note's mark, sent as the ``mark`` query parameter (or name the
+            note in ``payload``/``params`` as the provider's documentation says).
+        :returns: the answer; ``cancellation_mark`` is the cancellation's own mark.
+        :raises DuplicateDocumentError: it was cancelled before (409); the original
+            cancellation mark is in ``body`` (and ``result``) when the provider gives it.
+        :raises UnknownOutcomeError: the request may have reached the provider and the
+            answer was lost. It is not re-sent: read :meth:`get_last_b2g_status` first.
+
+        .. versionadded:: 0.3.0
+        """
+        return await ops.run(
+            self._session,
+            "cancel_delivery_note",
+            ops.Payload(payload, params, mark=mark),
+            ops.Options(safety, retry or self._retry, timeout),
+        )
+
+    async def cancel_receiving_note(
+        self,
+        mark: int | str | None = None,
+        *,
+        payload: Mapping[str, Any] | bytes | None = None,
+        params: Mapping[str, str] | None = None,
+        safety: Safety | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> OperationResult:
+        """``POST /Invoice/cancelReceivingNote``: the same as :meth:`cancel_delivery_note`.
+
+        .. versionadded:: 0.3.0
+        """
+        return await ops.run(
+            self._session,
+            "cancel_receiving_note",
+            ops.Payload(payload, params, mark=mark),
+            ops.Options(safety, retry or self._retry, timeout),
+        )
+
+    async def request_pos_signature(
+        self,
+        issuer_tin: str,
+        payload: Mapping[str, Any] | bytes,
+        *,
+        params: Mapping[str, str] | None = None,
+        safety: Safety | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> OperationResult:
+        """``POST /PosSignatures/{issuerTin}``: the provider's signature for ``payload``.
+
+        ``DEDUPLICATED_WRITE``: signing the same data again yields a signature for the
+        same data, so a lost answer is re-sent.
+
+        .. versionadded:: 0.3.0
+        """
+        return await ops.run(
+            self._session,
+            "request_pos_signature",
+            ops.Payload(payload, params, path_params={"issuerTin": issuer_tin}),
+            ops.Options(safety, retry or self._retry, timeout),
+        )
+
+    async def sign_pos_transaction(
+        self,
+        payload: Mapping[str, Any] | bytes,
+        *,
+        params: Mapping[str, str] | None = None,
+        safety: Safety | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> OperationResult:
+        """``POST /PosTransactions/signpos``: the signature a card terminal needs.
+
+        ``payload`` carries the transaction (``issuerTin``, ``issueDate``,
+        ``branchCode``, ``invoiceTypeCode``, ``series``, ``identifier``, amounts,
+        ``terminalId``, ``signatureDurationType``). ``DEDUPLICATED_WRITE``, as
+        :meth:`request_pos_signature`.
+
+        .. versionadded:: 0.3.0
+        """
+        return await ops.run(
+            self._session,
+            "sign_pos_transaction",
+            ops.Payload(payload, params),
+            ops.Options(safety, retry or self._retry, timeout),
+        )
+
+    async def reseed_b2g_invoice(
+        self,
+        document: Mapping[str, Any] | bytes,
+        *,
+        params: Mapping[str, str] | None = None,
+        safety: Safety | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> DocumentResult:
+        """``POST /B2GInvoice/ReSeedInvoice``: forward a held B2G document again.
+
+        No new mark: the provider answers the document's record. Only its buyer,
+        contract, project and order references may differ from the document it holds.
+        ``DEDUPLICATED_WRITE``: after a lost answer it is re-sent, and a 409 then is
+        the record this call's earlier attempt left.
+
+        :raises DuplicateDocumentError: it was forwarded as it is before this call.
+
+        .. versionadded:: 0.3.0
+        """
+        return await ops.run_for_record(
+            self._session,
+            "reseed_b2g_invoice",
+            ops.Payload(document, params),
+            ops.Options(safety, retry or self._retry, timeout),
+        )
+
+    async def get_last_b2g_status(
+        self,
+        mark: int | str | None = None,
+        *,
+        params: Mapping[str, str] | None = None,
+        safety: Safety | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> OperationResult:
+        """``GET /B2GInvoice/GetLastStatus``: a document's last status, as the provider holds it.
+
+        ``READ``: repeated freely. After an unknown cancellation, this says whether the
+        document is cancelled (``cancellation_mark``).
+
+        :param mark: sent as the ``mark`` query parameter (or give ``params``).
+
+        .. versionadded:: 0.3.0
+        """
+        return await ops.run(
+            self._session,
+            "get_last_b2g_status",
+            ops.Payload(None, params, mark=mark),
+            ops.Options(safety, retry or self._retry, timeout),
+        )
+
+    async def upload_invoice_file(
+        self,
+        file: bytes | str | os.PathLike[str],
+        *,
+        content_type: str,
+        filename: str | None = None,
+        fields: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+        safety: Safety | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> OperationResult:
+        """``POST /Invoice/File``: upload a file as ``multipart/form-data``.
+
+        ``UPLOAD``: re-sent only when the request certainly did not reach the provider.
+
+        :param file: the file's bytes, or its path (read off the event loop).
+        :param content_type: the file's media type, e.g. ``application/pdf``.
+        :param filename: the name sent (default: the path's name, or ``file``).
+        :param fields: more form fields, sent before the file.
+        :raises UnknownOutcomeError: the provider may or may not hold the file.
+
+        .. versionadded:: 0.3.0
+        """
+        return await ops.run(
+            self._session,
+            "upload_invoice_file",
+            ops.Upload(file, content_type, filename, fields, params),
+            ops.Options(safety, retry or self._retry, timeout),
+        )
+
+    async def upload_media(
+        self,
+        file: bytes | str | os.PathLike[str],
+        *,
+        content_type: str,
+        filename: str | None = None,
+        fields: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+        safety: Safety | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> OperationResult:
+        """``POST /media/upload``: the same as :meth:`upload_invoice_file`.
+
+        .. versionadded:: 0.3.0
+        """
+        return await ops.run(
+            self._session,
+            "upload_media",
+            ops.Upload(file, content_type, filename, fields, params),
+            ops.Options(safety, retry or self._retry, timeout),
+        )
 
     async def request(
         self,
@@ -433,14 +648,30 @@ class InvoicingClient:
         *,
         json: Any = None,
         params: Mapping[str, str] | None = None,
+        safety: Safety | None = None,
+        retry: RetryPolicy | None = None,
         timeout: float | None = None,
     ) -> Any:
-        """Call another operation (``/Invoice/cancelDeliveryNote``, ``/PosSignatures/…``).
+        """Call any other operation; returns the decoded JSON answer (``None`` if empty).
 
-        Authenticated like the document calls; ``json`` is sent as the body. Returns the
-        decoded JSON answer (``None`` for an empty body) or raises the typed error.
+        Authenticated like the document calls; ``json`` is sent as the body (bytes as
+        they are). It runs under the class the table declares for ``method path``, a
+        stricter ``safety`` if given; an operation the table does not know under
+        ``safety``, by default ``READ`` for ``GET`` and ``AT_MOST_ONCE_WRITE`` for
+        anything else (see :doc:`/operations`).
+
+        :raises ValueError: ``safety`` would loosen a known operation's class.
+
+        .. versionchanged:: 0.3.0 ``safety`` and ``retry``; retried as the class allows.
         """
-        return await self._session.call(method, path, json=json, params=params, timeout=timeout)
+        result = await ops.run_free(
+            self._session,
+            method,
+            path,
+            ops.Payload(json, params),
+            ops.Options(safety, retry or self._retry, timeout),
+        )
+        return result.body
 
     async def token(self) -> AccessToken:
         """A valid access token from the shared cache (fetched once for all callers)."""

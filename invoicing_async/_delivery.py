@@ -8,10 +8,12 @@ breaker). :meth:`Delivery.run` is the loop single calls and batches share; a bat
 passes the :class:`Shared` state of its documents (retry budget, breaker, adaptive
 in-flight limit), a single call none.
 
-Two refinements the table cannot express alone:
+Two refinements the table cannot express alone, both the rule of a deduplicated write
+in the safety table every operation shares (:mod:`._safety`):
 
 * a 409 (``HELD``) answering this document's own earlier attempt, or an attempt an
-  earlier run may have made, is its commit (``ACCEPTED``), else a ``DUPLICATE``;
+  earlier run may have made, is its commit (``ACCEPTED``), else a ``DUPLICATE``; an
+  ambiguous failure is re-sent unless ``RetryPolicy.resend_ambiguous`` forbids it;
 * once an attempt may have been committed, an ending that says "not sent" says
   ``UNKNOWN`` instead, and a held document stays held whatever a re-send is answered.
 
@@ -39,14 +41,19 @@ from ._errors import (
     InvoicingError,
     MalformedResponseError,
     ProviderKeyError,
-    RateLimitError,
     TransportError,
     UnexpectedStatusError,
     UnknownOutcomeError,
-    may_have_committed,
 )
 from ._log import delivery as log
 from ._outcomes import Outcome, OutcomeStatus, RetryPolicy
+from ._safety import (
+    Safety,
+    certainly_not_processed,
+    duplicate_means_success,
+    may_resend,
+    maybe_processed,
+)
 
 if TYPE_CHECKING:
     import random
@@ -81,12 +88,12 @@ class Kind(enum.Enum):
     HELD_UNREADABLE = "held, record unreadable"
     #: A record of another document: the provider may hold this one or not.
     FOREIGN = "foreign record"
-    #: The request may have been processed (reset after sending, timeout, 408, 5xx, an
-    #: unreadable 2xx).
+    #: The request may have been processed (reset after sending, timeout, 408, 5xx but
+    #: 503, an unreadable 2xx): :func:`~._safety.maybe_processed`.
     AMBIGUOUS = "ambiguous"
     #: Certainly not processed, and it may pass (connection refused, no token).
     NOT_SENT = "not sent"
-    #: 429: certainly not processed; the provider asks for fewer requests.
+    #: 429 or 503: certainly not processed; the provider asks for fewer requests.
     THROTTLED = "throttled"
     #: A definite refusal of the document (400, 413, 422).
     REFUSED = "refused"
@@ -155,11 +162,11 @@ def classify(error: InvoicingError) -> Kind:
         return Kind.HELD if error.result is not None else Kind.HELD_UNREADABLE
     if isinstance(error, ForeignRecordError):
         return Kind.FOREIGN
-    if may_have_committed(error):
+    if maybe_processed(error):
         return Kind.AMBIGUOUS
     if isinstance(error, TransportError):
         return Kind.NOT_SENT
-    if isinstance(error, RateLimitError):
+    if certainly_not_processed(error):  # 429, 503
         return Kind.THROTTLED
     if isinstance(error, AuthenticationError):
         return Kind.AUTH
@@ -297,6 +304,8 @@ class Delivery:
     identity: Identity
     policy: RetryPolicy
     maybe_committed: bool = False
+    #: A document submission is a deduplicated write (see :mod:`._safety`).
+    safety: Safety = Safety.DEDUPLICATED_WRITE
     deadline: float | None = None
     #: Requests sent.
     attempts: int = 0
@@ -399,14 +408,16 @@ class Delivery:
         shared.breaker.record(error)
         if kind in (Kind.HELD, Kind.HELD_UNREADABLE):
             assert isinstance(error, DuplicateDocumentError)  # noqa: S101  (classify says so)
-            status, first = self._held or (_A if self.maybe_committed else _D, error)
+            ours = duplicate_means_success(self.safety, after_own_attempt=self.maybe_committed)
+            status, first = self._held or (_A if ours else _D, error)
             if kind is Kind.HELD or self._spent >= self.policy.max_attempts:
                 return self._end_held(status, error.result, first)
             self._held = status, first  # a re-send is safe and answers 409 with the record
             return None
         if rule.may_hold:
             self.maybe_committed = True
-            if not self.policy.resend_ambiguous:
+            resend = self.policy.resend_ambiguous
+            if not may_resend(self.safety, maybe_sent=True, resend_ambiguous=resend):
                 return self.give_up("no re-sends")
         if not rule.retry:
             why = {Kind.STOP: "stop", Kind.MISCONFIGURED: "configuration"}.get(kind)

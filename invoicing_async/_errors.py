@@ -169,11 +169,13 @@ class ValidationError(InvoicingError):
 
 
 class DuplicateDocumentError(InvoicingError):
-    """409: the provider already holds this document.
+    """409: the provider already holds this document (or already did this operation).
 
     :ivar result: the original :class:`~invoicing_async.DocumentResult` when the body
         carries it, else ``None``. Re-sending a document is the documented way to get its
-        result back.
+        result back. For a second cancellation, its ``cancellation_mark`` is the first's.
+
+    .. versionchanged:: 0.3.0 raised by the other operations too (see :doc:`/operations`).
     """
 
     def __init__(
@@ -277,6 +279,10 @@ class UnknownOutcomeError(InvoicingError):
 
     The provider may or may not hold the document. Sending the identical document again
     later is safe and tells: a provider that holds it answers 409 with its record.
+
+    An operation that is never re-sent after such a failure (a cancellation, an upload:
+    see :doc:`/operations`) raises it after its one ambiguous attempt; its message says
+    how to learn the outcome (for a cancellation: read the document's status).
 
     :ivar last_error: the last attempt's error.
     :ivar attempts: requests sent.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-__all__ = ["auth", "batch", "delivery", "ledger", "transport"]
+__all__ = ["auth", "batch", "delivery", "ledger", "operations", "transport"]
 
 #: A document's attempts: retries, refusals, give-ups; a batch that stops; the
 #: adaptive in-flight limit.
@@ -21,5 +21,7 @@ batch = logging.getLogger("invoicing_async.batch")
 auth = logging.getLogger("invoicing_async.auth")
 #: The ledger file and the outbox workers.
 ledger = logging.getLogger("invoicing_async.ledger")
+#: The other operations' attempts (cancellations, uploads …).
+operations = logging.getLogger("invoicing_async.operations")
 #: Each HTTP exchange.
 transport = logging.getLogger("invoicing_async.transport")

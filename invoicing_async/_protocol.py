@@ -173,15 +173,18 @@ def build_call_request(
     api_key: str,
     body: bytes | None = None,
     params: Mapping[str, str] | None = None,
+    content_type: str | None = None,
 ) -> Request:
     """Any other operation (``/Invoice/cancelDeliveryNote``, ``/PosSignatures/…``).
 
-    Authenticated like the document calls; a body is sent as JSON.
+    Authenticated like the document calls; a body is sent as ``content_type`` (JSON
+    unless given, such as ``multipart/form-data; boundary=…`` for a file).
     """
     url = base_url + check_path(path)
     if params:
         url += "?" + urlencode(dict(params))
-    content_type = None if body is None else JSON_CONTENT_TYPE
+    if content_type is None and body is not None:
+        content_type = JSON_CONTENT_TYPE
     return Request(method.upper(), url, _headers(token, api_key, content_type), body)
 
 

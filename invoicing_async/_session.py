@@ -15,7 +15,6 @@ import collections
 from typing import TYPE_CHECKING, Any
 
 from . import _protocol as proto
-from ._documents import dumps
 from ._errors import (
     AuthenticationError,
     ClientStateError,
@@ -24,7 +23,6 @@ from ._errors import (
     RateLimitError,
     ServerError,
     TransportError,
-    ValidationError,
 )
 from ._log import auth as auth_log
 from ._redact import mentions, redact_error, redact_record
@@ -128,18 +126,22 @@ class Session:
         secrets = self._secrets()
         return redact_record(result, secrets) if mentions(response.body, secrets) else result
 
-    async def call(
+    async def send_call(
         self,
         method: str,
         path: str,
         *,
-        json: Any = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
         params: Mapping[str, str] | None = None,
         timeout: float | None = None,
-    ) -> Any:
-        """Another operation: authenticated like documents, JSON in and out."""
+    ) -> proto.Response:
+        """One authenticated request (plus the 401 recovery): the response as received.
+
+        Any status comes back; reading it, and scrubbing :meth:`known_secrets` from
+        what the provider says, is the caller's part.
+        """
         proto.check_path(path)
-        body = None if json is None else _json_body(json)
 
         def build(token: AccessToken) -> proto.Request:
             return proto.build_call_request(
@@ -150,11 +152,14 @@ class Session:
                 api_key=self._client_secret,
                 body=body,
                 params=params,
+                content_type=content_type,
             )
 
-        what = f"{method.upper()} {path}"
-        response = await self._authorized(build, timeout=timeout)
-        return self._checked(lambda r: proto.parse_json_response(r, what), response)
+        return await self._authorized(build, timeout=timeout)
+
+    def known_secrets(self) -> list[str]:
+        """The API key and the tokens in use lately: never to be handed on."""
+        return self._secrets()
 
     # --- tokens ----------------------------------------------------------------------------
 
@@ -299,12 +304,3 @@ class Session:
             if token.refresh_token:
                 secrets.append(token.refresh_token)
         return secrets
-
-
-def _json_body(value: Any) -> bytes:
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value)
-    try:
-        return dumps(value)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(f"the request body cannot be serialised to JSON: {exc}") from None

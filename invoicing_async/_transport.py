@@ -42,7 +42,9 @@ class Transport:
     """An aiohttp session with the library's timeouts, caps and error classification.
 
     :param session: a session owned by the caller (not closed here); by default one is
-        created inside the running loop on first use.
+        created inside the running loop on first use. aiohttp re-sends a ``GET``,
+        ``PUT`` or ``DELETE`` once on a dropped keep-alive connection; the session made
+        here never does, a caller's session keeps its own settings.
     :param limit: connection pool size of the session created here.
     :param connect_timeout: seconds to establish a connection (``sock_connect``: the wait
         for a free pool slot does not count).
@@ -126,6 +128,12 @@ class Transport:
                 trust_env=False,
                 raise_for_status=False,
             )
+            # aiohttp re-sends a GET, PUT or DELETE once when a kept-alive connection
+            # drops, after the request may have been processed; one send here must be
+            # one request (an at-most-once call is never repeated behind its back). No
+            # public switch exists (aio-libs/aiohttp#10790); its own tests use this one.
+            if hasattr(self._session, "_retry_connection"):
+                self._session._retry_connection = False  # noqa: SLF001
         return self._session
 
     async def close(self) -> None:

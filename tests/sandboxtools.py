@@ -42,6 +42,11 @@ def invoice(sb: Sandbox, number: int, **kwargs) -> dict:
     return sample_invoice(number, issuer_vat=sb.client_id, lines=2, **kwargs)
 
 
+def requests_to(sb: Sandbox, path: str) -> list:
+    """The requests the sandbox received for ``path`` (below the environment), in order."""
+    return [r for r in sb.requests if r.path == path]
+
+
 async def raw(method: str, url: str, **kwargs) -> tuple[int, dict]:
     """One request outside the client, to look at the wire answer itself."""
     async with aiohttp.ClientSession() as session, session.request(method, url, **kwargs) as r:

@@ -38,6 +38,7 @@ EXECUTED = {
     "shared_tokens.py",
     "test_with_sandbox.py",
     "outbox.py",
+    "operations.py",
 }
 
 
@@ -60,6 +61,13 @@ async def test_getting_started_submits_once_and_a_resend_gets_the_same_record():
     """The first submit_secure is accepted; the same invoice sent again returns the same
     record (the provider's 409), and the sandbox holds it once."""
     await load("getting_started").main()
+
+
+async def test_operations_example_cancels_once_and_signs_once():
+    """A lost cancellation answer is read back, never re-sent blindly; a repeat is
+    answered with the original cancellation mark; a lost signature answer is re-sent
+    and the same signature comes back, signed once."""
+    await load("operations").main()
 
 
 def test_getting_started_runs_as_a_script():

@@ -384,14 +384,15 @@ async def test_unknown_paths_and_methods(sb):
     or base URL), not as a refusal of the request's content.
     """
     async with client_for(sb) as client:
-        for path in ("/B2GInvoice/GetLastStatus", f"/PosSignatures/{sb.client_id}"):
+        for path in ("/B2GInvoice/GetEverything", f"/PosSignatures/{sb.client_id}/all"):
             with pytest.raises(UnexpectedStatusError) as caught:
                 await client.request("GET", path)
             assert caught.value.status == 404
             assert caught.value.body is not None
-        with pytest.raises(UnexpectedStatusError) as wrong_method:
-            await client.request("GET", "/Invoice/json")
-        assert wrong_method.value.status == 405
+        for method, path in (("GET", "/Invoice/json"), ("POST", "/B2GInvoice/GetLastStatus")):
+            with pytest.raises(UnexpectedStatusError) as wrong_method:
+                await client.request(method, path)
+            assert wrong_method.value.status == 405
     status, body = await raw("POST", f"{sb.url}/staging/oauth/token")
     assert (status, body["statusCode"]) == (404, "NotFound")
 

@@ -37,14 +37,18 @@ def stream_type(client: InvoicingClient) -> AsyncGenerator[Outcome, None]:
 def test_mypy_strict_accepts_aclosing_submit_stream(tmp_path):
     """``async with contextlib.aclosing(client.submit_stream(...))`` passes mypy --strict
     (submit_stream is typed as the async generator it is)."""
+    _mypy_strict(tmp_path / "user_code.py", SNIPPET)
+
+
+def _mypy_strict(snippet, source: str) -> None:
+    """Run ``mypy --strict`` on ``source`` (written to ``snippet``); it must pass."""
     if shutil.which("mypy") is None and not _has_module("mypy"):
         pytest.skip("mypy is not installed (the typing extra; CI installs it)")
-    snippet = tmp_path / "user_code.py"
-    snippet.write_text(SNIPPET)
+    snippet.write_text(source)
     completed = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-incremental",
          "--python-version", "3.10", str(snippet)],
-        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+        capture_output=True, text=True, timeout=300, check=False, cwd=snippet.parent,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stdout + completed.stderr
 
@@ -53,3 +57,43 @@ def _has_module(name: str) -> bool:
     import importlib.util  # noqa: PLC0415
 
     return importlib.util.find_spec(name) is not None
+
+
+OPERATIONS_SNIPPET = """
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoicing_async import (
+    DocumentResult, InvoicingClient, OperationResult, RetryPolicy, Safety, UnknownOutcomeError,
+)
+
+
+async def cancel_or_check(client: InvoicingClient, mark: int) -> int | None:
+    try:
+        result: OperationResult = await client.cancel_delivery_note(mark, timeout=20)
+    except UnknownOutcomeError:
+        status = await client.get_last_b2g_status(mark)
+        return status.cancellation_mark
+    return result.cancellation_mark
+
+
+async def everything(client: InvoicingClient, invoice: dict[str, object]) -> None:
+    await client.cancel_receiving_note(payload={"mark": 1}, params={"entity": "x"})
+    signed = await client.sign_pos_transaction(
+        {"issuerTin": "123456783"}, retry=RetryPolicy(resend_ambiguous=False)
+    )
+    signature: object = signed.body["signature"]
+    await client.request_pos_signature("123456783", b'{"a": 1}', safety=Safety.UPLOAD)
+    record: DocumentResult = await client.reseed_b2g_invoice(invoice)
+    mark: int | None = record.mark
+    await client.upload_invoice_file(Path("invoice.pdf"), content_type="application/pdf")
+    await client.upload_media(b"...", content_type="image/png", filename="logo.png")
+    body: object = await client.request("GET", "/B2GInvoice/GetLastStatus", safety=Safety.READ)
+    print(signature, mark, body)
+"""
+
+
+def test_mypy_strict_accepts_the_operations(tmp_path):
+    """The named operations, their results and Safety pass mypy --strict in user code."""
+    _mypy_strict(tmp_path / "user_operations.py", OPERATIONS_SNIPPET)

@@ -260,7 +260,7 @@ class Ledger:
     # --- 0.2 names of the batch's hooks, deprecated -------------------------------------------
 
     @property
-    def file(self) -> LedgerFile:
+    def file(self) -> Any:  # the private LedgerFile
         """The ledger's file.
 
         .. deprecated:: 0.3.0 the batch's machinery is private.

@@ -1,7 +1,8 @@
 """An embedded fake of the e-invoicing provider, for tests, demos and benchmarks.
 
 :class:`Sandbox` runs the provider's API (token endpoint, ``/Invoice/secure``,
-``/Invoice/json``, cancellation) on the running event loop, over real loopback HTTP, with
+``/Invoice/json``, and the other operations: cancellations, POS signatures, ReSeed,
+status reads, uploads) on the running event loop, over real loopback HTTP, with
 duplicate detection that makes re-sending safe (or, with ``duplicate_detection=False``,
 without it), and a ground truth (:attr:`Sandbox.committed`, :attr:`Sandbox.requests`) to
 check clients against. :class:`Fault` injects the failures real networks and providers
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 from ._faults import DEFAULT_RANDOM_KINDS, Fault
 from ._keys import SandboxKeyPair, cached_keypair, generate_keypair
+from ._operations import ReSeeded, StoredUpload
+from ._pos import PosSignature, verify_pos_signature
 from ._records import CommittedDocument, RequestRecord, SandboxEnvironment, SandboxStats
 from ._samples import SANDBOX_CLIENT_ID, sample_invoice, sample_invoices
 from ._sandbox import Sandbox
@@ -27,13 +30,17 @@ __all__ = [
     "SANDBOX_CLIENT_ID",
     "CommittedDocument",
     "Fault",
+    "PosSignature",
+    "ReSeeded",
     "RequestRecord",
     "Sandbox",
     "SandboxEnvironment",
     "SandboxKeyPair",
     "SandboxStats",
+    "StoredUpload",
     "cached_keypair",
     "generate_keypair",
     "sample_invoice",
     "sample_invoices",
+    "verify_pos_signature",
 ]

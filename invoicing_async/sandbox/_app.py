@@ -30,6 +30,8 @@ from invoicing_async._pgp import OpenPGPError
 
 from ._faults import Fault
 from ._inspect import PREFIX
+from ._operations import ROUTES as OPERATION_ROUTES
+from ._operations import OperationCall, UploadedFile
 from ._replies import METHOD_NOT_ALLOWED, Reply, error_reply, fault_reply, mangled, undecryptable
 
 if TYPE_CHECKING:
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
 
     from ._faults import FaultPlan
     from ._inspect import Inspector
+    from ._operations import Operations
     from ._provider import Exchange, Provider, Route, Submission
 
     _Handler = Callable[[web.Request, str, Exchange], Awaitable[web.StreamResponse]]
@@ -66,8 +69,10 @@ class Server:
         max_body_size: int,
         max_in_flight: int | None = None,
         inspector: Inspector | None = None,
+        operations: Operations | None = None,
     ) -> None:
         self._provider = provider
+        self._operations = operations
         self._inspector = inspector
         self._max_in_flight = max_in_flight
         self._documents_in_flight = 0
@@ -89,7 +94,10 @@ class Server:
             ("/{env}/oauth/token", self._token, "token"),
             ("/{env}/Invoice/secure", secure, "document"),
             ("/{env}/Invoice/json", plain, "document"),
-            ("/{env}/Invoice/cancelDeliveryNote", self._cancel, "cancel"),
+            *(
+                (f"/{{env}}{path}", functools.partial(self._operation, name=name), "operation")
+                for _, path, name in (OPERATION_ROUTES if self._operations is not None else ())
+            ),
             ("/{tail:.*}", self._not_found, "other"),
         )
         for path, handler, route in routes:
@@ -278,16 +286,30 @@ class Server:
                 return undecryptable(exc)
         return self._provider.admit(exchange, body, encrypted=encrypted)
 
-    async def _cancel(
-        self, request: web.Request, environment: str, exchange: Exchange
+    async def _operation(
+        self, request: web.Request, environment: str, exchange: Exchange, *, name: str
     ) -> web.StreamResponse:
-        if request.method != "POST":
-            reply = METHOD_NOT_ALLOWED
+        """Another operation (:mod:`._operations`): scripted fault, checks, state, reply."""
+        operations = self._operations
+        assert operations is not None  # noqa: S101  (routed only with operations)
+        _, fault = self._faults.take(self._faults.operations)
+        early = await self._before(request, fault, exchange)
+        if early is not None:
+            return early
+        method = operations.method_of(name)
+        reply: Reply | None = None
+        if request.method != method:
+            reply = error_reply(405, f"use {method}", headers=(("Allow", method),))
         else:
-            reply = self._authenticate(request, environment, exchange) or self._provider.cancel(
-                exchange, request.query.get("mark"), await request.read()
-            )
-        return await self._send(request, reply, None, exchange)
+            reply = self._authenticate(request, environment, exchange)
+        if reply is None:
+            try:
+                call = await _operation_call(request)
+            except web.HTTPRequestEntityTooLarge:
+                reply = error_reply(413, "the request body is too large")
+            else:
+                reply = operations.handle(name, exchange, call)
+        return await self._send(request, reply, fault, exchange)
 
     def _authenticate(
         self, request: web.Request, environment: str, exchange: Exchange
@@ -295,6 +317,31 @@ class Server:
         headers = request.headers
         authorization, api_key = headers.get("Authorization", ""), headers.get("APIKey", "")
         return self._provider.authenticate(environment, authorization, api_key, exchange)
+
+
+async def _operation_call(request: web.Request) -> OperationCall:
+    """What an operation request carries: its body, or its form's fields and files."""
+    fields: dict[str, str] = {}
+    files: list[UploadedFile] = []
+    body = b""
+    if request.content_type == "multipart/form-data":
+        for name, value in (await request.post()).items():
+            if isinstance(value, web.FileField):
+                content = value.file.read()
+                files.append(UploadedFile(name, value.filename, value.content_type, content))
+            else:
+                fields[name] = value if isinstance(value, str) else bytes(value).decode()
+    else:
+        body = await request.read()
+    return OperationCall(
+        method=request.method,
+        query=dict(request.query),
+        path_params={k: v for k, v in request.match_info.items() if k != "env"},
+        content_type=request.content_type,
+        body=body,
+        fields=fields,
+        files=tuple(files),
+    )
 
 
 def _unknown(request: web.Request) -> Reply:

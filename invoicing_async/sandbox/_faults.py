@@ -200,10 +200,15 @@ class _RandomFaults:
 
 
 class FaultPlan:
-    """Scripted queues (documents, token requests, refresh grants) and random faults."""
+    """Scripted queues (documents, tokens, refresh grants, operations); random faults.
+
+    Random faults are drawn for documents only: the other operations take scripted ones.
+    """
 
     def __init__(self) -> None:
         self.documents: collections.deque[Fault | None] = collections.deque()
+        #: The provider's other operations (cancellations, POS signatures, status …).
+        self.operations: collections.deque[Fault | None] = collections.deque()
         self.tokens: collections.deque[Fault | None] = collections.deque()
         self.refresh: collections.deque[Fault | None] = collections.deque()
         self.random: _RandomFaults | None = None
@@ -225,6 +230,7 @@ class FaultPlan:
     def clear(self) -> None:
         """Forget scripted and random faults."""
         self.documents.clear()
+        self.operations.clear()
         self.tokens.clear()
         self.refresh.clear()
         self.random = None

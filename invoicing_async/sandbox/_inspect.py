@@ -10,6 +10,11 @@ with a letter or a digit), so they never collide with the provider's API::
     GET /_sandbox/documents/{identity}  one document's status and record (404: not held)
     GET /_sandbox/requests              the request log (?since=SEQ &limit=)
     GET /_sandbox/provider-key          the provider's public key, ASCII armored
+    GET /_sandbox/uploads               stored files (/Invoice/File, /media/upload)
+    GET /_sandbox/uploads/{id}          one of them, its content in base64
+    GET /_sandbox/pos-signatures        POS signatures issued
+    GET /_sandbox/pos-keys/{issuerTin}  an issuer's POS public key (Ed25519, base64)
+    GET /_sandbox/reseeds               B2G documents forwarded again
 
 Sans I/O like the provider: a request's method, path and query in, a
 :class:`~._replies.Reply` out. Never an API key or a token: the index names client ids
@@ -29,6 +34,7 @@ from ._replies import METHOD_NOT_ALLOWED, Reply, error_reply
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from ._operations import Operations
     from ._provider import Provider
     from ._records import CommittedDocument, RequestRecord
 
@@ -83,8 +89,15 @@ def _number(query: Mapping[str, str], name: str, default: int) -> int:
 class Inspector:
     """Answers the read-only endpoints from the provider's state (see the module)."""
 
-    def __init__(self, provider: Provider, public_key: str, base_url: str = "") -> None:
+    def __init__(
+        self,
+        provider: Provider,
+        public_key: str,
+        base_url: str = "",
+        operations: Operations | None = None,
+    ) -> None:
         self._provider = provider
+        self._operations = operations
         self._public_key = public_key
         self.base_url = base_url
 
@@ -106,6 +119,9 @@ class Inspector:
                 return self._requests(query)
             if route == "provider-key":
                 return Reply(200, self._public_key.encode("ascii"), content_type="text/plain")
+            answer = self._operations.inspect(route) if self._operations is not None else None
+            if answer is not None:
+                return answer
         except ValueError as exc:
             return error_reply(400, str(exc))
         return error_reply(404, f"no such sandbox endpoint: {PREFIX}/{route}"[:300])
@@ -122,6 +138,9 @@ class Inspector:
             for env in provider.environments.values()
         ]
         endpoints = ["stats", "documents", "documents/{identity}", "requests", "provider-key"]
+        if self._operations is not None:
+            endpoints += ["uploads", "uploads/{id}", "pos-signatures", "pos-keys/{issuerTin}"]
+            endpoints.append("reseeds")
         return _json(
             {
                 "environments": environments,

@@ -48,7 +48,7 @@ _ENV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _FIRST_MARK = 400001000000001
 
 #: What a request asked for, as far as the log and the counters care.
-Route = Literal["token", "document", "cancel", "other"]
+Route = Literal["token", "document", "cancel", "operation", "other"]
 
 
 @attrs.define
@@ -364,8 +364,24 @@ class Provider:
 
     # --- cancellations ---------------------------------------------------------------------
 
-    def cancel(self, exchange: Exchange, query_mark: str | None, body: bytes) -> Reply:
-        """Cancel a delivery note at most once: the second request is a 409."""
+    def holding(
+        self, environment: str, client_id: str, *, mark: int | None = None, identity: str = ""
+    ) -> tuple[CommittedDocument, bytes] | None:
+        """The document one client holds by ``mark`` or ``identity``, and its record's bytes."""
+        key = self._by_mark.get((environment, client_id, mark)) if mark is not None else None
+        key = key or (environment, client_id, identity)
+        committed = self._store.get(key)
+        return None if committed is None else (committed, self._record_bodies[key])
+
+    def cancel(
+        self,
+        exchange: Exchange,
+        query_mark: str | None,
+        body: bytes,
+        *,
+        what: str = "delivery note",
+    ) -> Reply:
+        """Cancel a document (a delivery or receiving note) at most once: then a 409."""
         mark = cancellation_mark(query_mark, body)
         if isinstance(mark, Reply):
             return mark
@@ -394,7 +410,7 @@ class Provider:
             self._by_identity[key[2]] = updated
         answer = {
             "success": True,
-            "message": "the delivery note was cancelled",
+            "message": f"the {what} was cancelled",
             "statusCode": "Success",
             "mark": mark,
             "cancellationMark": cancellation,

@@ -24,6 +24,8 @@ from ._app import Server
 from ._faults import DEFAULT_RANDOM_KINDS, Fault, FaultPlan
 from ._inspect import Inspector
 from ._keys import Algorithm, cached_keypair, public_half
+from ._operations import Operations
+from ._pos import verify_pos_signature
 from ._provider import Provider
 from ._records import CommittedDocument, RequestRecord, SandboxEnvironment, SandboxStats
 from ._samples import SANDBOX_CLIENT_ID
@@ -34,6 +36,9 @@ if TYPE_CHECKING:
     import ssl
     from collections.abc import Callable, Iterable, Mapping
     from types import TracebackType
+
+    from ._operations import ReSeeded, StoredUpload
+    from ._pos import PosSignature
 
 __all__ = ["Sandbox"]
 
@@ -139,6 +144,7 @@ class Sandbox:
             token_propagation_delay=token_propagation_delay,
             revoke_tokens_on_issue=revoke_tokens_on_issue,
         )
+        self._operations = Operations(self._provider, salt)
         self._host = host
         self._tls_names = list(tls_names) if tls_names is not None else default_names(host)
         wildcard = host in ("", "0.0.0.0", "::")  # noqa: S104  (comparing, not binding)
@@ -188,7 +194,9 @@ class Sandbox:
             if self._certificate is None:
                 self._certificate = ServerCertificate(self._tls_names)
             context = self._certificate.server_context()
-        inspector = Inspector(self._provider, self._material.public_armored)
+        inspector = Inspector(
+            self._provider, self._material.public_armored, operations=self._operations
+        )
         server = Server(
             self._provider,
             self._faults,
@@ -196,6 +204,7 @@ class Sandbox:
             max_body_size=self._max_body_size,
             max_in_flight=self._max_in_flight,
             inspector=inspector,
+            operations=self._operations,
         )
         self._port = await server.start(self._host, self._requested_port, context)
         self._server = server
@@ -384,6 +393,46 @@ class Sandbox:
         """Counters of token requests and submissions by outcome."""
         return self._provider.stats
 
+    @property
+    def uploads(self) -> list[StoredUpload]:
+        """Every file stored by ``/Invoice/File`` and ``/media/upload``, in order.
+
+        .. versionadded:: 0.3.0
+        """
+        return self._operations.uploads
+
+    @property
+    def pos_signatures(self) -> list[PosSignature]:
+        """Every POS signature issued, in order (one per distinct signed data).
+
+        .. versionadded:: 0.3.0
+        """
+        return self._operations.pos_signatures
+
+    @property
+    def reseeds(self) -> list[ReSeeded]:
+        """Every B2G document forwarded again by ``/B2GInvoice/ReSeedInvoice``, in order.
+
+        .. versionadded:: 0.3.0
+        """
+        return self._operations.reseeds
+
+    def pos_public_key(self, issuer_tin: str) -> bytes:
+        """The raw Ed25519 public key the sandbox signs ``issuer_tin``'s POS data with.
+
+        .. versionadded:: 0.3.0
+        """
+        return self._operations.pos_public_key(issuer_tin)
+
+    def verify_pos_signature(
+        self, issuer_tin: str, payload: Mapping[str, Any], signature: str
+    ) -> bool:
+        """Whether ``signature`` (base64) is this sandbox's signature of ``payload``.
+
+        .. versionadded:: 0.3.0
+        """
+        return verify_pos_signature(self.pos_public_key(issuer_tin), payload, signature)
+
     # --- what tests control ---------------------------------------------------------------
 
     def reset(self) -> None:
@@ -392,11 +441,22 @@ class Sandbox:
         Marks keep increasing: a mark is never handed out twice by one sandbox.
         """
         self._provider.reset()
+        self._operations.reset()
         self._faults.clear()
 
     def script(self, *faults: Fault | None) -> None:
         """Queue faults for the next document requests, in arrival order (``None``: none)."""
         self._faults.documents.extend(faults)
+
+    def script_operation(self, *faults: Fault | None) -> None:
+        """Queue faults for the next requests to the other operations, in arrival order.
+
+        Cancellations, POS signatures, ReSeed, GetLastStatus and uploads take these (not
+        :meth:`script`'s); ``None`` lets a request through unfaulted.
+
+        .. versionadded:: 0.3.0
+        """
+        self._faults.operations.extend(faults)
 
     def script_token(self, *faults: Fault | None, refresh_only: bool = False) -> None:
         """Queue faults for the next ``/oauth/token`` requests (or refresh grants only)."""

@@ -1,0 +1,272 @@
+"""What is safe to do when an answer is lost: one table of safety classes. Pure: no I/O.
+
+Every operation of the provider's API declares one :class:`Safety` class, and each
+class has one retry rule:
+
+======================  ==============================  ================================
+class                   after a failure that may have   a 409 after this call's own
+                        been processed (lost answer,    earlier attempt
+                        reset, 408, 5xx but 503)
+======================  ==============================  ================================
+``READ``                re-sent (a read has no effect)  an error, as any 409
+``DEDUPLICATED_WRITE``  re-sent, unless the policy      success: the provider holds
+                        says ``resend_ambiguous=False`` what that attempt sent
+``UPLOAD``              never re-sent: unknown outcome  an error, as any 409
+``AT_MOST_ONCE_WRITE``  never re-sent: unknown outcome  an error, as any 409
+======================  ==============================  ================================
+
+Every class re-sends a request that certainly was not processed: the connection was
+refused, or the provider answered 429 or 503 (RFC 9110: 503 means the server did not
+handle the request). The classes are ordered from the loosest to the strictest, and a
+caller may only tighten an operation's class for a call (:func:`tighten`), never loosen
+it.
+
+Document submission (``/Invoice/secure``, ``/Invoice/json``) is a deduplicated write:
+the provider answers a document it already holds with 409 and its original record. The
+functions :func:`may_resend` and :func:`duplicate_means_success` state the rule for
+every caller, document deliveries and the other operations alike.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import types
+from typing import TYPE_CHECKING
+
+import attrs
+
+from ._errors import RateLimitError, ServerError, TransportError, may_have_committed
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "OPERATIONS",
+    "OperationSpec",
+    "Safety",
+    "certainly_not_processed",
+    "default_safety",
+    "duplicate_means_success",
+    "may_resend",
+    "maybe_processed",
+    "operation_for",
+    "tighten",
+]
+
+
+class Safety(enum.Enum):
+    """How an operation may be retried when its answer is lost (see :doc:`/operations`).
+
+    From the loosest to the strictest. A call may tighten its operation's class (a
+    cancellation is never loosened).
+
+    .. versionadded:: 0.3.0
+    """
+
+    #: No effect at the provider: repeated freely on any failure that may pass.
+    READ = "read"
+    #: The provider recognises a repeat and answers 409 with what it holds: re-sent
+    #: after an ambiguous failure, and a 409 after this call's own attempt is success.
+    DEDUPLICATED_WRITE = "deduplicated_write"
+    #: A file the provider stores: re-sent only when it certainly was not processed.
+    UPLOAD = "upload"
+    #: Takes effect once and never again (a cancellation): never re-sent after an
+    #: ambiguous failure; the caller learns the outcome with a read.
+    AT_MOST_ONCE_WRITE = "at_most_once_write"
+
+    @property
+    def strictness(self) -> int:
+        """Position from the loosest (0, ``READ``) to the strictest."""
+        return _ORDER.index(self)
+
+
+_ORDER = (
+    Safety.READ,
+    Safety.DEDUPLICATED_WRITE,
+    Safety.UPLOAD,
+    Safety.AT_MOST_ONCE_WRITE,
+)
+
+
+def may_resend(safety: Safety, *, maybe_sent: bool, resend_ambiguous: bool = True) -> bool:
+    """Whether a request of class ``safety`` may be sent again after a failed attempt.
+
+    :param maybe_sent: the failed attempt may have been processed by the provider
+        (:func:`maybe_processed`); ``False`` when it certainly was not.
+    :param resend_ambiguous: :attr:`RetryPolicy.resend_ambiguous
+        <invoicing_async.RetryPolicy.resend_ambiguous>`: ``False`` tightens a
+        deduplicated write to "never re-sent after an ambiguous failure". A read has no
+        effect to repeat and ignores it.
+    """
+    if not maybe_sent or safety is Safety.READ:
+        return True
+    return safety is Safety.DEDUPLICATED_WRITE and resend_ambiguous
+
+
+def duplicate_means_success(safety: Safety, *, after_own_attempt: bool) -> bool:
+    """Whether a 409 answer means "done, by this call" rather than "done before".
+
+    True only for a deduplicated write whose earlier attempt in this call may have been
+    processed: the provider answers with what that attempt left. A 409 to the first
+    attempt (or after attempts that certainly never arrived) means it was done before
+    this call; for the other classes a 409 is always an answer of its own (a second
+    cancellation is refused with the first one's mark).
+    """
+    return safety is Safety.DEDUPLICATED_WRITE and after_own_attempt
+
+
+def tighten(declared: Safety, requested: Safety | None) -> Safety:
+    """The class a call runs under: ``declared``, or a stricter ``requested`` one.
+
+    :raises ValueError: ``requested`` is looser than ``declared``: the library never
+        re-sends an operation more readily than its class allows.
+    """
+    if requested is None or requested is declared:
+        return declared
+    if requested.strictness < declared.strictness:
+        raise ValueError(
+            f"safety={requested.name} would loosen an operation declared "
+            f"{declared.name}: a call may only tighten its class"
+        )
+    return requested
+
+
+def default_safety(method: str) -> Safety:
+    """The class of an operation the table does not know: the safest for its method.
+
+    ``GET`` and ``HEAD`` read; anything else is an at-most-once write until the caller
+    says otherwise.
+    """
+    return Safety.READ if method.upper() in ("GET", "HEAD") else Safety.AT_MOST_ONCE_WRITE
+
+
+def maybe_processed(error: BaseException) -> bool:
+    """Whether the provider may have processed the request that failed with ``error``.
+
+    :func:`~invoicing_async._errors.may_have_committed`, except for 503, which says the
+    request was not handled (RFC 9110, section 15.6.4).
+    """
+    if isinstance(error, ServerError) and error.status == 503:
+        return False
+    return may_have_committed(error)
+
+
+def certainly_not_processed(error: BaseException) -> bool:
+    """Whether ``error`` says the provider did not process the request, which may pass.
+
+    A refused connection (or no token to send with), 429, and 503.
+    """
+    if isinstance(error, TransportError):
+        return not error.maybe_sent
+    if isinstance(error, ServerError):
+        return error.status == 503
+    return isinstance(error, RateLimitError)
+
+
+@attrs.frozen
+class OperationSpec:
+    """One operation of the provider's API and its safety class.
+
+    :ivar name: the :class:`~invoicing_async.InvoicingClient` method that calls it.
+    :ivar path: the path, with ``{issuerTin}`` where the path names the issuer.
+    :ivar find_out: how a caller learns the outcome after an unknown one.
+    """
+
+    name: str
+    method: str
+    path: str
+    safety: Safety
+    find_out: str
+
+    def matches(self, method: str, path: str) -> bool:
+        """Whether ``method path`` (query string excluded) is this operation."""
+        if method.upper() != self.method:
+            return False
+        pattern = re.escape(self.path).replace(r"\{issuerTin\}", "[^/]+")
+        # ASP.NET routes, like the provider's, ignore case.
+        return re.fullmatch(pattern, path.split("?", 1)[0], re.IGNORECASE) is not None
+
+
+_READ_THEN_RESEND = "send the identical request again: the provider answers what it holds"
+_CHECK_STATUS = (
+    "read the document's status (InvoicingClient.get_last_b2g_status, or "
+    "`invoicing-async status MARK`) and cancel again only if it is not cancelled"
+)
+_CHECK_UPLOAD = (
+    "the provider may store a second copy: ask it whether it holds the file before "
+    "uploading it again"
+)
+
+#: Every operation the client knows, by the name of its :class:`InvoicingClient` method.
+OPERATIONS: Mapping[str, OperationSpec] = types.MappingProxyType(
+    {
+        spec.name: spec
+        for spec in (
+            OperationSpec(
+                "submit_secure",
+                "POST",
+                "/Invoice/secure",
+                Safety.DEDUPLICATED_WRITE,
+                _READ_THEN_RESEND,
+            ),
+            OperationSpec(
+                "submit_json", "POST", "/Invoice/json", Safety.DEDUPLICATED_WRITE, _READ_THEN_RESEND
+            ),
+            OperationSpec(
+                "cancel_delivery_note",
+                "POST",
+                "/Invoice/cancelDeliveryNote",
+                Safety.AT_MOST_ONCE_WRITE,
+                _CHECK_STATUS,
+            ),
+            OperationSpec(
+                "cancel_receiving_note",
+                "POST",
+                "/Invoice/cancelReceivingNote",
+                Safety.AT_MOST_ONCE_WRITE,
+                _CHECK_STATUS,
+            ),
+            OperationSpec(
+                "request_pos_signature",
+                "POST",
+                "/PosSignatures/{issuerTin}",
+                Safety.DEDUPLICATED_WRITE,
+                _READ_THEN_RESEND,
+            ),
+            OperationSpec(
+                "sign_pos_transaction",
+                "POST",
+                "/PosTransactions/signpos",
+                Safety.DEDUPLICATED_WRITE,
+                _READ_THEN_RESEND,
+            ),
+            OperationSpec(
+                "reseed_b2g_invoice",
+                "POST",
+                "/B2GInvoice/ReSeedInvoice",
+                Safety.DEDUPLICATED_WRITE,
+                _READ_THEN_RESEND,
+            ),
+            OperationSpec(
+                "get_last_b2g_status",
+                "GET",
+                "/B2GInvoice/GetLastStatus",
+                Safety.READ,
+                "read it again later",
+            ),
+            OperationSpec(
+                "upload_invoice_file", "POST", "/Invoice/File", Safety.UPLOAD, _CHECK_UPLOAD
+            ),
+            OperationSpec("upload_media", "POST", "/media/upload", Safety.UPLOAD, _CHECK_UPLOAD),
+        )
+    }
+)
+
+
+def operation_for(method: str, path: str) -> OperationSpec | None:
+    """The known operation ``method path`` is, or ``None``."""
+    for spec in OPERATIONS.values():
+        if spec.matches(method, path):
+            return spec
+    return None
