@@ -299,10 +299,12 @@ class LedgerError(InvoicingError):
 
     :ivar reason: a stable code: ``locked`` (another process holds the ledger),
         ``write_failed`` (the disk is full, or another write failure),
-        ``unreadable`` (not a ledger, or a newer format), ``closed``, or ``lease_lost``
-        (an outbox worker's claim on an entry was taken over by another worker).
+        ``unreadable`` (not a ledger, or a newer format), ``missing`` (no such file, for
+        a ledger opened with ``create=False``), ``closed``, or ``lease_lost`` (an outbox
+        worker's claim on an entry was taken over by another worker).
 
     .. versionadded:: 0.2.0
+    .. versionchanged:: 0.3.0 the ``missing`` reason.
     """
 
     def __init__(self, message: str, *, reason: str) -> None:

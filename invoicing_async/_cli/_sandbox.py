@@ -255,7 +255,8 @@ async def _demo(args: argparse.Namespace) -> int:
         documents = module.sample_invoices(args.count, issuer_vat=sb.client_id, seed=args.seed)
         # Show every outcome: a few documents were sent before, a few are invalid.
         duplicates = max(1, args.count // 50)
-        for document in documents[-max(1, args.count // 100) :]:
+        broken = max(1, args.count // 100)
+        for document in documents[-broken:]:
             document["Summaries"]["TotalGrossValue"] = -1
         print(
             f"sandbox {sb.base_url} ({sb.provider_key.algorithm} provider key, ready in "
@@ -289,6 +290,9 @@ async def _demo(args: argparse.Namespace) -> int:
             "tokens": f"{sb.stats.token_requests} request(s)",
             "committed": f"{sb.commit_count} by the sandbox",
             "results": str(output),
+            "expected": f"{broken} rejected and {duplicates} duplicate(s): the demo breaks "
+            f"{broken} invoice(s) on purpose (a negative TotalGrossValue) and sends "
+            f"{duplicates} before the batch, to show every outcome; exit status 0",
         }
     print(summary(tally, extra))
     return 0

@@ -68,10 +68,21 @@ _ROWS_PER_INSERT = 64  # rows per multi-row statement at most (64 x 8 < 999 para
 _STOP = object()
 
 
-def connect(path: Path, *, durable: bool, timeout: float = 30.0) -> sqlite3.Connection:
-    """Open (creating 0600 if missing) and check a ledger file; the schema is created."""
+def connect(
+    path: Path, *, durable: bool, timeout: float = 30.0, create: bool = True
+) -> sqlite3.Connection:
+    """Open (creating 0600 if missing) and check a ledger file; the schema is created.
+
+    With ``create=False`` the file must exist and be a ledger already: nothing is
+    created or changed by opening it (``LedgerError``, reason ``missing`` or
+    ``unreadable``, otherwise).
+    """
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o600)
+    except FileNotFoundError:
+        raise LedgerError(
+            f"there is no ledger {path} (no such file): check the path", reason="missing"
+        ) from None
     except OSError as exc:
         raise LedgerError(
             f"cannot open the ledger {path}: {exc.strerror}", reason="unreadable"
@@ -88,7 +99,11 @@ def connect(path: Path, *, durable: bool, timeout: float = 30.0) -> sqlite3.Conn
                 f"the ledger {path} was written by a newer version (format {version})",
                 reason="unreadable",
             )
-        connection.execute("PRAGMA journal_mode=WAL")
+        if not create and version < SCHEMA_VERSION:
+            connection.close()
+            raise LedgerError(f"{path} is not a ledger", reason="unreadable")
+        if create:
+            connection.execute("PRAGMA journal_mode=WAL")
         connection.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
         if version < SCHEMA_VERSION:
             connection.executescript(
@@ -104,25 +119,36 @@ def connect(path: Path, *, durable: bool, timeout: float = 30.0) -> sqlite3.Conn
 
 
 class _Lock:
-    """An exclusive lock on ``<ledger>.lock``, held while a process sends from it."""
+    """An exclusive lock on ``<ledger>.lock``, held while a process sends from it.
+
+    The holder removes the file before letting go, so nothing is left beside the ledger.
+    A process that opened the file just before its removal may then lock a file that
+    no longer has the name: it checks that the name still leads to the file it locked,
+    and starts again if not. (The database file itself cannot carry the lock: closing
+    any descriptor of it would drop SQLite's own locks on it.)
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path.with_name(path.name + ".lock")
         self._file: IO[str] | None = None
 
     def acquire(self, ledger: Path) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        file = os.fdopen(fd, "r+", encoding="ascii")
-        try:
-            _lock(file)
-        except OSError:
-            holder = file.read().strip() or "unknown"
-            file.close()
-            raise LedgerError(
-                f"the ledger {ledger} is in use by another process (pid {holder}); two "
-                "runs on one ledger would send every document twice: wait for it to end",
-                reason="locked",
-            ) from None
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            file = os.fdopen(fd, "r+", encoding="ascii")
+            try:
+                _lock(file)
+            except OSError:
+                holder = file.read().strip() or "unknown"
+                file.close()
+                raise LedgerError(
+                    f"the ledger {ledger} is in use by another process (pid {holder}); two "
+                    "runs on one ledger would send every document twice: wait for it to end",
+                    reason="locked",
+                ) from None
+            if _names(self.path, file):
+                break
+            file.close()  # removed by the holder meanwhile: lock the new one
         file.seek(0)
         file.truncate()
         file.write(str(os.getpid()))
@@ -132,10 +158,18 @@ class _Lock:
     def release(self) -> None:
         if self._file is not None:
             with contextlib.suppress(OSError):
-                self._file.seek(0)
-                self._file.truncate()
+                if _names(self.path, self._file):
+                    self.path.unlink()  # still locked: no one can take it in between
             self._file.close()  # closing the descriptor releases the lock
             self._file = None
+
+
+def _names(path: Path, file: IO[str]) -> bool:
+    """Whether ``path`` still leads to the open ``file`` (it was not removed or replaced)."""
+    try:
+        return os.path.samestat(path.stat(), os.fstat(file.fileno()))
+    except OSError:
+        return False
 
 
 def _lock(file: IO[str]) -> None:
@@ -154,11 +188,13 @@ class LedgerFile:
 
     :param durable: ``synchronous=FULL`` (every commit survives power loss) rather than
         ``NORMAL`` (survives a crash of the process).
+    :param create: create the file if missing; with ``False`` it must be a ledger already.
     """
 
-    def __init__(self, path: Path, *, durable: bool = True) -> None:
+    def __init__(self, path: Path, *, durable: bool = True, create: bool = True) -> None:
         self.path = path
         self._durable = durable
+        self._create = create
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = _Lock(path)
@@ -300,7 +336,7 @@ class LedgerFile:
     def _run(self, ready: asyncio.Future[None]) -> None:
         loop = ready.get_loop()
         try:
-            connection = connect(self.path, durable=self._durable)
+            connection = connect(self.path, durable=self._durable, create=self._create)
         except LedgerError as exc:
             error = exc
             loop.call_soon_threadsafe(_settle, ready, None, error)

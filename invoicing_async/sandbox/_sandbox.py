@@ -98,8 +98,15 @@ class Sandbox:
         tests of ``RetryPolicy(resend_ambiguous=False)``.
     :param token_propagation_delay: seconds a new access token is unknown (401) after issue.
     :param revoke_tokens_on_issue: issuing a token revokes the client's earlier ones.
+    :param require_fields: refuse (400, with the provider's list of field errors) a
+        document missing a field the provider requires: ``Issuer.Vat``, ``Series``,
+        ``Number``, ``DateIssued``, ``InvoiceType``, ``Details`` (not empty) and
+        ``Summaries`` with ``TotalNetValue``, ``TotalVatAmount`` and ``TotalGrossValue``.
+        ``False`` checks fields only when present (and the issuer's VAT against the API
+        key only when there is one): for tests that send odd documents on purpose.
 
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.3.0 required fields are enforced; ``require_fields``.
     """
 
     def __init__(
@@ -124,6 +131,7 @@ class Sandbox:
         client_id: str = SANDBOX_CLIENT_ID,
         token_propagation_delay: float = 0.0,
         revoke_tokens_on_issue: bool = False,
+        require_fields: bool = True,
     ) -> None:
         salt = secrets.token_hex(16) if seed is None else f"seed:{seed}"
         self._provider = Provider(
@@ -139,6 +147,7 @@ class Sandbox:
             default_client_id=client_id,
             token_propagation_delay=token_propagation_delay,
             revoke_tokens_on_issue=revoke_tokens_on_issue,
+            require_fields=require_fields,
         )
         self._host = host
         self._tls_names = list(tls_names) if tls_names is not None else default_names(host)
