@@ -202,9 +202,11 @@ def _ledger_option(parser: argparse.ArgumentParser) -> None:
 def _add_ledger_command(commands: Commands, name: str) -> None:
     """``ledger show|retry|forget`` (also under its old name, ``journal``)."""
     listed = name not in DEPRECATED_COMMANDS
+    # An old name gets no help text: argparse then does not list it.
+    shown: dict[str, Any] = {"help": "list ledger entries, re-send or forget them"}
     ledger = commands.add_parser(
         name,
-        **({"help": "list ledger entries, re-send or forget them"} if listed else {}),
+        **(shown if listed else {}),
         description="Read and mark the entries of a ledger: a batch's file "
         "(submit --ledger FILE, journal= in Python) or an outbox (a SQLite file or a "
         "postgresql:// URL). 'show' summarises the entries by status, then lists them; "

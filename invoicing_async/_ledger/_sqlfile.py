@@ -23,11 +23,13 @@ import os
 import queue
 import sqlite3
 import threading
-from typing import IO, TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
 from invoicing_async._errors import LedgerError
+
+from ._lockfile import LockFile
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -118,71 +120,6 @@ def connect(
     return connection
 
 
-class _Lock:
-    """An exclusive lock on ``<ledger>.lock``, held while a process sends from it.
-
-    The holder removes the file before letting go, so nothing is left beside the ledger.
-    A process that opened the file just before its removal may then lock a file that
-    no longer has the name: it checks that the name still leads to the file it locked,
-    and starts again if not. (The database file itself cannot carry the lock: closing
-    any descriptor of it would drop SQLite's own locks on it.)
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path.with_name(path.name + ".lock")
-        self._file: IO[str] | None = None
-
-    def acquire(self, ledger: Path) -> None:
-        while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            file = os.fdopen(fd, "r+", encoding="ascii")
-            try:
-                _lock(file)
-            except OSError:
-                holder = file.read().strip() or "unknown"
-                file.close()
-                raise LedgerError(
-                    f"the ledger {ledger} is in use by another process (pid {holder}); two "
-                    "runs on one ledger would send every document twice: wait for it to end",
-                    reason="locked",
-                ) from None
-            if _names(self.path, file):
-                break
-            file.close()  # removed by the holder meanwhile: lock the new one
-        file.seek(0)
-        file.truncate()
-        file.write(str(os.getpid()))
-        file.flush()
-        self._file = file
-
-    def release(self) -> None:
-        if self._file is not None:
-            with contextlib.suppress(OSError):
-                if _names(self.path, self._file):
-                    self.path.unlink()  # still locked: no one can take it in between
-            self._file.close()  # closing the descriptor releases the lock
-            self._file = None
-
-
-def _names(path: Path, file: IO[str]) -> bool:
-    """Whether ``path`` still leads to the open ``file`` (it was not removed or replaced)."""
-    try:
-        return os.path.samestat(path.stat(), os.fstat(file.fileno()))
-    except OSError:
-        return False
-
-
-def _lock(file: IO[str]) -> None:
-    try:
-        import fcntl  # noqa: PLC0415  (POSIX)
-    except ImportError:  # pragma: no cover  (Windows)
-        import msvcrt  # noqa: PLC0415
-
-        msvcrt.locking(file.fileno(), msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
-        return
-    fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-
-
 class LedgerFile:
     """One ledger file and its writer thread.
 
@@ -197,7 +134,7 @@ class LedgerFile:
         self._create = create
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._lock = _Lock(path)
+        self._lock = LockFile(path)
         self._failure: LedgerError | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         # What the event loop gathered since the last hand-over: (sql, parameters) rows

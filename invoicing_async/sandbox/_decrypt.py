@@ -21,11 +21,13 @@ answer it as a 400 instead of crashing on hostile input.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import zlib
 from typing import Final, TypeAlias
 
+import attrs
 from cryptography.hazmat.primitives import keywrap
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa, x25519
 
@@ -35,6 +37,7 @@ from invoicing_async._pgp import (
     PK_RSA,
     ArmorError,
     PacketError,
+    ProviderKey,
     Reader,
     Tag,
     aes_cfb,
@@ -44,18 +47,26 @@ from invoicing_async._pgp import (
     iter_packets,
 )
 
-from ._keys import DecryptionKey, InvalidKeyError, OpenPGPError, load_decryption_keys
+from ._keys import (
+    DecryptionKey,
+    InvalidKeyError,
+    OpenPGPError,
+    load_decryption_keys,
+    public_half,
+)
 
 __all__ = [
     "Decryptor",
     "IntegrityError",
     "InvalidKeyError",
+    "KeyMaterial",
     "MalformedMessageError",
     "MessageTooLargeError",
     "NotIntegrityProtectedError",
     "OpenPGPError",
     "UnsupportedMessageError",
     "WrongKeyError",
+    "key_material",
 ]
 
 
@@ -367,3 +378,21 @@ class Decryptor:
         if unsupported:
             raise UnsupportedMessageError("unsupported PKESK version")
         raise UnsupportedMessageError("password-encrypted messages are not supported")
+
+
+@attrs.frozen
+class KeyMaterial:
+    """A sandbox's parsed key pair: its decryptor, and the public half two ways."""
+
+    decryptor: Decryptor
+    public_armored: str
+    provider_key: ProviderKey
+
+
+@functools.lru_cache(maxsize=8)
+def key_material(private_armored: str, public_armored: str | None) -> KeyMaterial:
+    """Parse a secret key once: the decryptor and the public half, shared by sandboxes."""
+    decryptor = Decryptor(private_armored)
+    if public_armored is None:
+        public_armored = public_half(private_armored)
+    return KeyMaterial(decryptor, public_armored, ProviderKey.from_armored(public_armored))

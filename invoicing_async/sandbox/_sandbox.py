@@ -8,7 +8,6 @@ the aiohttp server (:mod:`._app`), plus the key pair the server decrypts with.
 from __future__ import annotations
 
 import asyncio
-import functools
 import random
 import secrets
 import time
@@ -16,15 +15,11 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
-from invoicing_async._pgp import ProviderKey
-
 from ._app import Server
-from ._decrypt import Decryptor
+from ._decrypt import KeyMaterial, key_material
 from ._faults import DEFAULT_RANDOM_KINDS, Fault, FaultPlan
 from ._inspect import Inspector
-from ._keys import Algorithm, cached_keypair, public_half
+from ._keys import Algorithm, cached_keypair
 from ._provider import Provider
 from ._records import CommittedDocument, RequestRecord, SandboxEnvironment, SandboxStats
 from ._samples import SANDBOX_CLIENT_ID
@@ -36,23 +31,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
     from types import TracebackType
 
+    from invoicing_async._pgp import ProviderKey
+
 __all__ = ["Sandbox"]
-
-
-@attrs.frozen
-class _KeyMaterial:
-    decryptor: Decryptor
-    public_armored: str
-    provider_key: ProviderKey
-
-
-@functools.lru_cache(maxsize=8)
-def _key_material(private_armored: str, public_armored: str | None) -> _KeyMaterial:
-    """Parse a secret key once: the decryptor and the public half, shared by sandboxes."""
-    decryptor = Decryptor(private_armored)
-    if public_armored is None:
-        public_armored = public_half(private_armored)
-    return _KeyMaterial(decryptor, public_armored, ProviderKey.from_armored(public_armored))
 
 
 class Sandbox:
@@ -164,7 +145,7 @@ class Sandbox:
             raise ValueError("max_in_flight must be at least 1")
         self._max_in_flight = max_in_flight
         self._faults = FaultPlan()
-        self._material: _KeyMaterial | None = None
+        self._material: KeyMaterial | None = None
         self._server: Server | None = None
         self._port = 0
 
@@ -232,13 +213,13 @@ class Sandbox:
             if started_here:
                 await self.close()
 
-    def _load_key(self) -> _KeyMaterial:
+    def _load_key(self) -> KeyMaterial:
         if self._material is not None:
             return self._material
         if self._key_file is not None:
-            return _key_material(Path(self._key_file).read_text(encoding="ascii"), None)
+            return key_material(Path(self._key_file).read_text(encoding="ascii"), None)
         pair = cached_keypair(self._key_algorithm)
-        return _key_material(pair.private_armored, pair.public_armored)
+        return key_material(pair.private_armored, pair.public_armored)
 
     # --- what tests read ---------------------------------------------------------------------
 
