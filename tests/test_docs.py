@@ -287,7 +287,7 @@ def test_outcome_table_lists_every_outcome_status():
 def test_error_tree_lists_every_public_error():
     """The tree drawn in the exception module's docstring (rendered in the docs) names
     every public exception class, and only those."""
-    doc = sys.modules[InvoicingError.__module__].__doc__ or ""
+    doc = sys.modules[InvoicingError.__init__.__module__].__doc__ or ""
     drawn = set(re.findall(r"^[\s│]*(?:[├└]── )?([A-Z]\w+Error)\s", doc, re.MULTILINE))
     public = {
         name

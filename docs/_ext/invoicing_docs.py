@@ -169,7 +169,8 @@ class ErrorTree(SphinxDirective):
         """The docstring's literal block (the part after its ``::``), as text."""
         import invoicing_async  # noqa: PLC0415
 
-        module = sys.modules[invoicing_async.InvoicingError.__module__]
+        # The class presents its public module; its methods name the one defining it.
+        module = sys.modules[invoicing_async.InvoicingError.__init__.__module__]
         self.env.note_dependency(inspect.getfile(module))
         lines = inspect.cleandoc(module.__doc__ or "").splitlines()
         start = next((i for i, line in enumerate(lines) if line.rstrip().endswith("::")), None)
