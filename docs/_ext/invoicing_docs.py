@@ -184,6 +184,7 @@ class ErrorTree(SphinxDirective):
         tree = inspect.cleandoc("\n".join(block))
         literal = nodes.literal_block(tree, tree)
         literal["language"] = "text"
+        literal["classes"].append("invoicing-error-tree")  # styled in _static/invoicing.css
         return [literal]
 
 
@@ -210,7 +211,7 @@ def command_help(*args: str) -> str:
 class CliHelp(SphinxDirective):
     """The ``--help`` output of the command or one of its subcommands."""
 
-    optional_arguments = 1
+    optional_arguments = 2  # a command, and one of its actions (`ledger show`)
 
     def run(self) -> list[nodes.Node]:
         """A console block: the prompt, then the command's output."""
