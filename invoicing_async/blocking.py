@@ -258,15 +258,7 @@ class BlockingClient:
             re-send the identical document later.
         :raises InvoicingError: any other failure, typed.
         """
-        return self.run(
-            lambda client: client.submit_secure(
-                document,
-                send_method=send_method,
-                time_stamp=time_stamp,
-                retry=retry,
-                timeout=timeout,
-            )
-        )
+        return self._submit(document, send_method, time_stamp, retry, timeout, encrypted=True)
 
     def submit_json(
         self,
@@ -278,15 +270,26 @@ class BlockingClient:
         timeout: float | None = None,
     ) -> DocumentResult:
         """:meth:`~invoicing_async.InvoicingClient.submit_json`, blocking."""
-        return self.run(
-            lambda client: client.submit_json(
-                document,
-                send_method=send_method,
-                time_stamp=time_stamp,
-                retry=retry,
+        return self._submit(document, send_method, time_stamp, retry, timeout, encrypted=False)
+
+    def _submit(
+        self,
+        document: Document,
+        send_method: str | None,
+        time_stamp: dt.datetime | str | None,
+        retry: RetryPolicy | None,
+        timeout: float | None,
+        *,
+        encrypted: bool,
+    ) -> DocumentResult:
+        def call(client: InvoicingClient) -> Awaitable[DocumentResult]:
+            submit = client.submit_secure if encrypted else client.submit_json
+            return submit(
+                document, send_method=send_method, time_stamp=time_stamp, retry=retry,
                 timeout=timeout,
-            )
-        )
+            )  # fmt: skip
+
+        return self.run(call)
 
     def submit_many(
         self,

@@ -112,7 +112,7 @@ def test_port_in_use_is_one_line_saying_to_use_port_0(tmp_path):
 
 def _abandoned_request(base_url: str, token: str, api_key: str) -> None:
     """A document request whose client dies after sending half of the body."""
-    host, port = base_url.split("//")[1].split("/")[0].split(":")
+    host, port = base_url.split("//")[1].split("/", maxsplit=1)[0].split(":")
     head = (
         f"POST /test/Invoice/json HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
         f"Authorization: Bearer {token}\r\nAPIKey: {api_key}\r\nContent-Length: 1000\r\n\r\n"
@@ -144,8 +144,15 @@ def test_killed_clients_are_quiet_and_out_keeps_the_provider_key(tmp_path):
             token = json.loads(answer.read())["access_token"]
         for _ in range(20):
             _abandoned_request(found["INVOICING_BASE_URL"], token, found["INVOICING_API_KEY"])
+        assert process.stderr is not None
+        seen = []  # the request log (-v): wait for the twenty lines, then stop it
+        while sum("-> client gone" in line for line in seen) < 20:
+            line = process.stderr.readline()
+            assert line, "".join(seen)
+            seen.append(line)
         process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=60)
+        stdout, rest = process.communicate(timeout=60)
+        stderr = "".join(seen) + rest
     assert process.returncode == 0
     assert "Traceback" not in stderr
     assert "Error handling request" not in stderr

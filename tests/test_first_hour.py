@@ -26,10 +26,12 @@ async def test_base_url_without_the_environment_path_says_so():
     """A base URL missing the environment's path (``…:port`` instead of ``…:port/test``)
     gets a 404: the error says to check that the base URL includes the environment's
     path, instead of a bare "HTTP 404"."""
-    async with Sandbox(key_algorithm="cv25519") as sb:
-        async with InvoicingClient(sb.url, sb.client_id, sb.client_secret) as client:
-            with pytest.raises(UnexpectedStatusError) as caught:
-                await client.token()
+    async with (
+        Sandbox(key_algorithm="cv25519") as sb,
+        InvoicingClient(sb.url, sb.client_id, sb.client_secret) as client,
+    ):
+        with pytest.raises(UnexpectedStatusError) as caught:
+            await client.token()
     assert caught.value.status == 404
     assert "check that the base URL includes the environment's path" in str(caught.value)
 
@@ -51,7 +53,7 @@ def test_public_errors_present_their_public_module():
     raised = LedgerError("the ledger x is in use", reason="locked")
     text = "".join(traceback.format_exception_only(type(raised), raised))
     assert text.startswith("invoicing_async.LedgerError: ")
-    assert pickle.loads(pickle.dumps(raised)).reason == "locked"
+    assert pickle.loads(pickle.dumps(raised)).reason == "locked"  # noqa: S301  (our own bytes)
 
 
 def test_the_command_and_the_library_have_one_default_concurrency():

@@ -104,8 +104,9 @@ async def test_result_record_is_realistic(sb):
 async def test_committed_keys_follow_the_documented_identity():
     """Identity is InternalDocumentId, else VAT/series/number, else a content hash:
     the same keys as the library's document_key, so tests can look documents up.
-    (Documents without those fields are odd on purpose: the sandbox is told to accept
-    documents that lack required fields.)
+
+    Documents without those fields are odd on purpose: the sandbox is told to accept
+    documents that lack required fields.
     """
     async with Sandbox(key_algorithm="cv25519", require_fields=False) as sb:
         with_id = invoice(sb, 3)

@@ -26,14 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from invoicing_async._client import InvoicingClient
-from invoicing_async._env import (
-    ENV_API_KEY,
-    ENV_BASE_URL,
-    ENV_CA_FILE,
-    ENV_CLIENT_ID,
-    ENV_PROVIDER_FINGERPRINT,
-    ENV_PROVIDER_KEY,
-)
+from invoicing_async._env import ENV_CA_FILE, ENV_PROVIDER_KEY
 
 from ._common import UsageError, add_verbosity, attach_progress
 from ._input import Source
@@ -262,17 +255,12 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def _announce(sb: Sandbox, args: argparse.Namespace, directory: Path) -> None:
-    key_path = sb.write_public_key(Path(args.public_key_out or directory / "provider.asc"))
-    ca_path = sb.write_ca_certificate(directory / "ca.pem") if sb.ca_certificate else None
-    variables = {
-        ENV_BASE_URL: sb.base_url,
-        ENV_CLIENT_ID: sb.client_id,
-        ENV_API_KEY: sb.client_secret,
-        ENV_PROVIDER_KEY: str(key_path.resolve()),
-        ENV_PROVIDER_FINGERPRINT: sb.provider_key.fingerprint,
-    }
-    if ca_path is not None:
-        variables[ENV_CA_FILE] = str(ca_path.resolve())
+    variables = sb.client_variables(directory)
+    key_path = Path(variables[ENV_PROVIDER_KEY])
+    if args.public_key_out:
+        key_path = sb.write_public_key(Path(args.public_key_out)).resolve()
+        variables[ENV_PROVIDER_KEY] = str(key_path)
+    ca_path = Path(variables[ENV_CA_FILE]) if ENV_CA_FILE in variables else None
     env_file = directory / "invoicing.env"
     _write_private(env_file, "".join(f"{name}={value}\n" for name, value in variables.items()))
     lines = [

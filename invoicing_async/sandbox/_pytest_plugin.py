@@ -67,22 +67,13 @@ def invoicing_env(
     For code that builds its client with ``InvoicingClient.from_env()`` (or
     ``BlockingClient.from_env()``): base URL, client id, API key, the provider key
     (written to a file in the test's ``tmp_path``) pinned by its fingerprint, and the
-    CA file when the sandbox serves TLS. Returns them; they are unset after the test.
+    CA file when the sandbox serves TLS (see
+    :meth:`~invoicing_async.sandbox.Sandbox.client_variables`). Returns them; they are
+    unset after the test.
 
     .. versionadded:: 0.3.0
     """
-    sandbox = invoicing_sandbox
-    key_file = sandbox.write_public_key(tmp_path / "invoicing-provider.asc")
-    variables = {
-        "INVOICING_BASE_URL": sandbox.base_url,
-        "INVOICING_CLIENT_ID": sandbox.client_id,
-        "INVOICING_API_KEY": sandbox.client_secret,
-        "INVOICING_PROVIDER_KEY": str(key_file),
-        "INVOICING_PROVIDER_FINGERPRINT": sandbox.provider_key.fingerprint,
-    }
-    if sandbox.ca_certificate is not None:
-        ca_file = sandbox.write_ca_certificate(tmp_path / "invoicing-ca.pem")
-        variables["INVOICING_CA_FILE"] = str(ca_file)
+    variables = invoicing_sandbox.client_variables(tmp_path)
     monkeypatch.delenv("INVOICING_API_KEY_FILE", raising=False)
     for name, value in variables.items():
         monkeypatch.setenv(name, value)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._app import Server
 from ._decrypt import KeyMaterial, key_material
+from ._environ import client_variables
 from ._faults import DEFAULT_RANDOM_KINDS, Fault, FaultPlan
 from ._inspect import Inspector
 from ._keys import Algorithm, cached_keypair
@@ -309,6 +310,16 @@ class Sandbox:
         target = Path(path)
         target.write_text(self.public_key_armored, encoding="ascii")
         return target
+
+    def client_variables(self, directory: str | os.PathLike[str]) -> dict[str, str]:
+        """The ``INVOICING_*`` variables ``InvoicingClient.from_env()`` needs to reach it.
+
+        Writes the provider key (``provider.asc``) and, with TLS, the CA (``ca.pem``)
+        into ``directory``; the key is pinned by its fingerprint.
+
+        .. versionadded:: 0.3.0
+        """
+        return client_variables(self, Path(directory))
 
     def environment(
         self, name: str | None = None, *, client_id: str | None = None
