@@ -90,15 +90,7 @@ async def pos(tmp_path):
     aiohttp's test server, with the sandbox behind it."""
     example = load("pos_backend")
     async with Sandbox() as sandbox:
-        key_file = sandbox.write_public_key(tmp_path / "provider.asc")
-        environ = {
-            "INVOICING_BASE_URL": sandbox.base_url,
-            "INVOICING_CLIENT_ID": sandbox.client_id,
-            "INVOICING_API_KEY": sandbox.client_secret,
-            "INVOICING_PROVIDER_KEY": str(key_file),
-            "INVOICING_PROVIDER_FINGERPRINT": sandbox.provider_key.fingerprint,
-        }
-        app = example.create_app(environ)
+        app = example.create_app(sandbox.client_variables(tmp_path))
         async with test_utils.TestClient(test_utils.TestServer(app)) as till:
             assert sandbox.client_secret not in repr(app[example.INVOICING])
             yield sandbox, till
@@ -201,12 +193,7 @@ async def test_interrupted_batch_prints_a_summary_and_resumes(tmp_path):
         source = tmp_path / "invoices.jsonl"
         source.write_text("".join(json.dumps(i) + "\n" for i in invoices))
         env = {k: v for k, v in os.environ.items() if not k.startswith("INVOICING_")}
-        env.update({
-            "INVOICING_BASE_URL": sandbox.base_url,
-            "INVOICING_CLIENT_ID": sandbox.client_id,
-            "INVOICING_API_KEY": sandbox.client_secret,
-            "INVOICING_PROVIDER_KEY": str(sandbox.write_public_key(tmp_path / "p.asc")),
-        })  # fmt: skip
+        env.update(sandbox.client_variables(tmp_path))
         command = [sys.executable, str(EXAMPLES / "interrupted_batch.py"), str(source),
                    str(tmp_path / "batch.db")]  # fmt: skip
         for sig in (signal.SIGINT, signal.SIGTERM):

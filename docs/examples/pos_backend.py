@@ -165,15 +165,4 @@ async def main() -> None:
 async def _environment(sandbox: Sandbox) -> AsyncIterator[dict[str, str]]:
     """The ``INVOICING_*`` variables a deployment would set, for the sandbox."""
     with tempfile.TemporaryDirectory() as tmp:
-        key_file = sandbox.write_public_key(f"{tmp}/provider.asc")
-        yield {
-            "INVOICING_BASE_URL": sandbox.base_url,
-            "INVOICING_CLIENT_ID": sandbox.client_id,
-            "INVOICING_API_KEY": sandbox.client_secret,
-            "INVOICING_PROVIDER_KEY": str(key_file),
-            "INVOICING_PROVIDER_FINGERPRINT": sandbox.provider_key.fingerprint,
-        }
-
-
-if __name__ == "__main__":
-    asyncio.run(main())
+        yield sandbox.client_variables(tmp)  # the provider key goes into tmp

@@ -124,13 +124,8 @@ async def main() -> None:
     """Sixteen tills at once against the WSGI app, the sandbox behind it."""
     async with Sandbox() as sandbox:
         with tempfile.TemporaryDirectory() as tmp:
-            environ = {  # what the deployment's environment would hold
-                "INVOICING_BASE_URL": sandbox.base_url,
-                "INVOICING_CLIENT_ID": sandbox.client_id,
-                "INVOICING_API_KEY": sandbox.client_secret,
-                "INVOICING_PROVIDER_KEY": str(sandbox.write_public_key(f"{tmp}/p.asc")),
-                "INVOICING_PROVIDER_FINGERPRINT": sandbox.provider_key.fingerprint,
-            }
+            # What the deployment's environment would hold (the key file goes to tmp).
+            environ = sandbox.client_variables(tmp)
             sales = [sample_invoice(n, issuer_vat=sandbox.client_id) for n in range(48)]
             broken = sample_invoice(99, issuer_vat=sandbox.client_id)
             broken["Details"] = []  # an invoice without lines: the provider refuses it
