@@ -31,17 +31,19 @@ import threading
 import typing
 import weakref
 
-from ._client import InvoicingClient
-from ._documents import document_key
-from ._env import client_arguments
-from ._errors import ClientStateError
+# Private aliases: the module's namespace holds only its public names.
+from ._client import InvoicingClient as _InvoicingClient
+from ._documents import document_key as _document_key
+from ._env import client_arguments as _client_arguments
+from ._errors import ClientStateError as _ClientStateError
 
-if typing.TYPE_CHECKING:  # the module's namespace holds only its public names
+if typing.TYPE_CHECKING:
     import datetime as dt
     from collections.abc import Awaitable, Callable, Iterable, Mapping
     from types import TracebackType
 
     from ._auth import TokenCache
+    from ._client import InvoicingClient
     from ._documents import Document
     from ._ledger._sqlite import Ledger
     from ._models import AccessToken, DocumentResult
@@ -65,9 +67,9 @@ class _Portal:
     def loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self.closed:
-                raise ClientStateError("the client is closed")
+                raise _ClientStateError("the client is closed")
             if self._loop is not None and self._pid != os.getpid():
-                raise ClientStateError(
+                raise _ClientStateError(
                     "this BlockingClient was used before the process forked, and its "
                     "event loop stayed in the parent: create the client in each worker "
                     "process (or use it only after the fork)"
@@ -151,7 +153,7 @@ class BlockingClient:
                 "a BlockingClient makes its own HTTP session on its own event loop: "
                 "leave out session="
             )
-        self._client = InvoicingClient(base_url, client_id, client_secret, **options)
+        self._client = _InvoicingClient(base_url, client_id, client_secret, **options)
         self._client_id = client_id
         self._portal = _Portal()
         # Closes the client at interpreter exit (or when collected) if close() was not
@@ -170,7 +172,7 @@ class BlockingClient:
         :raises ValueError: a required variable is missing, or a file cannot be read.
         :raises ProviderKeyError: the provider key cannot be used, or fails its pin.
         """
-        args, settings = client_arguments(os.environ if environ is None else environ)
+        args, settings = _client_arguments(os.environ if environ is None else environ)
         return cls(*args, **{**settings, **options})
 
     def __repr__(self) -> str:
@@ -226,7 +228,7 @@ class BlockingClient:
         except RuntimeError:
             pass
         else:
-            raise ClientStateError(
+            raise _ClientStateError(
                 "BlockingClient was called from a running event loop, which it would "
                 "block: in async code, await an InvoicingClient's methods instead"
             )
@@ -236,7 +238,7 @@ class BlockingClient:
         try:
             return future.result()
         except concurrent.futures.CancelledError:
-            raise ClientStateError("the call was cancelled") from None
+            raise _ClientStateError("the call was cancelled") from None
         except BaseException:
             future.cancel()
             raise
@@ -303,15 +305,17 @@ class BlockingClient:
         on_progress: Callable[[BatchProgress], object] | None = None,
         send_method: str | None = None,
         time_stamp: dt.datetime | str | None = None,
-        key: Callable[[typing.Any], str] = document_key,
+        key: Callable[[typing.Any], str] | None = None,
     ) -> list[Outcome]:
         """:meth:`~invoicing_async.InvoicingClient.submit_many`, blocking.
 
         ``documents`` is read in the calling thread first (database cursors and ORM
-        querysets often belong to their thread); ``on_progress`` and ``key`` are called
-        on the client's event loop thread. One outcome per document, in input order.
+        querysets often belong to their thread); ``on_progress`` and ``key`` (by
+        default :func:`~invoicing_async.document_key`) are called on the client's event
+        loop thread. One outcome per document, in input order.
         """
         items = list(documents)
+        identity = _document_key if key is None else key
         return self.run(
             lambda client: client.submit_many(
                 items,
@@ -323,7 +327,7 @@ class BlockingClient:
                 on_progress=on_progress,
                 send_method=send_method,
                 time_stamp=time_stamp,
-                key=key,
+                key=identity,
             )
         )
 
