@@ -64,26 +64,36 @@ class _Portal:
         self._pid = 0
         self.closed = False
 
-    def loop(self) -> asyncio.AbstractEventLoop:
+    def submit(self, function: Callable[[], Awaitable[_T]]) -> concurrent.futures.Future[_T]:
+        """Schedule ``function()`` on the loop (started if need be); its future.
+
+        Under the lock, so that a :meth:`stop` coming after it finds it running and
+        waits for it.
+        """
         with self._lock:
-            if self.closed:
-                raise _ClientStateError("the client is closed")
-            if self._loop is not None and self._pid != os.getpid():
-                raise _ClientStateError(
-                    "this BlockingClient was used before the process forked, and its "
-                    "event loop stayed in the parent: create the client in each worker "
-                    "process (or use it only after the fork)"
-                )
-            if self._loop is None:
-                started = threading.Event()
-                self._loop = asyncio.new_event_loop()
-                self._pid = os.getpid()
-                self._thread = threading.Thread(
-                    target=self._run, args=(self._loop, started), name="invoicing", daemon=True
-                )
-                self._thread.start()
-                started.wait()
-            return self._loop
+            loop = self._started()
+            return asyncio.run_coroutine_threadsafe(_awaited(function), loop)
+
+    def _started(self) -> asyncio.AbstractEventLoop:
+        """The running loop of this process (call with the lock held)."""
+        if self.closed:
+            raise _ClientStateError("the client is closed")
+        if self._loop is not None and self._pid != os.getpid():
+            raise _ClientStateError(
+                "this BlockingClient was used before the process forked, and its "
+                "event loop stayed in the parent: create the client in each worker "
+                "process (or use it only after the fork)"
+            )
+        if self._loop is None:
+            started = threading.Event()
+            self._loop = asyncio.new_event_loop()
+            self._pid = os.getpid()
+            self._thread = threading.Thread(
+                target=self._run, args=(self._loop, started), name="invoicing", daemon=True
+            )
+            self._thread.start()
+            started.wait()
+        return self._loop
 
     @staticmethod
     def _run(loop: asyncio.AbstractEventLoop, started: threading.Event) -> None:
@@ -100,6 +110,8 @@ class _Portal:
 
         New calls are refused from the start.
         """
+        if self._thread is threading.current_thread():
+            raise _ClientStateError("close a BlockingClient from outside its own calls")
         with self._lock:
             if self.closed:
                 return
@@ -112,8 +124,7 @@ class _Portal:
             future.result()
         finally:
             loop.call_soon_threadsafe(loop.stop)
-            if thread is not threading.current_thread():
-                thread.join()
+            thread.join()
 
 
 async def _awaited(function: Callable[[], Awaitable[_T]]) -> _T:
@@ -232,9 +243,8 @@ class BlockingClient:
                 "BlockingClient was called from a running event loop, which it would "
                 "block: in async code, await an InvoicingClient's methods instead"
             )
-        loop = self._portal.loop()
         client = self._client
-        future = asyncio.run_coroutine_threadsafe(_awaited(lambda: call(client)), loop)
+        future = self._portal.submit(lambda: call(client))
         try:
             return future.result()
         except concurrent.futures.CancelledError:
