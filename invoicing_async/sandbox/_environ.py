@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from invoicing_async._env import (
     ENV_API_KEY,
@@ -14,14 +14,32 @@ from invoicing_async._env import (
 )
 
 if TYPE_CHECKING:
+    import os
     from pathlib import Path
 
-    from ._sandbox import Sandbox
+    from invoicing_async._pgp import ProviderKey
 
 __all__ = ["client_variables"]
 
 
-def client_variables(sandbox: Sandbox, directory: Path) -> dict[str, str]:
+class _Running(Protocol):
+    """What is read of a running :class:`~invoicing_async.sandbox.Sandbox`."""
+
+    @property
+    def base_url(self) -> str: ...
+    @property
+    def client_id(self) -> str: ...
+    @property
+    def client_secret(self) -> str: ...
+    @property
+    def provider_key(self) -> ProviderKey: ...
+    @property
+    def ca_certificate(self) -> str | None: ...
+    def write_public_key(self, path: str | os.PathLike[str]) -> Path: ...
+    def write_ca_certificate(self, path: str | os.PathLike[str]) -> Path: ...
+
+
+def client_variables(sandbox: _Running, directory: Path) -> dict[str, str]:
     """What ``InvoicingClient.from_env()`` reads to reach ``sandbox``.
 
     Base URL, credentials, the provider key (a file in ``directory``) and its pin, and
