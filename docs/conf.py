@@ -69,6 +69,7 @@ nitpick_ignore_regex = [
     ("py:class", r"sqlite3\.Connection"),  # SqliteOutbox.enqueue's connection (stdlib)
     ("py:class", r"_typing\.Any"),  # typing.Any in invoicing_async.outbox (kept private)
     ("py:class", r"(invoicing_async\..*\.)?Algorithm"),  # the sandbox's key algorithms
+    ("py:class", r"_T"),  # the type variable of BlockingClient.run (its call's result)
 ]
 
 # Built by factory methods, not by calling the class: the attrs constructor is private.
@@ -84,7 +85,8 @@ python_use_unqualified_type_names = True
 
 html_theme = "furo"
 html_title = f"invoicing_async {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["invoicing.css"]
 html_show_sourcelink = False
 html_theme_options = {
     "navigation_with_keys": True,

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ._models import DocumentResult
 
 __all__ = [
+    "MISSING_PROVIDER_KEY",
     "AuthenticationError",
     "ClientStateError",
     "CredentialsError",
@@ -315,10 +316,12 @@ class LedgerError(InvoicingError):
 
     :ivar reason: a stable code: ``locked`` (another process holds the ledger),
         ``write_failed`` (the disk is full, or another write failure),
-        ``unreadable`` (not a ledger, or a newer format), ``closed``, or ``lease_lost``
-        (an outbox worker's claim on an entry was taken over by another worker).
+        ``unreadable`` (not a ledger, or a newer format), ``missing`` (no such file, for
+        a ledger opened with ``create=False``), ``closed``, or ``lease_lost`` (an outbox
+        worker's claim on an entry was taken over by another worker).
 
     .. versionadded:: 0.2.0
+    .. versionchanged:: 0.3.0 the ``missing`` reason.
     """
 
     def __init__(self, message: str, *, reason: str) -> None:
@@ -343,3 +346,21 @@ def may_have_committed(error: BaseException) -> bool:
     if isinstance(error, MalformedResponseError):
         return error.status is None or 200 <= error.status < 300
     return isinstance(error, (ForeignRecordError, UnknownOutcomeError))
+
+
+#: The text to use when a document must be encrypted and the client has no provider key:
+#: what to set, for clients built in code and for those built by ``from_env``.
+MISSING_PROVIDER_KEY = (
+    "no provider key to encrypt to: give the client provider_key= (a ProviderKey), or "
+    "set INVOICING_PROVIDER_KEY (a key file, pinned by INVOICING_PROVIDER_FINGERPRINT) "
+    "for InvoicingClient.from_env(); submit_json sends unencrypted without one"
+)
+
+# Tracebacks, reprs and logs name the class users import (invoicing_async.LedgerError),
+# not this private module. The methods keep this module's name (the docs find the tree
+# drawn above through them).
+for _name in __all__:
+    _value = globals()[_name]
+    if isinstance(_value, type):
+        _value.__module__ = "invoicing_async"
+del _name, _value

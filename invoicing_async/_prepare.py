@@ -20,23 +20,17 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ._documents import serialize_document
-from ._errors import InvoicingError, ProviderKeyError
+from ._errors import MISSING_PROVIDER_KEY, InvoicingError, ProviderKeyError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ._pgp import ProviderKey
 
-__all__ = ["MISSING_KEY", "Body", "Preparer", "prepare_chunk"]
+__all__ = ["Body", "Preparer", "prepare_chunk"]
 
 #: A prepared body: ``(bytes to send, serialised document)``, or why it cannot be sent.
 Body = tuple[bytes, bytes] | InvoicingError
-
-#: Why an encrypted document cannot be prepared without a provider key.
-MISSING_KEY = (
-    "no provider key to encrypt to: give the client provider_key= "
-    "(or set INVOICING_PROVIDER_KEY for InvoicingClient.from_env())"
-)
 
 
 class Preparer:
@@ -74,7 +68,7 @@ class Preparer:
         ]
         key = self.provider_key
         if key is None:
-            missing = ProviderKeyError(MISSING_KEY, reason="missing")
+            missing = ProviderKeyError(MISSING_PROVIDER_KEY, reason="missing")
             return [missing if body is _UNSET else body for body in bodies]
         items = [documents[i][0] for i in secret]
         serialized = isinstance(self.executor, concurrent.futures.ProcessPoolExecutor)

@@ -340,6 +340,15 @@ def _first_cause(exc: BaseException) -> str:
     return str(exc)[:200]
 
 
+#: What a 404 from an endpoint every environment has means.
+WRONG_BASE_URL = (
+    "check that the base URL includes the environment's path (such as "
+    "https://provider.example/test, not https://provider.example)"
+)
+#: Endpoints every environment has: a 404 from them means a wrong base URL.
+_FIXED_ENDPOINTS = ("POST /oauth/token", "document submission")
+
+
 def error_for_response(response: Response, what: str) -> InvoicingError:  # noqa: C901
     """Map a non-success response to its typed error (see :mod:`._errors`)."""
     status = response.status
@@ -391,6 +400,8 @@ def error_for_response(response: Response, what: str) -> InvoicingError:  # noqa
     if 400 <= status < 500:
         # 404, 405, 415 …: the request went somewhere that does not take it (a wrong
         # base URL or path); the provider neither processed nor refused the document.
+        if status == 404 and what in _FIXED_ENDPOINTS:
+            reason += f"; {WRONG_BASE_URL}"
         return UnexpectedStatusError(reason, status=status, body=body)
     return MalformedResponseError(f"{what}: unexpected HTTP {status}", status=status)
 

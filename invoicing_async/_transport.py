@@ -24,6 +24,7 @@ from ._protocol import Request, Response
 
 if TYPE_CHECKING:
     import ssl as _ssl
+    from collections.abc import AsyncGenerator
     from types import TracebackType
 
 __all__ = ["DEFAULT_MAX_RESPONSE_SIZE", "ClientSession", "Transport"]
@@ -80,6 +81,8 @@ class Transport:
         self._ssl: _ssl.SSLContext | bool = ssl if ssl is not None else True
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Closes the session this transport made when its event loop shuts down.
+        self._guard: AsyncGenerator[None, None] | None = None
 
     @property
     def limit(self) -> int:
@@ -90,6 +93,7 @@ class Transport:
 
     async def __aenter__(self) -> Transport:
         self._ensure_session()
+        await self._guard_session()
         return self
 
     async def __aexit__(
@@ -114,8 +118,11 @@ class Transport:
             self._loop = loop
         elif self._loop is not loop:
             raise ClientStateError(
-                "the client belongs to another event loop: create the client inside the "
-                "asyncio.run (the event loop) that uses it, or one client per loop"
+                "the client belongs to another event loop (an earlier asyncio.run, say): "
+                "create the client inside the asyncio.run that uses it and keep it for "
+                "every call there. From synchronous code (Django, Flask, a script), use "
+                "invoicing_async.blocking.BlockingClient: one client on one event loop "
+                "for every thread"
             )
 
     def _ensure_session(self) -> aiohttp.ClientSession:
@@ -136,12 +143,35 @@ class Transport:
                 self._session._retry_connection = False  # noqa: SLF001
         return self._session
 
-    async def close(self) -> None:
-        """Close the session if this transport created it."""
-        self._closed = True
+    async def _guard_session(self) -> None:
+        """Have the event loop close the session made here when it shuts down.
+
+        A client used without ``async with`` (``asyncio.run(client.submit_json(...))``)
+        would otherwise leave its session open when ``asyncio.run`` ends, and aiohttp
+        warns "Unclosed client session" when it is collected. ``asyncio.run`` (and any
+        loop owner calling ``shutdown_asyncgens``) closes the async generators still
+        suspended: this one's ``finally`` closes the session. The client then still
+        belongs to the ended loop, and says so if used from another.
+        """
+        if self._guard is None and self._owns_session:
+            self._guard = self._session_guard()
+            await anext(self._guard)
+
+    async def _session_guard(self) -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            await self._close_session()
+
+    async def _close_session(self) -> None:
         if self._owns_session and self._session is not None:
             session, self._session = self._session, None
             await session.close()
+
+    async def close(self) -> None:
+        """Close the session if this transport created it."""
+        self._closed = True
+        await self._close_session()
 
     async def send(self, request: Request, *, timeout: float | None = None) -> Response:
         """Send ``request`` once; never follows redirects and never retries.
@@ -150,6 +180,8 @@ class Transport:
             what is left of a deadline); it never extends the transport's own.
         """
         session = self._ensure_session()
+        if self._guard is None:
+            await self._guard_session()
         client_timeout = self._timeout
         if timeout is not None and (self._timeout.total is None or timeout < self._timeout.total):
             client_timeout = self._timeout_for(timeout)

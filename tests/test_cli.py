@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -47,6 +48,18 @@ def test_key_refused_with_reason(tmp_path, capsys):
     path.write_text("hello")
     assert main(["key", str(path)]) == 1
     assert "REFUSED (unreadable)" in capsys.readouterr().out
+
+
+def test_key_pin_match_is_said(provider_key_file, capsys):
+    """With --fingerprint, a usable key's report says the pin matched."""
+    from invoicing_async import ProviderKey  # noqa: PLC0415
+
+    fingerprint = ProviderKey.from_file(provider_key_file).fingerprint
+    assert main(["key", str(provider_key_file), "--fingerprint", fingerprint]) == 0
+    out = capsys.readouterr().out
+    assert "pin:          matches --fingerprint" in out
+    assert main(["key", str(provider_key_file)]) == 0
+    assert "pin:" not in capsys.readouterr().out
 
 
 def test_key_pin_mismatch(provider_key_file, capsys):
@@ -98,7 +111,7 @@ def test_help_lists_subcommands():
     """--help names every subcommand."""
     result = run_cli("--help")
     assert result.returncode == 0
-    for name in ("demo", "sandbox", "submit", "token", "key"):
+    for name in ("demo", "sandbox", "submit", "token", "key", "outbox", "worker", "ledger"):
         assert name in result.stdout
 
 
@@ -213,6 +226,11 @@ def test_demo_finishes_and_writes_results(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "accepted:" in result.stdout
     assert "tokens:      1 request(s)" in result.stdout
+    # Rejections are part of the show, and the summary says so (exit 0 all the same).
+    assert re.search(r"^rejected:\s+3$", result.stdout, re.MULTILINE)
+    assert "expected:    3 rejected and 6 duplicate(s): the demo breaks 3 invoice(s) on purpose" in (
+        result.stdout
+    )
     lines = [json.loads(line) for line in output.read_text().splitlines()]
     assert len(lines) == 300
     statuses = {line["status"] for line in lines}
@@ -260,6 +278,7 @@ def test_sandbox_command_serves_until_interrupted(tmp_path):
     assert "sandbox stopped after" in stdout
     assert "1 token request(s)" in stdout
     assert list(tmp_path.iterdir()) == []
+    assert not key_file.parent.exists()  # its private directory (with the API key) is gone
 
 
 def test_every_option_has_help_and_the_key_variable_holds_the_key():

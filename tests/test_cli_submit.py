@@ -228,17 +228,18 @@ async def test_no_arguments_on_a_terminal_does_not_wait(sandbox):
     assert time.monotonic() - started < 30
 
 
-async def test_ctrl_c_says_how_to_resume_and_the_rerun_replays_the_journal(sandbox, tmp_path):
-    """Ctrl-C mid-run: exit 130, a summary and how to resume; the same command again
-    skips what the journal settled (counted apart from what is sent now) and commits
-    every invoice exactly once."""
+async def test_ctrl_c_says_how_to_resume_and_the_rerun_replays_the_ledger(sandbox, tmp_path):
+    """Ctrl-C mid-run: exit 130, a summary whose counts add up to the documents read
+    (with an outcome, in flight ones included as the ledger recorded them, and not
+    started), and how to resume; the same command again takes from the ledger exactly
+    what the first run settled for good, and commits every invoice exactly once."""
     sandbox.set_latency(0.2)
     docs = sample_invoices(40, lines=1)
     source = tmp_path / "docs.jsonl"
     source.write_text("".join(json.dumps(d) + "\n" for d in docs))
-    journal, output = tmp_path / "run.journal", tmp_path / "out.jsonl"
-    args = ("submit", "--json", "--concurrency", "2", str(source),
-            "--journal", str(journal), "--output", str(output))  # fmt: skip
+    ledger, output = tmp_path / "run.db", tmp_path / "out.jsonl"
+    args = ("submit", "--json", "--concurrency", "4", str(source),
+            "--ledger", str(ledger), "--output", str(output))  # fmt: skip
 
     def enough(screen: bytes) -> bool:
         return output.exists() and len(output.read_text().splitlines()) >= 4
@@ -246,21 +247,61 @@ async def test_ctrl_c_says_how_to_resume_and_the_rerun_replays_the_journal(sandb
     code, _, screen = await asyncio.to_thread(_pty_run, args, sandbox.env, 100, stop=enough)
     assert code == 130, screen
     assert "To resume, run the same command again" in screen
-    assert str(journal) in screen
-    first = sandbox.commit_count
-    assert 4 <= first < 40
+    assert str(ledger) in screen
+    first = records(output.read_text())
+    read = re.search(r"documents:\s+(\d+) read of 40 before the interruption: (\d+) with an "
+                     r"outcome \((\d+) of them in flight\), (\d+) not started", screen)  # fmt: skip
+    assert read, screen
+    assert int(read[1]) == int(read[2]) + int(read[4])
+    assert int(read[2]) == len(first)
+    assert int(read[3]) == sum(1 for r in first if r["status"] in ("unknown", "not_sent"))
+    assert f"{output} ({len(first)} records appended)" in screen
+    # Documents in flight got the outcome the ledger recorded for them.
+    assert any(r["status"] in ("unknown", "not_sent") for r in first), first
+    final = sum(1 for r in first if r["status"] in ("accepted", "duplicate"))
+    assert 4 <= sandbox.commit_count < 40
 
     sandbox.set_latency(0)
     code, _, stderr = await run(*args, env=sandbox.env)
     assert code == 0, stderr
-    # What the first run settled: its output lines, and any outcome recorded in the
-    # journal (write-ahead) that Ctrl-C kept from reaching the output.
-    rerun = records(output.read_text())[-40:]
-    settled_before = sum(1 for record in rerun if record["replayed"])
-    assert settled_before >= len(records(output.read_text())) - 40
-    assert "from the journal (settled by an earlier run)" in stderr
-    assert re.search(rf"accepted:\s+\d+ \(\+{settled_before} from the journal\)", stderr)
+    assert "from the ledger (settled by an earlier run)" in stderr
+    assert re.search(rf"accepted:\s+\d+ \(\+{final} from the ledger\)", stderr), stderr
+    assert len(records(output.read_text())) == len(first) + 40  # appended, as it says
     assert all(sandbox.committed[document_key(d)].commits == 1 for d in docs)
+
+
+async def test_rate_only_when_something_was_sent(sandbox, tmp_path):
+    """A run whose documents all come from the ledger says nothing was sent (no
+    "0.00 s (243 documents/s sent)"); a run that sends shows a rate."""
+    source = tmp_path / "docs.jsonl"
+    source.write_text("".join(json.dumps(d) + "\n" for d in sample_invoices(5, lines=1)))
+    args = ("submit", "--json", str(source), "--ledger", str(tmp_path / "l.db"),
+            "--output", str(tmp_path / "out.jsonl"))  # fmt: skip
+    code, _, stderr = await run(*args, env=sandbox.env)
+    assert code == 0, stderr
+    assert re.search(r"elapsed:\s+\d+\.\d\d s \(\d+ documents/s sent\)", stderr), stderr
+    code, _, stderr = await run(*args, env=sandbox.env)
+    assert code == 0, stderr
+    assert re.search(r"elapsed:\s+\d+\.\d\d s \(nothing sent\)$", stderr, re.MULTILINE), stderr
+    assert "documents/s" not in stderr
+
+
+async def test_journal_option_is_a_deprecated_alias(sandbox, tmp_path):
+    """`submit --journal FILE` still works as `--ledger FILE`, with a one-line note;
+    --help offers --ledger only and says that --output appends."""
+    source = tmp_path / "one.json"
+    source.write_text(json.dumps(sample_invoice(1)))
+    ledger = tmp_path / "old.db"
+    code, stdout, stderr = await run(
+        "submit", "--json", str(source), "--journal", str(ledger), env=sandbox.env
+    )
+    assert code == 0, stderr
+    assert stderr.splitlines()[0] == "invoicing-async: --journal is deprecated: use --ledger"
+    assert ledger.exists()
+    code, stdout, _ = await run("submit", "--help", env={})
+    assert "--ledger FILE" in stdout
+    assert "--journal" not in stdout
+    assert "appended" in " ".join(stdout.split())
 
 
 async def test_verbose_logs_and_secrets_stay_out(sandbox, tmp_path):

@@ -39,6 +39,8 @@ EXECUTED = {
     "test_with_sandbox.py",
     "outbox.py",
     "operations.py",
+    "sync_frameworks.py",
+    "interrupted_batch.py",
 }
 
 
@@ -96,18 +98,9 @@ async def pos(tmp_path):
     aiohttp's test server, with the sandbox behind it."""
     example = load("pos_backend")
     async with Sandbox() as sandbox:
-        key_file = sandbox.write_public_key(tmp_path / "provider.asc")
-        environ = {
-            "INVOICING_BASE_URL": sandbox.base_url,
-            "INVOICING_CLIENT_ID": sandbox.client_id,
-            "INVOICING_API_KEY": sandbox.client_secret,
-            "INVOICING_PROVIDER_KEY": str(key_file),
-            "INVOICING_PROVIDER_FINGERPRINT": sandbox.provider_key.fingerprint,
-        }
-        settings = example.Settings.from_env(environ)
-        assert sandbox.client_secret not in repr(settings)
-        app = example.create_app(settings)
+        app = example.create_app(sandbox.client_variables(tmp_path))
         async with test_utils.TestClient(test_utils.TestServer(app)) as till:
+            assert sandbox.client_secret not in repr(app[example.INVOICING])
             yield sandbox, till
 
 
@@ -156,9 +149,10 @@ async def test_pos_backend_reports_refused_credentials_as_502(pos):
     assert sandbox.commit_count == 0
 
 
-def test_pos_backend_settings_refuse_a_swapped_key_file(tmp_path):
-    """Settings.from_env pins the provider key: a key file with another fingerprint is
-    refused before anything is encrypted to it."""
+async def test_pos_backend_refuses_a_swapped_key_file(tmp_path):
+    """The app's client comes from `InvoicingClient.from_env()`, which pins the provider
+    key: a key file with another fingerprint stops the app at start-up, before anything
+    is encrypted to it."""
     example = load("pos_backend")
     from invoicing_async.sandbox import cached_keypair  # noqa: PLC0415
 
@@ -171,9 +165,63 @@ def test_pos_backend_settings_refuse_a_swapped_key_file(tmp_path):
         "INVOICING_PROVIDER_KEY": str(key_file),
         "INVOICING_PROVIDER_FINGERPRINT": "0" * 40,
     }
+    server = test_utils.TestServer(example.create_app(environ))
     with pytest.raises(ProviderKeyError) as caught:
-        example.Settings.from_env(environ)
+        await server.start_server()
+    await server.close()
     assert caught.value.reason == "fingerprint_mismatch"
+
+
+async def _interrupt_after(command: list[str], env: dict, lines: int, sig) -> tuple[int, str]:
+    """Run the script, send ``sig`` once it printed ``lines`` outcomes; (status, stderr)."""
+    import asyncio  # noqa: PLC0415
+
+    process = await asyncio.create_subprocess_exec(
+        *command, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    assert process.stdout is not None
+    for _ in range(lines):
+        assert await asyncio.wait_for(process.stdout.readline(), 60)
+    process.send_signal(sig)
+    _, stderr = await asyncio.wait_for(process.communicate(), 60)
+    return process.returncode or 0, stderr.decode()
+
+
+async def test_interrupted_batch_prints_a_summary_and_resumes(tmp_path):
+    """The bulk guide's script, stopped by Ctrl-C and then by SIGTERM: each time a
+    one-line summary and exit 130, no traceback; the third run completes from the
+    ledger, and every invoice is committed exactly once."""
+    import json  # noqa: PLC0415
+    import os  # noqa: PLC0415
+    import signal  # noqa: PLC0415
+
+    async with Sandbox(key_algorithm="cv25519") as sandbox:
+        sandbox.set_latency(0.05)
+        invoices = [sample_invoice(n, issuer_vat=sandbox.client_id, lines=1) for n in range(60)]
+        source = tmp_path / "invoices.jsonl"
+        source.write_text("".join(json.dumps(i) + "\n" for i in invoices))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("INVOICING_")}
+        env.update(sandbox.client_variables(tmp_path))
+        command = [sys.executable, str(EXAMPLES / "interrupted_batch.py"), str(source),
+                   str(tmp_path / "batch.db")]  # fmt: skip
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            status, stderr = await _interrupt_after(command, env, 5, sig)
+            assert status == 130, stderr
+            assert "Traceback" not in stderr
+            assert re.fullmatch(
+                r"interrupted after \d+ outcome\(s\) \([^)]*\); run the same command again "
+                r"to resume from \S+batch\.db\n",
+                stderr,
+            ), stderr
+        assert sandbox.commit_count < 60
+        sandbox.set_latency(0)
+        process = await __import__("asyncio").create_subprocess_exec(
+            *command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        _, stderr = await process.communicate()
+        assert process.returncode == 0, stderr.decode()
+        assert sandbox.commit_count == 60
+        assert all(held.commits == 1 for held in sandbox.committed.values())
 
 
 async def test_bulk_job_resumes_a_faulty_batch_without_double_commits():
@@ -295,7 +343,7 @@ def test_outcome_table_lists_every_outcome_status():
 def test_error_tree_lists_every_public_error():
     """The tree drawn in the exception module's docstring (rendered in the docs) names
     every public exception class, and only those."""
-    doc = sys.modules[InvoicingError.__module__].__doc__ or ""
+    doc = sys.modules[InvoicingError.__init__.__module__].__doc__ or ""
     drawn = set(re.findall(r"^[\s│]*(?:[├└]── )?([A-Z]\w+Error)\s", doc, re.MULTILINE))
     public = {
         name
@@ -317,7 +365,7 @@ def test_cli_page_documents_every_subcommand():
     )
     [choices] = re.findall(r"\{([\w,-]+)\}", completed.stdout)[:1]
     page = (DOCS / "cli.rst").read_text(encoding="utf-8")
-    documented = re.findall(r"^\.\. invoicing-cli-help:: (\S+)", page, re.MULTILINE)
+    documented = re.findall(r"^\.\. invoicing-cli-help:: (\S+)$", page, re.MULTILINE)
     assert documented == choices.split(",")
 
 
@@ -348,6 +396,13 @@ def test_docs_build_without_warnings(tmp_path):
     )
     assert completed.returncode == 0, completed.stderr
     assert (tmp_path / "html" / "index.html").exists()
+    # The error tree's lines are wider than the text column: its box wraps them in a
+    # smaller font instead of clipping them.
+    outcomes = (tmp_path / "html" / "outcomes.html").read_text(encoding="utf-8")
+    assert 'class="invoicing-error-tree' in outcomes
+    assert "invoicing.css" in outcomes
+    css = (tmp_path / "html" / "_static" / "invoicing.css").read_text(encoding="utf-8")
+    assert "white-space: pre-wrap" in css
 
 
 def test_readme_invoice_is_the_sample_the_sandbox_accepts():

@@ -10,6 +10,7 @@ import pytest
 
 MODULES = [
     "invoicing_async",
+    "invoicing_async.blocking",
     "invoicing_async.outbox",
     "invoicing_async.redis",
     "invoicing_async.sandbox",

@@ -3,6 +3,7 @@ pytest-asyncio instead of "fixture 'invoicing_sandbox' not found"."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -26,6 +27,44 @@ USER_TEST = textwrap.dedent(
     """
 )
 
+ENV_TEST = textwrap.dedent(
+    """
+    import asyncio, os
+    import pytest
+    from invoicing_async import InvoicingClient, ValidationError
+    from invoicing_async.blocking import BlockingClient
+    from invoicing_async.sandbox import sample_invoice
+
+    pytestmark = pytest.mark.asyncio
+
+    @pytest.fixture
+    def invoicing_sandbox_options():
+        return {"key_algorithm": "cv25519", "tls": True}
+
+    async def test_app_configured_from_the_environment(invoicing_env, invoicing_sandbox):
+        assert os.environ["INVOICING_API_KEY"] == invoicing_sandbox.client_secret
+        async with InvoicingClient.from_env() as client:  # pinned key, trusted CA
+            await client.submit_secure(sample_invoice(1))
+        with BlockingClient.from_env() as blocking:
+            await asyncio.to_thread(blocking.submit_secure, sample_invoice(2))
+        assert invoicing_sandbox.commit_count == 2
+        with pytest.raises(ValidationError):
+            async with InvoicingClient.from_env() as client:
+                await client.submit_json({"hello": "world"})
+
+    class TestOddDocuments:
+        @pytest.fixture
+        def invoicing_sandbox_options(self):
+            return {"key_algorithm": "cv25519", "require_fields": False}
+
+        async def test_relaxed_sandbox_takes_odd_documents(self, invoicing_client):
+            await invoicing_client.submit_json({"hello": "world"})
+
+    def test_variables_are_gone_after_the_tests():
+        assert "INVOICING_API_KEY" not in os.environ
+    """
+)
+
 
 def _pytest(tmp_path, *prefix: str):
     (tmp_path / "test_user.py").write_text(USER_TEST)
@@ -43,11 +82,26 @@ def test_options_fixture_configures_the_sandbox(tmp_path):
     assert "1 passed" in completed.stdout
 
 
+def test_env_fixture_and_require_fields_option(tmp_path):
+    """`invoicing_env` sets the sandbox's INVOICING_* variables for the test (provider
+    key pinned, the CA of a TLS sandbox), so `InvoicingClient.from_env()` and
+    `BlockingClient.from_env()` reach it, and unsets them after; the sandbox refuses a
+    document that is not an invoice unless `invoicing_sandbox_options` says
+    `require_fields: False`."""
+    (tmp_path / "test_env_user.py").write_text(ENV_TEST)
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "-o", "asyncio_default_fixture_loop_scope=function", str(tmp_path / "test_env_user.py")],
+        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if not k.startswith("INVOICING_")},
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "3 passed" in completed.stdout
+
+
 def test_without_pytest_asyncio_the_fixture_says_what_is_missing(tmp_path):
     """Without pytest-asyncio the fixtures exist and fail with what to install (not
     pytest's "fixture 'invoicing_client' not found")."""
-    import os  # noqa: PLC0415
-
     shadow = tmp_path / "shadow" / "pytest_asyncio"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("raise ImportError('pytest-asyncio is not installed')\n")

@@ -76,8 +76,14 @@ def signed_in(provider: Provider, environment="test") -> Exchange:
 
 
 def document(provider: Provider, number: int = 1, **fields) -> bytes:
+    """A document with every field the provider requires; its identity is
+    ``doc:{vat}/A/{number}`` (no internal document id)."""
     issuer = {"Vat": provider.environment().default_client}
-    doc = {"Issuer": issuer, "Series": "A", "Number": number, "DateIssued": "2026-11-22"}
+    doc = {
+        "Issuer": issuer, "Series": "A", "Number": number, "DateIssued": "2026-11-22",
+        "InvoiceType": "1.1", "Details": [{"LineNumber": 1, "NetValue": 10.0}],
+        "Summaries": {"TotalNetValue": 10.0, "TotalVatAmount": 2.4, "TotalGrossValue": 12.4},
+    }  # fmt: skip
     return json.dumps({**doc, **fields}).encode()
 
 

@@ -34,17 +34,64 @@ def stream_type(client: InvoicingClient) -> AsyncGenerator[Outcome, None]:
 """
 
 
+BLOCKING_SNIPPET = """
+from __future__ import annotations
+
+import atexit
+
+from invoicing_async import DocumentResult, DuplicateDocumentError, InvoicingClient, Outcome
+from invoicing_async.blocking import BlockingClient
+
+invoicing = BlockingClient.from_env(limit=50)
+atexit.register(invoicing.close)
+
+
+def checkout(invoice: dict[str, object]) -> int | None:
+    try:
+        result: DocumentResult = invoicing.submit_secure(invoice, timeout=20)
+    except DuplicateDocumentError as exc:
+        if exc.result is None:
+            raise
+        result = exc.result
+    return result.mark
+
+
+def month_end(invoices: list[dict[str, object]]) -> list[Outcome]:
+    with BlockingClient("https://api.example", "094019245", "key") as client:
+        client.token()
+        return client.submit_many(invoices, concurrency=8, ledger="month.db")
+
+
+async def cancel(client: InvoicingClient, mark: int) -> object:
+    return await client.request("POST", "/Invoice/cancelDeliveryNote", json={"mark": mark})
+
+
+def cancel_blocking(mark: int) -> object:
+    return invoicing.run(lambda client: cancel(client, mark))
+"""
+
+
 def test_mypy_strict_accepts_aclosing_submit_stream(tmp_path):
     """``async with contextlib.aclosing(client.submit_stream(...))`` passes mypy --strict
     (submit_stream is typed as the async generator it is)."""
-    _mypy_strict(tmp_path / "user_code.py", SNIPPET)
+    _mypy_strict(tmp_path, SNIPPET)
 
 
-def _mypy_strict(snippet, source: str) -> None:
-    """Run ``mypy --strict`` on ``source`` (written to ``snippet``); it must pass."""
+def test_mypy_strict_accepts_the_blocking_client(tmp_path):
+    """Synchronous code using ``BlockingClient`` (from_env, the mirrored methods, the
+    context manager, ``run`` with a coroutine function) passes mypy --strict: the results
+    are typed, not Any."""
+    _mypy_strict(tmp_path, BLOCKING_SNIPPET)
+    wrong = BLOCKING_SNIPPET + "\n\nbad: str = invoicing.submit_json({})\n"
+    with pytest.raises(AssertionError, match="Incompatible types in assignment"):
+        _mypy_strict(tmp_path, wrong)
+
+
+def _mypy_strict(tmp_path, code: str) -> None:
     if shutil.which("mypy") is None and not _has_module("mypy"):
         pytest.skip("mypy is not installed (the typing extra; CI installs it)")
-    snippet.write_text(source)
+    snippet = tmp_path / "user_code.py"
+    snippet.write_text(code)
     completed = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-incremental",
          "--python-version", "3.10", str(snippet)],
@@ -96,4 +143,4 @@ async def everything(client: InvoicingClient, invoice: dict[str, object]) -> Non
 
 def test_mypy_strict_accepts_the_operations(tmp_path):
     """The named operations, their results and Safety pass mypy --strict in user code."""
-    _mypy_strict(tmp_path / "user_operations.py", OPERATIONS_SNIPPET)
+    _mypy_strict(tmp_path, OPERATIONS_SNIPPET)

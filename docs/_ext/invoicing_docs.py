@@ -169,7 +169,8 @@ class ErrorTree(SphinxDirective):
         """The docstring's literal block (the part after its ``::``), as text."""
         import invoicing_async  # noqa: PLC0415
 
-        module = sys.modules[invoicing_async.InvoicingError.__module__]
+        # The class presents its public module; its methods name the one defining it.
+        module = sys.modules[invoicing_async.InvoicingError.__init__.__module__]
         self.env.note_dependency(inspect.getfile(module))
         lines = inspect.cleandoc(module.__doc__ or "").splitlines()
         start = next((i for i, line in enumerate(lines) if line.rstrip().endswith("::")), None)
@@ -183,6 +184,7 @@ class ErrorTree(SphinxDirective):
         tree = inspect.cleandoc("\n".join(block))
         literal = nodes.literal_block(tree, tree)
         literal["language"] = "text"
+        literal["classes"].append("invoicing-error-tree")  # styled in _static/invoicing.css
         return [literal]
 
 
@@ -209,7 +211,7 @@ def command_help(*args: str) -> str:
 class CliHelp(SphinxDirective):
     """The ``--help`` output of the command or one of its subcommands."""
 
-    optional_arguments = 1
+    optional_arguments = 2  # a command, and one of its actions (`ledger show`)
 
     def run(self) -> list[nodes.Node]:
         """A console block: the prompt, then the command's output."""

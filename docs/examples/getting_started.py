@@ -34,6 +34,7 @@ async def main() -> None:
         # A realistic invoice issued by the sandbox's default client (its TIN).
         invoice = sample_invoice(1, issuer_vat=sandbox.client_id)
 
+        # region first-call
         async with InvoicingClient(
             sandbox.base_url,  # https is required, except on loopback
             sandbox.client_id,  # the issuer's TIN
@@ -43,6 +44,7 @@ async def main() -> None:
             result = await submit(client, invoice)
             print("accepted: mark", result.mark, "uid", result.uid)
             print("QR code:", result.qr_code_string)
+            # endregion first-call
 
             # Sending the same invoice again is safe: the provider recognises it and
             # answers 409 with the original record, so we get the same result back.

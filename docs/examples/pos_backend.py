@@ -1,19 +1,21 @@
 """A point-of-sale backend: an aiohttp application that submits each sale's invoice.
 
 The application holds one :class:`~invoicing_async.InvoicingClient` for its whole life
-(created in ``cleanup_ctx``, closed on shutdown), so every request handler shares one
-connection pool and one token cache. ``main()`` runs it on loopback against the embedded
-sandbox and plays a till: ``python docs/examples/pos_backend.py``.
+(created in ``cleanup_ctx`` from the ``INVOICING_*`` variables, closed on shutdown), so
+every request handler shares one connection pool and one token cache. ``main()`` runs
+it on loopback against the embedded sandbox and plays a till:
+``python docs/examples/pos_backend.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import tempfile
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
-import attrs
 from aiohttp import web
 
 from invoicing_async import (
@@ -22,7 +24,6 @@ from invoicing_async import (
     DuplicateDocumentError,
     InvoicingClient,
     InvoicingError,
-    ProviderKey,
     TokenCache,
     UnknownOutcomeError,
     ValidationError,
@@ -33,48 +34,21 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
 
-# region settings
-@attrs.frozen
-class Settings:
-    """Where and as whom invoices are submitted."""
-
-    base_url: str
-    client_id: str  # the issuer's TIN
-    api_key: str = attrs.field(repr=False)  # never in a repr or a log line
-    provider_key: ProviderKey
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
-        """Read the settings from the environment; the provider key is pinned."""
-        return cls(
-            base_url=environ["INVOICING_BASE_URL"],
-            client_id=environ["INVOICING_CLIENT_ID"],
-            api_key=environ["INVOICING_API_KEY"],
-            provider_key=ProviderKey.from_file(
-                environ["INVOICING_PROVIDER_KEY"],
-                fingerprint=environ["INVOICING_PROVIDER_FINGERPRINT"],
-            ),
-        )
-
-
-# endregion settings
-
-
 # region client
-SETTINGS = web.AppKey("settings", Settings)
+ENVIRON = web.AppKey("environ", dict)
 TOKENS = web.AppKey("tokens", TokenCache)
 INVOICING = web.AppKey("invoicing", InvoicingClient)
 
 
 async def invoicing_client(app: web.Application) -> AsyncIterator[None]:
-    """One client for the application's lifetime (``cleanup_ctx``)."""
-    settings = app[SETTINGS]
-    async with InvoicingClient(
-        settings.base_url,
-        settings.client_id,
-        settings.api_key,
-        provider_key=settings.provider_key,
-        token_cache=app[TOKENS],
+    """One client for the application's lifetime (``cleanup_ctx``).
+
+    Configured by the ``INVOICING_*`` variables, as the command is: the base URL, the
+    issuer's TIN, the API key (or a file holding it), the provider's key file pinned by
+    its fingerprint. A swapped key file is refused here, before the app serves.
+    """
+    async with InvoicingClient.from_env(
+        app[ENVIRON], token_cache=app[TOKENS]
     ) as client:
         app[INVOICING] = client
         yield
@@ -127,11 +101,11 @@ async def post_invoice(request: web.Request) -> web.Response:
 
 # region app
 def create_app(
-    settings: Settings, *, token_cache: TokenCache | None = None
+    environ: Mapping[str, str] = os.environ, *, token_cache: TokenCache | None = None
 ) -> web.Application:
     """The POS backend; apps (or clients) given one ``token_cache`` share tokens."""
     app = web.Application()
-    app[SETTINGS] = settings
+    app[ENVIRON] = dict(environ)
     app[TOKENS] = token_cache if token_cache is not None else TokenCache()
     app.cleanup_ctx.append(invoicing_client)
     app.router.add_post("/invoices", post_invoice)
@@ -144,14 +118,8 @@ def create_app(
 # region main
 async def main() -> None:
     """Run the backend on loopback against the sandbox and ring up some sales."""
-    async with Sandbox() as sandbox:
-        settings = Settings(
-            base_url=sandbox.base_url,
-            client_id=sandbox.client_id,
-            api_key=sandbox.client_secret,
-            provider_key=sandbox.provider_key,
-        )
-        runner = web.AppRunner(create_app(settings))
+    async with Sandbox() as sandbox, _environment(sandbox) as environ:
+        runner = web.AppRunner(create_app(environ))
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
@@ -193,5 +161,8 @@ async def main() -> None:
 # endregion main
 
 
-if __name__ == "__main__":
-    asyncio.run(main())
+@contextlib.asynccontextmanager
+async def _environment(sandbox: Sandbox) -> AsyncIterator[dict[str, str]]:
+    """The ``INVOICING_*`` variables a deployment would set, for the sandbox."""
+    with tempfile.TemporaryDirectory() as tmp:
+        yield sandbox.client_variables(tmp)  # the provider key goes into tmp

@@ -12,7 +12,7 @@ import argparse
 import logging
 import os
 import sys
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from invoicing_async._env import (
     ENV_API_KEY,
@@ -32,7 +32,7 @@ from ._input import UsageError
 
 if TYPE_CHECKING:
     import ssl
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Sequence
 
     from ._output import Progress
 
@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     Commands = argparse._SubParsersAction[argparse.ArgumentParser]  # noqa: SLF001
 
 __all__ = [
+    "DEFAULT_CONCURRENCY",
+    "DeprecatedOption",
     "UsageError",
     "add_credentials",
     "add_verbosity",
@@ -51,6 +53,33 @@ __all__ = [
 ]
 
 LIBRARY_LOGGER = "invoicing_async"
+#: Documents in flight by default: the library's own default (``submit_stream``,
+#: ``run_worker``), so the command and the code behave the same.
+DEFAULT_CONCURRENCY = 32
+
+
+class DeprecatedOption(argparse.Action):
+    """An option's old spelling: hidden from --help, stores into the new option's dest.
+
+    Using it adds a note to ``deprecated`` (printed once on stderr by the command).
+    """
+
+    def __init__(
+        self, option_strings: list[str], dest: str, *, replacement: str, **kwargs: Any
+    ) -> None:
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+        self.replacement = replacement
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,  # noqa: ARG002  (argparse's signature)
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        note = f"{option_string} is deprecated: use {self.replacement}"
+        namespace.deprecated = (*getattr(namespace, "deprecated", ()), note)
 
 
 def add_verbosity(parser: argparse.ArgumentParser) -> None:

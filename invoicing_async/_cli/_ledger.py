@@ -1,12 +1,15 @@
-"""The ledger and outbox subcommands: ``outbox enqueue|status``, ``worker``, ``journal``.
+"""The ledger and outbox subcommands: ``outbox enqueue|status``, ``worker``, ``ledger``.
 
 ``--ledger`` (or ``$INVOICING_LEDGER``) names a SQLite file or a ``postgresql://`` URL.
-Everything goes through the public :mod:`invoicing_async.outbox` API; entries are
-printed as JSON lines (key, status, final, maybe committed, the last outcome).
+Everything goes through the public API (:mod:`invoicing_async.outbox`,
+:class:`~invoicing_async.Ledger`). Commands that read or mark entries never create a
+ledger: a mistyped path is an error, not an empty ledger. ``journal`` is the old name
+of ``ledger``, kept working (hidden) with a deprecation note.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -14,21 +17,34 @@ from typing import TYPE_CHECKING, Any
 
 from invoicing_async._client import InvoicingClient
 from invoicing_async._convert import outcome_to_dict
+from invoicing_async._errors import LedgerError
+from invoicing_async._ledger._sqlite_ledger import Ledger
 from invoicing_async._outcomes import OutcomeStatus, RetryPolicy
-from invoicing_async.outbox import LedgerEntry, open_outbox
+from invoicing_async.outbox import LedgerEntry, PostgresOutbox, open_outbox
 
-from ._common import UsageError, add_credentials, add_verbosity, key_and_tls, settings
+from ._common import (
+    DEFAULT_CONCURRENCY,
+    UsageError,
+    add_credentials,
+    add_verbosity,
+    key_and_tls,
+    settings,
+)
 from ._input import Unreadable, read
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import AsyncIterator
 
     from ._common import Commands
 
-__all__ = ["register"]
+__all__ = ["DEPRECATED_COMMANDS", "register"]
 
 ENV_LEDGER = "INVOICING_LEDGER"
 _STATUSES = ["pending", "in_flight", *(status.value for status in OutcomeStatus)]
+#: Old names of commands: they work, are not listed, and print a deprecation note.
+DEPRECATED_COMMANDS = {"journal": "ledger"}
+_ERROR_WIDTH = 100  # characters of an entry's error in `ledger show`
 
 
 def _entry_json(entry: LedgerEntry) -> str:
@@ -46,11 +62,37 @@ def _entry_json(entry: LedgerEntry) -> str:
     )
 
 
-def _outbox(args: argparse.Namespace) -> Any:
-    url = args.ledger or os.environ.get(ENV_LEDGER)
+def _url(args: argparse.Namespace) -> str:
+    url: str | None = args.ledger or os.environ.get(ENV_LEDGER)
     if not url:
         raise UsageError(f"missing --ledger or {ENV_LEDGER} (a SQLite file or postgresql:// URL)")
-    return open_outbox(url)
+    return url
+
+
+def _outbox(args: argparse.Namespace) -> Any:
+    return open_outbox(_url(args))
+
+
+@contextlib.asynccontextmanager
+async def _existing(args: argparse.Namespace) -> AsyncIterator[Ledger | PostgresOutbox]:
+    """The ledger or outbox ``--ledger`` names, which must exist (nothing is created)."""
+    url = _url(args)
+    store = open_outbox(url)
+    if isinstance(store, PostgresOutbox):
+        async with store:
+            yield store
+        return
+    ledger = Ledger(store.path, create=False)
+    try:
+        await ledger.open()
+    except LedgerError as exc:
+        if exc.reason in ("missing", "unreadable"):
+            raise UsageError(exc.message) from None
+        raise
+    try:
+        yield ledger
+    finally:
+        await ledger.close()
 
 
 async def _enqueue(args: argparse.Namespace) -> int:
@@ -68,8 +110,8 @@ async def _enqueue(args: argparse.Namespace) -> int:
 
 
 async def _status(args: argparse.Namespace) -> int:
-    async with _outbox(args) as outbox:
-        entry = await outbox.status(args.key)
+    async with _existing(args) as store:
+        entry = await (store.get if isinstance(store, Ledger) else store.status)(args.key)
     if entry is None:
         print(f"invoicing-async: no entry {args.key}", file=sys.stderr)
         return 1
@@ -99,52 +141,171 @@ async def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _journal(args: argparse.Namespace) -> int:
-    async with _outbox(args) as outbox:
-        if args.action == "show":
-            async for entry in outbox.entries(args.status):
-                print(_entry_json(entry), flush=False)
-            return 0
-        if not args.keys:
-            raise UsageError(f"journal {args.action}: give the keys of the entries")
-        changed = await (outbox.retry if args.action == "retry" else outbox.forget)(args.keys)
-    print(f"{args.action}: {changed} of {len(args.keys)} entries", file=sys.stderr)
-    return 0 if changed == len(args.keys) else 1
+def _entry_line(entry: LedgerEntry) -> str:
+    """One entry for a person: key, status, attempts, last change, the short error."""
+    status = entry.status.value if isinstance(entry.status, OutcomeStatus) else entry.status
+    outcome = entry.outcome
+    attempts = outcome.attempts if outcome is not None else 0
+    when = entry.updated_at.strftime("%Y-%m-%d %H:%M:%SZ") if entry.updated_at else "-"
+    parts = [entry.key, f"{status:<9}", f"{attempts} attempt{'' if attempts == 1 else 's'}", when]
+    if outcome is not None and outcome.error is not None:
+        error = " ".join(f"{type(outcome.error).__name__}: {outcome.error}".split())
+        if len(error) > _ERROR_WIDTH:
+            error = error[: _ERROR_WIDTH - 3] + "..."
+        parts.append(error)
+    elif outcome is not None and outcome.result is not None and outcome.result.mark:
+        parts.append(f"mark {outcome.result.mark}")
+    return "  ".join(parts)
+
+
+def _counts_line(where: str, counts: dict[str, int]) -> str:
+    total = sum(counts.values())
+    if not total:
+        return f"{where}: no entries"
+    order = {name: n for n, name in enumerate(_STATUSES)}
+    parts = [f"{n} {name}" for name, n in sorted(counts.items(), key=lambda i: order.get(i[0], 99))]
+    return f"{where}: {total} entr{'y' if total == 1 else 'ies'}: {', '.join(parts)}"
+
+
+async def _show(args: argparse.Namespace) -> int:
+    async with _existing(args) as store:
+        summary = _counts_line(f"ledger {_url(args)}", await store.counts())
+        if args.status:
+            summary += f"; showing {args.status}"
+        print(summary, file=sys.stderr if args.json else sys.stdout)
+        async for entry in store.entries(args.status):
+            print(_entry_json(entry) if args.json else _entry_line(entry), flush=False)
+    return 0
+
+
+async def _mark(args: argparse.Namespace) -> int:
+    """``retry`` and ``forget``: the keys given, or every entry with ``--status``."""
+    if bool(args.keys) == bool(args.status):
+        raise UsageError(f"ledger {args.action}: give the keys of the entries, or --status")
+    async with _existing(args) as store:
+        keys = list(args.keys) or [entry.key async for entry in store.entries(args.status)]
+        changed = await (store.retry if args.action == "retry" else store.forget)(keys)
+    done = "marked to be sent again" if args.action == "retry" else "forgotten"
+    print(f"{args.action}: {changed} of {len(keys)} entries {done}", file=sys.stderr)
+    return 0 if changed == len(keys) else 1
+
+
+def _ledger_option(parser: argparse.ArgumentParser) -> None:
+    add_verbosity(parser)
+    parser.add_argument(
+        "--ledger",
+        metavar="URL",
+        help=f"a SQLite file or a postgresql:// URL (default: ${ENV_LEDGER})",
+    )
+
+
+def _add_ledger_command(commands: Commands, name: str) -> None:
+    """``ledger show|retry|forget`` (also under its old name, ``journal``)."""
+    listed = name not in DEPRECATED_COMMANDS
+    # An old name gets no help text: argparse then does not list it.
+    shown: dict[str, Any] = {"help": "list ledger entries, re-send or forget them"}
+    ledger = commands.add_parser(
+        name,
+        **(shown if listed else {}),
+        description="Read and mark the entries of a ledger: a batch's file "
+        "(submit --ledger FILE, ledger= in Python) or an outbox (a SQLite file or a "
+        "postgresql:// URL). 'show' summarises the entries by status, then lists them; "
+        "'retry' marks entries to be sent again by the next run or worker (even final "
+        "ones); 'forget' deletes them. The ledger must exist: a path that is not a "
+        "ledger is an error (exit 2), never an empty new one.",
+    )
+    if not listed:
+        ledger.set_defaults(
+            deprecated=(
+                f"'{name}' is deprecated: use 'invoicing-async {DEPRECATED_COMMANDS[name]}'",
+            )
+        )
+    add_verbosity(ledger)
+    actions = ledger.add_subparsers(dest="action", required=True, metavar="ACTION")
+    show = actions.add_parser(
+        "show",
+        help="a summary by status, then one line per entry",
+        description="Print how many entries have each status, then one line per entry: "
+        "its key, status, attempts, when it last changed (UTC) and a short error. "
+        "--json prints each entry as a JSON line instead (the summary then goes to stderr).",
+    )
+    show.add_argument("--status", choices=_STATUSES, help="only the entries in this status")
+    show.add_argument(
+        "--json", action="store_true", help="one JSON object per entry, with the full outcome"
+    )
+    _ledger_option(show)
+    show.set_defaults(handler=_show)
+    for action, what in (
+        ("retry", "mark entries to be sent again by the next run or worker, final ones too"),
+        ("forget", "delete entries: the next run treats those documents as never seen"),
+    ):
+        marker = actions.add_parser(
+            action,
+            help=what.split(":")[0].split(",")[0],
+            description=f"{what[0].upper()}{what[1:]}. Give the keys of the entries, or "
+            "--status to take every entry in that status.",
+        )
+        marker.add_argument("keys", nargs="*", metavar="KEY", help="the entries' keys")
+        marker.add_argument(
+            "--status", choices=_STATUSES, help="every entry in this status (instead of keys)"
+        )
+        _ledger_option(marker)
+        marker.set_defaults(handler=_mark)
 
 
 def register(commands: Commands) -> None:
-    """Add ``outbox`` (enqueue, status), ``worker`` and ``journal`` (show, retry, forget)."""
-
-    def ledger_option(parser: argparse.ArgumentParser) -> None:
-        add_verbosity(parser)
-        parser.add_argument(
-            "--ledger",
-            metavar="URL",
-            help=f"a SQLite file or a postgresql:// URL (default: ${ENV_LEDGER})",
-        )
-
-    outbox = commands.add_parser("outbox", help="add documents to an outbox, or look one up")
-    actions = outbox.add_subparsers(dest="outbox_action", required=True)
-    enqueue = actions.add_parser("enqueue", help="add documents to the outbox")
+    """Add ``outbox`` (enqueue, status), ``worker`` and ``ledger`` (show, retry, forget)."""
+    outbox = commands.add_parser(
+        "outbox",
+        help="add documents to an outbox, or look one up",
+        description="The transactional outbox from the command line: 'enqueue' adds "
+        "documents (workers send them), 'status' prints one entry's status and last "
+        "outcome as JSON. An outbox is a SQLite file or a PostgreSQL database "
+        "(--ledger, or $INVOICING_LEDGER).",
+    )
+    add_verbosity(outbox)
+    actions = outbox.add_subparsers(dest="outbox_action", required=True, metavar="ACTION")
+    enqueue = actions.add_parser(
+        "enqueue",
+        help="add documents to the outbox",
+        description="Add documents to the outbox (created if missing); a worker sends "
+        "them. Nothing is enqueued if any input is not a document.",
+    )
     enqueue.add_argument(
         "documents", nargs="*", metavar="SOURCE", help="JSON / JSON Lines files, directories, -"
     )
     enqueue.add_argument("--json", action="store_true", help="send them to /Invoice/json")
-    ledger_option(enqueue)
+    _ledger_option(enqueue)
     enqueue.set_defaults(handler=_enqueue)
-    status = actions.add_parser("status", help="one entry's status and outcome (JSON)")
+    status = actions.add_parser(
+        "status",
+        help="one entry's status and outcome (JSON)",
+        description="Print one entry's status and last outcome as a JSON line (exit 1 "
+        "when there is no such entry). The outbox must exist.",
+    )
     status.add_argument("key", help="the document's identity (e.g. id:…)")
-    ledger_option(status)
+    _ledger_option(status)
     status.set_defaults(handler=_status)
 
-    worker = commands.add_parser("worker", help="send what an outbox holds (run many)")
+    worker = commands.add_parser(
+        "worker",
+        help="send what an outbox holds (run many)",
+        description="Claim the outbox's entries and submit them, with safe retries, "
+        "until stopped (Ctrl-C, SIGTERM) or, with --until-empty, until nothing is "
+        "pending. Run as many workers as you like on PostgreSQL (one per SQLite file); "
+        "a worker that dies leaves its entries to the others.",
+    )
     add_credentials(worker, provider_key=True)
-    ledger_option(worker)
+    _ledger_option(worker)
     worker.add_argument(
         "--json", action="store_true", help="no provider key: send to /Invoice/json"
     )
     worker.add_argument(
-        "--concurrency", type=int, default=16, metavar="N", help="documents in flight (16)"
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        metavar="N",
+        help=f"documents in flight ({DEFAULT_CONCURRENCY})",
     )
     worker.add_argument(
         "--timeout", type=float, default=30.0, metavar="SECONDS", help="for one attempt (30)"
@@ -154,9 +315,6 @@ def register(commands: Commands) -> None:
     )
     worker.set_defaults(handler=_worker)
 
-    journal = commands.add_parser("journal", help="list, re-send or forget ledger entries")
-    journal.add_argument("action", choices=["show", "retry", "forget"], help="what to do")
-    journal.add_argument("keys", nargs="*", help="the entries to retry or forget")
-    journal.add_argument("--status", choices=_STATUSES, help="show only entries in this status")
-    ledger_option(journal)
-    journal.set_defaults(handler=_journal)
+    _add_ledger_command(commands, "ledger")
+    for old in DEPRECATED_COMMANDS:
+        _add_ledger_command(commands, old)

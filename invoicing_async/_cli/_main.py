@@ -5,7 +5,8 @@ a non-zero exit status, never a traceback; outcomes are written (and flushed) on
 a time, so whatever was submitted before a failure is in the output file.
 
 Exit status: 0 all documents accepted (or the check passed), 1 some document was not
-accepted (or the check failed), 2 bad usage or input, 130 interrupted.
+accepted (or the check failed), 2 bad usage or input, 130 interrupted, 141 the output
+pipe was closed (``| head``), quietly.
 
 Subcommands live in modules that expose ``register(commands)`` (see :mod:`._common`);
 :data:`MODULES` lists them, so another module's subcommands are registered with one line.
@@ -15,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import inspect
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -38,6 +41,9 @@ if TYPE_CHECKING:
     from ._common import Commands
 
 __all__ = ["MODULES", "main"]
+
+#: The exit status of a command whose output pipe was closed (128 + SIGPIPE).
+_BROKEN_PIPE = 141
 
 
 # --- subcommands of this module ----------------------------------------------------------
@@ -84,6 +90,8 @@ def _cmd_key(args: argparse.Namespace) -> int:
     print(f"fingerprint:  {key.fingerprint}")
     print(f"encrypts to:  {key.subkey_fingerprint} ({key.algorithm})")
     print(f"expires:      {key.expires_at.isoformat() if key.expires_at else 'never'}")
+    if args.fingerprint:
+        print("pin:          matches --fingerprint (the key is the one you expect)")
     print("verdict:      usable")
     return 0
 
@@ -142,18 +150,35 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     for module in MODULES:
         module.register(commands)
+    # Old names still work but are not offered.
+    listed = [name for name in commands.choices if name not in _ledger.DEPRECATED_COMMANDS]
+    commands.metavar = "{" + ",".join(listed) + "}"
     return parser
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: the reader left, and the exit's flush must not fail."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status."""
     args = _parser().parse_args(argv)
     configure_logging(verbosity(args))
+    for note in getattr(args, "deprecated", ()):
+        print(f"invoicing-async: {note}", file=sys.stderr)
     try:
         status = args.handler(args)
         if inspect.iscoroutine(status):
             status = asyncio.run(status)
         return int(status)
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, as a tool killed by SIGPIPE.
+        _quiet_stdout()
+        return _BROKEN_PIPE
     except UsageError as exc:
         print(f"invoicing-async: {exc}", file=sys.stderr)
         return 2

@@ -38,7 +38,11 @@ _LABELS = {
 
 @attrs.define
 class Tally:
-    """Counts of a run: outcomes sent now, outcomes replayed from the journal, retries."""
+    """Counts of a run: outcomes sent now, outcomes replayed from the ledger, retries.
+
+    ``read`` counts the input entries read so far; after an interruption,
+    ``not_started`` those read but never sent (the others have an outcome).
+    """
 
     total: int | None = None
     sent: Counter[OutcomeStatus] = attrs.field(factory=Counter)
@@ -46,6 +50,14 @@ class Tally:
     unreadable: int = 0
     retries: int = 0
     started: float = attrs.field(factory=time.perf_counter)
+    read: int = 0
+    not_started: int | None = None
+    #: After an interruption: documents whose request may have been out (the ledger
+    #: recorded them ``unknown``, or ``not_sent`` if it never left).
+    in_flight: int = 0
+    #: Documents with at least one request in this run, and when the last one settled.
+    attempted: int = 0
+    last_sent: float | None = None
 
     @property
     def settled(self) -> int:
@@ -65,6 +77,9 @@ class Tally:
         (self.replayed if outcome.replayed else self.sent)[outcome.status] += 1
         self.retries += max(0, outcome.attempts - 1)
         self.unreadable += unreadable
+        if outcome.attempts:
+            self.attempted += 1
+            self.last_sent = time.perf_counter()
 
     def elapsed(self) -> float:
         """Seconds since the run started."""
@@ -111,7 +126,7 @@ def fit(tally: Tally, width: int) -> str:
         f" ETA {_clock((total - done) / rate)}" if total and rate and done < total else "",
         " | " + " ".join([f"ok {held}", *problems]),
         f" | retries {tally.retries}",
-        f" | from journal {sum(tally.replayed.values())}" if tally.replayed else "",
+        f" | from ledger {sum(tally.replayed.values())}" if tally.replayed else "",
         f" | {rate:.0f}/s",
     ]
     # A bar of at least 10 cells comes right after the count and ETA, when there is room.
@@ -175,22 +190,46 @@ def _isatty(stream: IO[str]) -> bool:
         return False
 
 
+def _rate(tally: Tally) -> str:
+    """How long the run took, and the sending rate when something was sent."""
+    elapsed = f"{tally.elapsed():.2f} s"
+    if tally.last_sent is None:
+        return f"{elapsed} (nothing sent)"
+    sending = tally.last_sent - tally.started
+    if sending <= 0:
+        return elapsed
+    return f"{elapsed} ({tally.attempted / sending:.0f} documents/s sent)"
+
+
 def summary(tally: Tally, extra: dict[str, Any] | None = None) -> str:
-    """The closing summary: documents sent now and those from the journal, apart."""
-    elapsed = tally.elapsed()
+    """The closing summary: documents sent now and those from the ledger, apart.
+
+    After an interruption the first line also counts what was read but never started,
+    so that the lines add up to the input read so far.
+    """
     sent, replayed = sum(tally.sent.values()), sum(tally.replayed.values())
     head = f"{tally.settled}"
     if replayed:
-        head += f": {sent} sent now, {replayed} from the journal (settled by an earlier run)"
+        head += f": {sent} sent now, {replayed} from the ledger (settled by an earlier run)"
+    if tally.not_started is not None:
+        of = f" of {tally.total}" if tally.total is not None else ""
+        head = (
+            f"{tally.settled + tally.not_started} read{of} before the interruption: "
+            f"{tally.settled} with an outcome"
+            + (f" ({tally.in_flight} of them in flight)" if tally.in_flight else "")
+            + f", {tally.not_started} not started"
+        )
+        if replayed:
+            head += f" ({replayed} of them from the ledger)"
     lines = [f"documents:   {head}"]
     for status, label in _LABELS.items():
         line = f"{label + ':':<12} {tally.sent[status]}"
         if tally.replayed[status]:
-            line += f" (+{tally.replayed[status]} from the journal)"
+            line += f" (+{tally.replayed[status]} from the ledger)"
         if status is OutcomeStatus.REJECTED and tally.unreadable:
             line += f" ({tally.unreadable} unreadable input, see above)"
         lines.append(line)
     lines.append(f"retries:     {tally.retries}")
-    lines.append(f"elapsed:     {elapsed:.2f} s ({sent / max(elapsed, 1e-9):.0f} documents/s sent)")
+    lines.append(f"elapsed:     {_rate(tally)}")
     lines += [f"{name + ':':<12} {value}" for name, value in (extra or {}).items()]
     return "\n".join(lines)

@@ -2,7 +2,9 @@
 
 The service prints what it runs (URLs, credentials, where the provider key and the CA
 certificate are, ready-to-paste ``export`` lines) and a summary when it stops. Files go
-to a new private temporary directory (or ``--out``), never the current directory. On a
+to a new private temporary directory, removed when it stops (or to ``--out``, kept, with
+the provider's secret key so that a restart keeps the same key), never the current
+directory. On a
 network (``--host 0.0.0.0``) it serves HTTPS with a certificate from a CA it makes at
 start: clients trust that CA (``INVOICING_CA_FILE``), and the client's refusal of plain
 http beyond loopback stays as it is.
@@ -13,7 +15,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -22,15 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from invoicing_async._client import InvoicingClient
-from invoicing_async._env import (
-    ENV_API_KEY,
-    ENV_BASE_URL,
-    ENV_CA_FILE,
-    ENV_CLIENT_ID,
-    ENV_PROVIDER_KEY,
-)
+from invoicing_async._env import ENV_CA_FILE, ENV_PROVIDER_KEY
 
-from ._common import add_verbosity, attach_progress
+from ._common import UsageError, add_verbosity, attach_progress
 from ._input import Source
 from ._output import Progress, Tally, summary, write_record
 
@@ -42,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
+DEFAULT_PORT = 8080
 _ALGORITHMS = ["rsa3072", "rsa2048", "cv25519"]
 
 
@@ -80,7 +79,9 @@ def register(commands: Commands) -> None:
     add_verbosity(sandbox)
     where = sandbox.add_argument_group("listening")
     where.add_argument("--host", default="127.0.0.1", help="interface (127.0.0.1; 0.0.0.0: all)")
-    where.add_argument("--port", type=int, default=8080, help="TCP port (8080; 0: any free)")
+    where.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"TCP port ({DEFAULT_PORT}; 0: any free)"
+    )
     where.add_argument(
         "--tls",
         action=argparse.BooleanOptionalAction,
@@ -101,8 +102,9 @@ def register(commands: Commands) -> None:
     files.add_argument(
         "--out",
         metavar="DIR",
-        help="write provider.asc, ca.pem and invoicing.env here (default: a new private "
-        "temporary directory)",
+        help="write provider.asc, ca.pem and invoicing.env here, and keep them (with the "
+        "provider's secret key, so a restart keeps the same provider key); default: a "
+        "new private temporary directory, removed when the sandbox stops",
     )
     files.add_argument(
         "--public-key-out", metavar="FILE", help="the provider key's file (DIR/provider.asc)"
@@ -118,6 +120,13 @@ def register(commands: Commands) -> None:
     behaviour = sandbox.add_argument_group("behaviour")
     behaviour.add_argument(
         "--seed", help="reproducible credentials and records (the same on every run)"
+    )
+    behaviour.add_argument(
+        "--require-fields",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="refuse (400) documents missing a field the provider requires (default: on; "
+        "--no-require-fields checks fields only when present, for odd test documents)",
     )
     behaviour.add_argument(
         "--faults",
@@ -161,33 +170,82 @@ async def _sandbox(args: argparse.Namespace) -> int:
         from invoicing_async.sandbox._tls import default_names  # noqa: PLC0415
 
         names += [n for n in default_names(args.host) if n not in names]
-    directory = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="invoicing-sandbox-"))
-    directory.mkdir(parents=True, exist_ok=True)
-    sb = module.Sandbox(
-        host=args.host,
-        port=args.port,
-        key_algorithm=args.key_algorithm,
-        key_file=args.key_file,
-        seed=args.seed,
-        tls=tls,
-        tls_names=names or None,
-        public_host=args.name[0] if args.name else None,
-    )
-    started = time.monotonic()
-    async with sb:
-        if args.faults:
-            sb.random_faults(rate=args.faults, seed=args.fault_seed)
-        if args.latency or args.latency_jitter:
-            sb.set_latency(args.latency, jitter=args.latency_jitter)
-        _announce(sb, args, directory)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+    directory, cleanup = _files_directory(args)
+    with cleanup:
+        sb = module.Sandbox(
+            host=args.host,
+            port=args.port,
+            key_algorithm=args.key_algorithm,
+            key_file=args.key_file or _kept_key(args, directory),
+            seed=args.seed,
+            tls=tls,
+            tls_names=names or None,
+            public_host=args.name[0] if args.name else None,
+            require_fields=args.require_fields,
+        )
+        started = time.monotonic()
+        try:
+            await sb.start()
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                why = "in use" if exc.errno == errno.EADDRINUSE else "not allowed"
+                raise UsageError(
+                    f"port {args.port} on {args.host} is {why}: use --port 0 for any free "
+                    "port (the URLs printed say which), or another --port"
+                ) from None
+            raise
+        try:
+            await _serve(sb, args, directory)
+        finally:
+            await sb.close()
     print(_farewell(sb, time.monotonic() - started), flush=True)
     return 0
+
+
+async def _serve(sb: Sandbox, args: argparse.Namespace, directory: Path) -> None:
+    if args.faults:
+        sb.random_faults(rate=args.faults, seed=args.fault_seed)
+    if args.latency or args.latency_jitter:
+        sb.set_latency(args.latency, jitter=args.latency_jitter)
+    _announce(sb, args, directory)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+def _files_directory(args: argparse.Namespace) -> tuple[Path, contextlib.ExitStack]:
+    """Where the files go, and what removes them on exit (nothing for ``--out``)."""
+    cleanup = contextlib.ExitStack()
+    if args.out:
+        directory = Path(args.out)
+        directory.mkdir(parents=True, exist_ok=True)
+    else:  # private, and removed on exit: it holds an API key
+        directory = Path(tempfile.mkdtemp(prefix="invoicing-sandbox-"))
+        cleanup.callback(shutil.rmtree, directory, ignore_errors=True)
+    return directory, cleanup
+
+
+#: The provider's key pair in ``--out``: a restart with the same ``--out`` reuses it.
+_KEPT_PAIR = "provider-secret.asc"
+
+
+def _kept_key(args: argparse.Namespace, directory: Path) -> Path | None:
+    """The secret key an earlier run left in ``--out`` (written now if there is none).
+
+    Apps that read ``provider.asc`` keep encrypting to the key they loaded, so a
+    restarted sandbox must decrypt with the same one.
+    """
+    if not args.out:
+        return None
+    kept = directory / _KEPT_PAIR
+    if not kept.exists():
+        from invoicing_async.sandbox import cached_keypair  # noqa: PLC0415
+
+        _write_private(kept, cached_keypair(args.key_algorithm).private_armored)
+    return kept
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -197,16 +255,12 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def _announce(sb: Sandbox, args: argparse.Namespace, directory: Path) -> None:
-    key_path = sb.write_public_key(Path(args.public_key_out or directory / "provider.asc"))
-    ca_path = sb.write_ca_certificate(directory / "ca.pem") if sb.ca_certificate else None
-    variables = {
-        ENV_BASE_URL: sb.base_url,
-        ENV_CLIENT_ID: sb.client_id,
-        ENV_API_KEY: sb.client_secret,
-        ENV_PROVIDER_KEY: str(key_path.resolve()),
-    }
-    if ca_path is not None:
-        variables[ENV_CA_FILE] = str(ca_path.resolve())
+    variables = sb.client_variables(directory)
+    key_path = Path(variables[ENV_PROVIDER_KEY])
+    if args.public_key_out:
+        key_path = sb.write_public_key(Path(args.public_key_out)).resolve()
+        variables[ENV_PROVIDER_KEY] = str(key_path)
+    ca_path = Path(variables[ENV_CA_FILE]) if ENV_CA_FILE in variables else None
     env_file = directory / "invoicing.env"
     _write_private(env_file, "".join(f"{name}={value}\n" for name, value in variables.items()))
     lines = [
@@ -255,7 +309,8 @@ async def _demo(args: argparse.Namespace) -> int:
         documents = module.sample_invoices(args.count, issuer_vat=sb.client_id, seed=args.seed)
         # Show every outcome: a few documents were sent before, a few are invalid.
         duplicates = max(1, args.count // 50)
-        for document in documents[-max(1, args.count // 100) :]:
+        broken = max(1, args.count // 100)
+        for document in documents[-broken:]:
             document["Summaries"]["TotalGrossValue"] = -1
         print(
             f"sandbox {sb.base_url} ({sb.provider_key.algorithm} provider key, ready in "
@@ -289,6 +344,9 @@ async def _demo(args: argparse.Namespace) -> int:
             "tokens": f"{sb.stats.token_requests} request(s)",
             "committed": f"{sb.commit_count} by the sandbox",
             "results": str(output),
+            "expected": f"{broken} rejected and {duplicates} duplicate(s): the demo breaks "
+            f"{broken} invoice(s) on purpose (a negative TotalGrossValue) and sends "
+            f"{duplicates} before the batch, to show every outcome; exit status 0",
         }
     print(summary(tally, extra))
     return 0

@@ -12,15 +12,19 @@ import asyncio
 import contextlib
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from invoicing_async._client import InvoicingClient
 from invoicing_async._documents import document_key
-from invoicing_async._errors import ValidationError
+from invoicing_async._errors import LedgerError, ValidationError
+from invoicing_async._ledger._sqlite_ledger import Ledger
 from invoicing_async._outcomes import Outcome, OutcomeStatus, RetryPolicy
 
 from ._common import (
+    DEFAULT_CONCURRENCY,
+    DeprecatedOption,
     UsageError,
     add_credentials,
     add_verbosity,
@@ -67,7 +71,11 @@ def register(commands: Commands) -> None:
         "--json", action="store_true", help="send to /Invoice/json, unencrypted (no key needed)"
     )
     options.add_argument(
-        "--concurrency", type=int, default=16, metavar="N", help="documents in flight (16)"
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        metavar="N",
+        help=f"documents in flight ({DEFAULT_CONCURRENCY})",
     )
     options.add_argument(
         "--timeout",
@@ -86,13 +94,18 @@ def register(commands: Commands) -> None:
         "--output",
         default="-",
         metavar="FILE",
-        help="append the JSON Lines records to FILE (default: standard output)",
+        help="write the JSON Lines records to FILE, appended to what it holds (a resumed "
+        "run adds its records after those of the run it resumes; default: standard output)",
     )
     options.add_argument(
-        "--journal",
+        "--ledger",
         metavar="FILE",
-        help="write-ahead journal: after a crash or Ctrl-C, the same command resumes, "
-        "skipping settled documents and re-sending only those in flight",
+        help="a ledger file (SQLite; created if missing): after a crash or Ctrl-C, the "
+        "same command resumes, skipping settled documents and re-sending only those in "
+        "flight. 'invoicing-async ledger show --ledger FILE' lists its entries",
+    )
+    options.add_argument(
+        "--journal", action=DeprecatedOption, dest="ledger", replacement="--ledger"
     )
     options.add_argument(
         "--no-progress", action="store_true", help="no progress line, even on a terminal"
@@ -100,8 +113,26 @@ def register(commands: Commands) -> None:
     submit.set_defaults(handler=_submit)
 
 
-def _identity(document: Any) -> str:
-    return document_key(document)
+#: What the batch records for a document it stops in flight.
+_CUT_SHORT = (OutcomeStatus.UNKNOWN, OutcomeStatus.NOT_SENT)
+
+
+class _Keys:
+    """The batch's ``key=``: each document's identity, remembered by input position.
+
+    The batch identifies documents once each, in input order, as it reads them; after
+    an interruption the keys say which documents to look for in the ledger.
+    """
+
+    def __init__(self) -> None:
+        self.by_index: dict[int, str] = {}
+        self._next = 0
+
+    def __call__(self, document: Any) -> str:
+        index, self._next = self._next, self._next + 1
+        key = document_key(document)  # may raise: the batch refuses the document alone
+        self.by_index[index] = key
+        return key
 
 
 async def run_batch(
@@ -135,6 +166,7 @@ def _documents(
     """The documents to send; unreadable entries are reported and recorded here."""
     sent = 0
     for position, (source, value) in enumerate(entries):
+        tally.read += 1
         if isinstance(value, Unreadable):
             where = f"{source}:{value.column}" if value.column else str(source)
             print(f"invoicing-async: {where}: {value.why}", file=sys.stderr)
@@ -190,34 +222,74 @@ async def _submit(args: argparse.Namespace) -> int:
     progress = Progress(tally)
     progress.enabled = progress.enabled and not args.no_progress
     interrupted = False
+    positions: dict[int, tuple[int, Source]] = {}
+    keys = _Keys()
+    started = time.time()
     with output_cm as output:
         try:
             async with InvoicingClient(
                 str(found.base_url), str(found.client_id), str(found.api_key),
                 provider_key=key, ssl=ssl,
             ) as client:  # fmt: skip
-                positions: dict[int, tuple[int, Source]] = {}
                 stream = client.submit_stream(
                     _documents(entries, positions, output, tally),
                     concurrency=args.concurrency,
                     encrypted=not args.json,
-                    ledger=args.journal,
+                    ledger=args.ledger,
                     retry=RetryPolicy(attempt_timeout=args.timeout),
                     deadline=args.deadline,
-                    key=_identity,
+                    key=keys,
                 )
                 await run_batch(
                     stream, output=output, tally=tally, sources=positions, progress=progress
                 )
         except (asyncio.CancelledError, KeyboardInterrupt):
             interrupted = True
+            await _account_for_unsettled(
+                args.ledger, positions, keys, output, tally, started=started
+            )
             raise
         finally:
-            extra = {"results": str(output_path)} if output_path is not None else {}
+            extra = {}
+            if output_path is not None:
+                extra["results"] = f"{output_path} ({tally.settled} records appended)"
             print(summary(tally, extra), file=sys.stderr)
             if interrupted:
                 print(_resume_hint(args, tally), file=sys.stderr)
     return 1 if tally.failed else 0
+
+
+async def _account_for_unsettled(
+    ledger_path: str | None,
+    positions: dict[int, tuple[int, Source]],
+    keys: _Keys,
+    output: IO[str],
+    tally: Tally,
+    *,
+    started: float,
+) -> None:
+    """After an interruption: what became of the documents read but not reported.
+
+    The batch recorded each document in flight in the ledger (``unknown``, or
+    ``not_sent`` if its request never left), and outcomes that settled as the batch
+    stopped; those get their record now. The rest were never started. Without a ledger
+    nothing tells them apart: they all count as not started.
+    """
+    found: dict[str, Any] = {}
+    wanted = [keys.by_index[index] for index in positions if index in keys.by_index]
+    if ledger_path is not None and wanted:
+        with contextlib.suppress(LedgerError):
+            async with Ledger(ledger_path, create=False) as ledger:
+                found = await ledger.lookup(wanted)
+    for index, (position, source) in sorted(positions.items()):
+        entry = found.get(keys.by_index.get(index, ""))
+        recent = entry is not None and entry.updated_at and entry.updated_at.timestamp() >= started
+        if entry is not None and recent and entry.outcome is not None:
+            write_record(output, entry.outcome, position, source)
+            tally.add(entry.outcome)
+            tally.in_flight += entry.outcome.status in _CUT_SHORT
+            del positions[index]
+    tally.not_started = len(positions)
 
 
 def _chain(
@@ -230,15 +302,15 @@ def _chain(
 def _resume_hint(args: argparse.Namespace, tally: Tally) -> str:
     again = "invoicing-async " + shlex.join(sys.argv[1:])
     settled = f"interrupted after {tally.settled} document(s)"
-    if args.journal:
+    if args.ledger:
         return (
             f"{settled}. To resume, run the same command again:\n  {again}\n"
-            f"The journal {args.journal} skips settled documents and re-sends those that "
+            f"The ledger {args.ledger} skips settled documents and re-sends those that "
             "were in flight; the provider answers one it already holds with its record."
         )
     return (
         f"{settled}. Running the command again re-sends every document: those the "
         "provider already holds come back as duplicates, never committed twice. Add "
-        "--journal FILE to skip settled documents on the next run:\n"
-        f"  {again} --journal FILE"
+        "--ledger FILE to skip settled documents on the next run:\n"
+        f"  {again} --ledger FILE"
     )

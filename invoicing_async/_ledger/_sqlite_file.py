@@ -22,12 +22,14 @@ import os
 import queue
 import sqlite3
 import threading
-from typing import IO, TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
 from invoicing_async._errors import LedgerError
 from invoicing_async._log import ledger as log
+
+from ._lockfile import LockFile
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -67,10 +69,21 @@ _ROWS_PER_INSERT = 64  # rows per multi-row statement at most (64 x 8 < 999 para
 _STOP = object()
 
 
-def connect(path: Path, *, durable: bool, timeout: float = 30.0) -> sqlite3.Connection:
-    """Open (creating 0600 if missing) and check a ledger file; the schema is created."""
+def connect(
+    path: Path, *, durable: bool, timeout: float = 30.0, create: bool = True
+) -> sqlite3.Connection:
+    """Open (creating 0600 if missing) and check a ledger file; the schema is created.
+
+    With ``create=False`` the file must exist and be a ledger already: nothing is
+    created or changed by opening it (``LedgerError``, reason ``missing`` or
+    ``unreadable``, otherwise).
+    """
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o600)
+    except FileNotFoundError:
+        raise LedgerError(
+            f"there is no ledger {path} (no such file): check the path", reason="missing"
+        ) from None
     except OSError as exc:
         raise LedgerError(
             f"cannot open the ledger {path}: {exc.strerror}", reason="unreadable"
@@ -87,7 +100,11 @@ def connect(path: Path, *, durable: bool, timeout: float = 30.0) -> sqlite3.Conn
                 f"the ledger {path} was written by a newer version (format {version})",
                 reason="unreadable",
             )
-        connection.execute("PRAGMA journal_mode=WAL")
+        if not create and version < SCHEMA_VERSION:
+            connection.close()
+            raise LedgerError(f"{path} is not a ledger", reason="unreadable")
+        if create:
+            connection.execute("PRAGMA journal_mode=WAL")
         connection.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
         if version < SCHEMA_VERSION:
             connection.executescript(
@@ -102,65 +119,21 @@ def connect(path: Path, *, durable: bool, timeout: float = 30.0) -> sqlite3.Conn
     return connection
 
 
-class _Lock:
-    """An exclusive lock on ``<ledger>.lock``, held while a process sends from it."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path.with_name(path.name + ".lock")
-        self._file: IO[str] | None = None
-
-    def acquire(self, ledger: Path) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        file = os.fdopen(fd, "r+", encoding="ascii")
-        try:
-            _lock(file)
-        except OSError:
-            holder = file.read().strip() or "unknown"
-            file.close()
-            raise LedgerError(
-                f"the ledger {ledger} is in use by another process (pid {holder}); two "
-                "runs on one ledger would send every document twice: wait for it to end",
-                reason="locked",
-            ) from None
-        file.seek(0)
-        file.truncate()
-        file.write(str(os.getpid()))
-        file.flush()
-        self._file = file
-
-    def release(self) -> None:
-        if self._file is not None:
-            with contextlib.suppress(OSError):
-                self._file.seek(0)
-                self._file.truncate()
-            self._file.close()  # closing the descriptor releases the lock
-            self._file = None
-
-
-def _lock(file: IO[str]) -> None:
-    try:
-        import fcntl  # noqa: PLC0415  (POSIX)
-    except ImportError:  # pragma: no cover  (Windows)
-        import msvcrt  # noqa: PLC0415
-
-        msvcrt.locking(file.fileno(), msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
-        return
-    fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-
-
 class LedgerFile:
     """One ledger file and its writer thread.
 
     :param durable: ``synchronous=FULL`` (every commit survives power loss) rather than
         ``NORMAL`` (survives a crash of the process).
+    :param create: create the file if missing; with ``False`` it must be a ledger already.
     """
 
-    def __init__(self, path: Path, *, durable: bool = True) -> None:
+    def __init__(self, path: Path, *, durable: bool = True, create: bool = True) -> None:
         self.path = path
         self._durable = durable
+        self._create = create
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._lock = _Lock(path)
+        self._lock = LockFile(path)
         self._failure: LedgerError | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         # What the event loop gathered since the last hand-over: (sql, parameters) rows
@@ -299,7 +272,7 @@ class LedgerFile:
     def _run(self, ready: asyncio.Future[None]) -> None:
         loop = ready.get_loop()
         try:
-            connection = connect(self.path, durable=self._durable)
+            connection = connect(self.path, durable=self._durable, create=self._create)
         except LedgerError as exc:
             error = exc
             loop.call_soon_threadsafe(_settle, ready, None, error)

@@ -82,7 +82,7 @@ def row_entry(row: Sequence[Any]) -> LedgerEntry:
 class Ledger:
     """A ledger file: what every document of a job became, by identity.
 
-    Pass it (or just a path) as ``journal=`` to
+    Pass it (or just a path) as ``ledger=`` to
     :meth:`~invoicing_async.InvoicingClient.submit_stream`: a batch that runs again with
     it skips what is final, re-sends what was in flight (a ``409`` then is its own
     commit) and what failed for reasons that are not the document's. One process at a
@@ -94,15 +94,23 @@ class Ledger:
     :param path: the ledger file; created if missing.
     :param durable: every commit survives a power loss (``synchronous=FULL``); with
         ``False`` commits survive a crash of the process but not of the machine.
+    :param create: with ``False`` the file must exist and be a ledger: opening a
+        mistyped path raises :class:`~invoicing_async.LedgerError` (reason ``missing``,
+        or ``unreadable`` for a file that is not a ledger) instead of creating an empty
+        ledger. For tools that read or mark an existing ledger.
 
     Use it as an async context manager (or :meth:`open` / :meth:`close`).
 
     .. versionadded:: 0.2.0
+    .. versionchanged:: 0.3.0 ``create``; the ``.lock`` file beside the ledger is removed
+       when the sending process lets go of it.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, durable: bool = True) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, durable: bool = True, create: bool = True
+    ) -> None:
         self.path = Path(path)
-        self._file = LedgerFile(self.path, durable=durable)
+        self._file = LedgerFile(self.path, durable=durable, create=create)
         # Documents whose sending record will_send wrote: the commit, and its time.
         self._marked: dict[str, tuple[asyncio.Future[None], float]] = {}
 

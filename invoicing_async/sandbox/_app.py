@@ -151,6 +151,11 @@ class Server:
                 if exchange.environment is None:
                     return await self._send(request, _unknown(request), None, exchange)
                 return await handler(request, exchange.environment, exchange)
+            except ConnectionError:
+                # The client went away (killed, timed out): not the sandbox's failure, and
+                # no traceback; the request's log line (-v) says so.
+                exchange.dropped = "client gone"
+                return web.Response()
             finally:
                 self._provider.finish(exchange)
                 if task is not None:

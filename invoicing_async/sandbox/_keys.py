@@ -31,6 +31,8 @@ from invoicing_async._pgp import (
     CURVES,
     PK_ECDH,
     PK_EDDSA,
+    Decryptor,
+    ProviderKey,
     Reader,
     Tag,
     armor,
@@ -47,7 +49,15 @@ from invoicing_async._pgp import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["Algorithm", "SandboxKeyPair", "cached_keypair", "generate_keypair", "public_half"]
+__all__ = [
+    "Algorithm",
+    "KeyMaterial",
+    "SandboxKeyPair",
+    "cached_keypair",
+    "generate_keypair",
+    "key_material",
+    "public_half",
+]
 
 
 Algorithm: TypeAlias = Literal["rsa3072", "rsa2048", "cv25519"]
@@ -238,3 +248,21 @@ def public_half(private_armored: str) -> str:
         if tag in _PUBLIC_TAGS or tag in _CERTIFICATE_TAGS
     )
     return armor(public, "PUBLIC KEY BLOCK").decode("ascii")
+
+
+@attrs.frozen
+class KeyMaterial:
+    """A sandbox's parsed key pair: its decryptor, and the public half two ways."""
+
+    decryptor: Decryptor
+    public_armored: str
+    provider_key: ProviderKey
+
+
+@functools.lru_cache(maxsize=8)
+def key_material(private_armored: str, public_armored: str | None) -> KeyMaterial:
+    """Parse a secret key once: the decryptor and the public half, shared by sandboxes."""
+    decryptor = Decryptor(private_armored)
+    if public_armored is None:
+        public_armored = public_half(private_armored)
+    return KeyMaterial(decryptor, public_armored, ProviderKey.from_armored(public_armored))

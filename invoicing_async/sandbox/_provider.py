@@ -134,6 +134,8 @@ class Provider:
     :param salt: derives the random-looking values of result records.
     :param duplicate_detection: with ``False`` a re-sent document is committed again.
     :param default_client_id: the first environment's client (TIN); random when ``None``.
+    :param require_fields: refuse (400) documents missing a field the provider requires;
+        with ``False`` fields are checked only when present.
     """
 
     def __init__(
@@ -151,6 +153,7 @@ class Provider:
         default_client_id: str | None = None,
         token_propagation_delay: float = 0.0,
         revoke_tokens_on_issue: bool = False,
+        require_fields: bool = True,
     ) -> None:
         names = list(environments)
         if not names or len(set(names)) != len(names):
@@ -178,6 +181,7 @@ class Provider:
         self.salt = salt
         self._domain = domain.rstrip("/")
         self._duplicate_detection = duplicate_detection
+        self.require_fields = require_fields
         self._marks = itertools.count(_FIRST_MARK)
         self.reset()
 
@@ -292,7 +296,7 @@ class Provider:
         vat = issuer_vat(document)
         if vat is not None and vat != client_id:
             return error_reply(401, "the issuer's VAT number does not match the API key")
-        problems = check_document(document)
+        problems = check_document(document, require=self.require_fields)
         if problems:
             return error_reply(
                 400,

@@ -15,6 +15,10 @@ Configuration: override the ``invoicing_sandbox_options`` fixture (a dict of
 :class:`~invoicing_async.sandbox.Sandbox` keyword arguments) in a ``conftest.py``, e.g.
 ``{"key_algorithm": "cv25519", "seed": 7}``.
 
+Applications configured through the environment (``InvoicingClient.from_env()``): the
+``invoicing_env`` fixture sets the ``INVOICING_*`` variables of the running sandbox for
+the test (and removes them after it).
+
 The fixtures are declared with ``pytest_asyncio.fixture``, which works in both of
 pytest-asyncio's modes (``auto`` and ``strict``). Without pytest-asyncio the fixtures
 still exist, and fail with a message saying what to install, instead of pytest's
@@ -30,11 +34,12 @@ import pytest
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+    from pathlib import Path
 
     from invoicing_async import InvoicingClient
     from invoicing_async.sandbox import Sandbox
 
-__all__ = ["invoicing_client", "invoicing_sandbox", "invoicing_sandbox_options"]
+__all__ = ["invoicing_client", "invoicing_env", "invoicing_sandbox", "invoicing_sandbox_options"]
 
 MISSING = (
     "the invoicing_async fixtures need pytest-asyncio, which is not installed: "
@@ -51,6 +56,28 @@ def invoicing_sandbox_options() -> dict[str, Any]:
     ``duplicate_detection``, ``tls`` …).
     """
     return {}
+
+
+@pytest.fixture
+def invoicing_env(
+    invoicing_sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> dict[str, str]:
+    """The ``INVOICING_*`` variables of ``invoicing_sandbox``, set for the test.
+
+    For code that builds its client with ``InvoicingClient.from_env()`` (or
+    ``BlockingClient.from_env()``): base URL, client id, API key, the provider key
+    (written to a file in the test's ``tmp_path``) pinned by its fingerprint, and the
+    CA file when the sandbox serves TLS (see
+    :meth:`~invoicing_async.sandbox.Sandbox.client_variables`). Returns them; they are
+    unset after the test.
+
+    .. versionadded:: 0.3.0
+    """
+    variables = invoicing_sandbox.client_variables(tmp_path)
+    monkeypatch.delenv("INVOICING_API_KEY_FILE", raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    return variables
 
 
 try:

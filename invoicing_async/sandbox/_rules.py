@@ -1,11 +1,11 @@
 """The provider's rules about documents, as pure functions.
 
-What the service checks in a document (field shapes; the issuer's VAT number against
-the API key), what it derives from one (the tax authority's ``uid``, the result record),
-how a cancellation names its document, and the shape of an issuer's TIN. A document's
-identity for duplicate detection is the library's own rule,
-:func:`invoicing_async.document_key`, so that ``sandbox.committed[document_key(doc)]``
-finds what a client sent.
+What the service checks in a document (the fields it requires and their shapes; the
+issuer's VAT number against the API key), what it derives from one (the tax
+authority's ``uid``, the result record), how a cancellation names its document, and the
+shape of an issuer's TIN. A document's identity for duplicate detection is the library's
+own rule, :func:`invoicing_async.document_key`, so that
+``sandbox.committed[document_key(doc)]`` finds what a client sent.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import random
 
 __all__ = [
+    "REQUIRED_FIELDS",
     "FieldError",
     "build_record",
     "cancellation_mark",
@@ -117,33 +118,60 @@ def _check_gross(value: Any) -> str | None:
     return "must be a non-negative number"
 
 
+def _check_total(value: Any) -> str | None:
+    if _number_like(value) and math.isfinite(value):
+        return None
+    return "must be a number"
+
+
+# (path, check): a dotted path names a member of an object. Required unless lenient.
 _CHECKS: tuple[tuple[str, Any], ...] = (
     ("Issuer", _check_object),
+    ("Issuer.Vat", _check_key),
     ("Series", _check_key),
     ("Number", _check_key),
     ("DateIssued", _check_date),
     ("InvoiceType", _check_type),
     ("Details", _check_details),
     ("Summaries", _check_object),
+    ("Summaries.TotalNetValue", _check_total),
+    ("Summaries.TotalVatAmount", _check_total),
+    ("Summaries.TotalGrossValue", _check_gross),
 )
 
+#: The fields the provider requires in every document, as dotted paths.
+REQUIRED_FIELDS = tuple(path for path, _check in _CHECKS)
 
-def check_document(document: dict[str, Any]) -> list[FieldError]:
-    """The provider's minimal validation: each field is checked only when present.
 
-    The issuer's VAT number is checked separately (:func:`issuer_vat`), because the
-    service answers a mismatch with 401, not 400.
+def _missing(container: dict[str, Any], name: str) -> str:
+    """Why ``name`` is missing: ``is required``, naming a key that differs only in case."""
+    near = [key for key in container if isinstance(key, str) and key.lower() == name.lower()]
+    if near:
+        return f"is required (found {near[0]!r}: field names are case-sensitive)"
+    return "is required"
+
+
+def check_document(document: dict[str, Any], *, require: bool = True) -> list[FieldError]:
+    """The provider's validation: the required fields, each with its shape.
+
+    With ``require=False`` (a lenient sandbox) a field is checked only when present.
+    A member of an object that is missing or not an object is not looked for. The
+    issuer's VAT number is compared with the API key separately (:func:`issuer_vat`),
+    because the service answers a mismatch with 401, not 400.
     """
-    errors = [
-        FieldError(name, problem)
-        for name, check in _CHECKS
-        if name in document and (problem := check(document[name]))
-    ]
-    summaries = document.get("Summaries")
-    if isinstance(summaries, dict) and "TotalGrossValue" in summaries:
-        problem = _check_gross(summaries["TotalGrossValue"])
+    errors: list[FieldError] = []
+    for path, check in _CHECKS:
+        parent_name, _, name = path.rpartition(".")
+        parent = document.get(parent_name) if parent_name else document
+        if not isinstance(parent, dict):
+            continue
+        if name not in parent:
+            if require:
+                errors.append(FieldError(path, _missing(parent, name)))
+            continue
+        problem = check(parent[name])
         if problem:
-            errors.append(FieldError("Summaries.TotalGrossValue", problem))
+            errors.append(FieldError(path, problem))
     return errors
 
 

@@ -8,7 +8,6 @@ the aiohttp server (:mod:`._app`), plus the key pair the server decrypts with.
 from __future__ import annotations
 
 import asyncio
-import functools
 import random
 import secrets
 import time
@@ -16,14 +15,11 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
-from invoicing_async._pgp import Decryptor, ProviderKey
-
 from ._app import Server
+from ._environ import client_variables
 from ._faults import DEFAULT_RANDOM_KINDS, Fault, FaultPlan
 from ._inspect import Inspector
-from ._keys import Algorithm, cached_keypair, public_half
+from ._keys import Algorithm, KeyMaterial, cached_keypair, key_material
 from ._operations import Operations
 from ._pos import verify_pos_signature
 from ._provider import Provider
@@ -37,26 +33,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
     from types import TracebackType
 
+    from invoicing_async._pgp import ProviderKey
+
     from ._operations import ReSeeded, StoredUpload
     from ._pos import PosSignature
 
 __all__ = ["Sandbox"]
-
-
-@attrs.frozen
-class _KeyMaterial:
-    decryptor: Decryptor
-    public_armored: str
-    provider_key: ProviderKey
-
-
-@functools.lru_cache(maxsize=8)
-def _key_material(private_armored: str, public_armored: str | None) -> _KeyMaterial:
-    """Parse a secret key once: the decryptor and the public half, shared by sandboxes."""
-    decryptor = Decryptor(private_armored)
-    if public_armored is None:
-        public_armored = public_half(private_armored)
-    return _KeyMaterial(decryptor, public_armored, ProviderKey.from_armored(public_armored))
 
 
 class Sandbox:
@@ -102,8 +84,15 @@ class Sandbox:
         tests of ``RetryPolicy(resend_ambiguous=False)``.
     :param token_propagation_delay: seconds a new access token is unknown (401) after issue.
     :param revoke_tokens_on_issue: issuing a token revokes the client's earlier ones.
+    :param require_fields: refuse (400, with the provider's list of field errors) a
+        document missing a field the provider requires: ``Issuer.Vat``, ``Series``,
+        ``Number``, ``DateIssued``, ``InvoiceType``, ``Details`` (not empty) and
+        ``Summaries`` with ``TotalNetValue``, ``TotalVatAmount`` and ``TotalGrossValue``.
+        ``False`` checks fields only when present (and the issuer's VAT against the API
+        key only when there is one): for tests that send odd documents on purpose.
 
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.3.0 required fields are enforced; ``require_fields``.
     """
 
     def __init__(
@@ -128,6 +117,7 @@ class Sandbox:
         client_id: str = SANDBOX_CLIENT_ID,
         token_propagation_delay: float = 0.0,
         revoke_tokens_on_issue: bool = False,
+        require_fields: bool = True,
     ) -> None:
         salt = secrets.token_hex(16) if seed is None else f"seed:{seed}"
         self._provider = Provider(
@@ -143,6 +133,7 @@ class Sandbox:
             default_client_id=client_id,
             token_propagation_delay=token_propagation_delay,
             revoke_tokens_on_issue=revoke_tokens_on_issue,
+            require_fields=require_fields,
         )
         self._operations = Operations(self._provider, salt)
         self._host = host
@@ -160,7 +151,7 @@ class Sandbox:
             raise ValueError("max_in_flight must be at least 1")
         self._max_in_flight = max_in_flight
         self._faults = FaultPlan()
-        self._material: _KeyMaterial | None = None
+        self._material: KeyMaterial | None = None
         self._server: Server | None = None
         self._port = 0
 
@@ -231,13 +222,13 @@ class Sandbox:
             if started_here:
                 await self.close()
 
-    def _load_key(self) -> _KeyMaterial:
+    def _load_key(self) -> KeyMaterial:
         if self._material is not None:
             return self._material
         if self._key_file is not None:
-            return _key_material(Path(self._key_file).read_text(encoding="ascii"), None)
+            return key_material(Path(self._key_file).read_text(encoding="ascii"), None)
         pair = cached_keypair(self._key_algorithm)
-        return _key_material(pair.private_armored, pair.public_armored)
+        return key_material(pair.private_armored, pair.public_armored)
 
     # --- what tests read ---------------------------------------------------------------------
 
@@ -327,6 +318,16 @@ class Sandbox:
         target = Path(path)
         target.write_text(self.public_key_armored, encoding="ascii")
         return target
+
+    def client_variables(self, directory: str | os.PathLike[str]) -> dict[str, str]:
+        """The ``INVOICING_*`` variables ``InvoicingClient.from_env()`` needs to reach it.
+
+        Writes the provider key (``provider.asc``) and, with TLS, the CA (``ca.pem``)
+        into ``directory``; the key is pinned by its fingerprint.
+
+        .. versionadded:: 0.3.0
+        """
+        return client_variables(self, Path(directory))
 
     def environment(
         self, name: str | None = None, *, client_id: str | None = None
