@@ -5,7 +5,8 @@ in the file (where a signature *belongs* is decided by what it verifies against,
 :mod:`._validity`). What cannot be understood is kept as "not understood" rather than
 refused, as GnuPG does: a subkey of an algorithm nothing here reads (RFC 9580's X25519,
 a future algorithm) is a :class:`KeyPacket` without ``key``; a signature packet that is
-malformed or of another version is skipped. A key packet that is *malformed* (its known
+malformed or of another version is skipped, and so is a user id of :data:`MAX_USER_ID`
+octets or more (Sequoia's limit). A key packet that is *malformed* (its known
 algorithm's fields truncated, octets left over after them, or more than the 65,535
 octets a v4 fingerprint covers) carries the ``problem``: such a primary key is refused,
 such a subkey is never used. Only a broken framing or an unreadable primary key packet
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
+from typing import Final
 
 import attrs
 
@@ -34,10 +36,20 @@ from ._packets import (
 )
 from ._sigs import Signature, parse_signature
 
-__all__ = ["Certificate", "Component", "KeyPacket", "parse_certificate", "read_key_packet"]
+__all__ = [
+    "MAX_USER_ID",
+    "Certificate",
+    "Component",
+    "KeyPacket",
+    "parse_certificate",
+    "read_key_packet",
+]
 
 # Packets a certificate may carry that say nothing about it here.
 _IGNORED = frozenset({Tag.TRUST, Tag.MARKER})
+#: User id packets this long or longer are skipped, as Sequoia skips them (GnuPG skips
+#: those over 2 KiB): a key whose only user id is one has no self-signature.
+MAX_USER_ID: Final = 32 * 1024
 
 
 @attrs.frozen
@@ -153,7 +165,7 @@ def parse_certificate(binary: bytes) -> Certificate:
         kept.append((tag, body))
         if tag == Tag.SIGNATURE:
             groups[-1][2].append(body)
-        elif tag in (Tag.USER_ID, Tag.USER_ATTRIBUTE):
+        elif tag == Tag.USER_ATTRIBUTE or (tag == Tag.USER_ID and len(body) < MAX_USER_ID):
             groups.append((tag, body, [], None))
         elif tag == Tag.PUBLIC_SUBKEY:
             # not even the fixed fields: skipped like an unknown packet
