@@ -346,6 +346,13 @@ def huge_user_attribute(size: int = 512 * 1024, bad: int = 600) -> Made:
     return _made(cert.subkey(enc), enc=enc)
 
 
+def spoiled_certifications() -> Made:
+    """1,100 spoiled certifications (right digest prefix, wrong mathematics) on a small user
+    attribute: more failed public-key operations than a key may cost.
+    """
+    return huge_user_attribute(1024, 1100)
+
+
 _EVERY_HASH = (
     "a revocation counts in any hash that verifies (rule 4); GnuPG and Sequoia ignore MD5 "
     "signatures, Sequoia 1.x also SHA-1 key revocations made since its cut-off"
@@ -377,6 +384,11 @@ _FUTURE_BINDING = (
 _MALFORMED = (
     "a key packet with octets after its fields, or longer than a v4 fingerprint covers, is "
     "malformed (as Sequoia); GnuPG reads the fields and uses the key"
+)
+_SPOILED = (
+    "more than 1,024 self-signatures that carry the right digest prefix and do not verify "
+    "make a key malformed (rule 2: a bound on public-key operations); GnuPG and Sequoia "
+    "check them all and use the good one"
 )
 _SMALL_ORDER = (
     "a Curve25519 point of small order cannot receive messages (every sender's shared "
@@ -486,6 +498,7 @@ CASES = [
     Forged("oversized-user-id", None, oversized_user_id, "no_self_signature"),
     # 9. linear time
     Forged("huge-user-attribute", 9, huge_user_attribute, "sub:enc"),
+    Forged("spoiled-certifications", 9, spoiled_certifications, "malformed", stricter=_SPOILED),
 ]
 
 CASES_BY_NAME = {case.name: case for case in CASES}

@@ -152,14 +152,14 @@ def _load(data: bytes, pin: str | None, now: dt.datetime) -> ProviderKey:
     primary = _check_primary(cert.primary, pin, now)
     try:
         validity = Validity(cert, Verifier(primary), now)
+        standing = _primary_standing(cert, validity, now)
+        try:
+            ranked = choices(validity, cert, standing.deadline, now)
+        except ProviderKeyError as refusal:
+            ranked = [primary_choice(cert.primary, standing, refusal)]
     except PacketError as exc:
         fingerprint = cert.primary.fingerprint
         raise fail("malformed", f"the key {fingerprint} is malformed: {exc}") from None
-    standing = _primary_standing(cert, validity, now)
-    try:
-        ranked = choices(validity, cert, standing.deadline, now)
-    except ProviderKeyError as refusal:
-        ranked = [primary_choice(cert.primary, standing, refusal)]
     return ProviderKey(
         fingerprint=cert.primary.fingerprint,
         expires_at=standing.expires,

@@ -15,7 +15,10 @@ rule says what it decides; :mod:`._keys` turns the outcome into a recipient or a
    a hash each, from the subject's kept hash state; more than
    :data:`MAX_REHOMING_TRIALS` tries make the key ``malformed``. The public-key operation
    comes last, only for a signature whose verdict matters (the newest binding that could
-   count, a revocation that would be in force), once.
+   count, a revocation that would be in force), once; more than
+   :data:`MAX_FAILED_CHECKS` signatures that carry the right digest prefix and still do
+   not verify (only a forger makes them) make the key ``malformed`` too. Loading costs
+   time linear in the key's size, with a bounded number of public-key operations.
 3. *Bindings* (user-id certifications, direct-key signatures, subkey bindings) count when
    their hash is accepted by the strict policy (:func:`~._sigs.hash_refusal`: reason
    ``weak_hash``), they carry no critical subpacket not understood, they are not dated
@@ -60,6 +63,7 @@ if TYPE_CHECKING:
     from ._verify import Verifier
 
 __all__ = [
+    "MAX_FAILED_CHECKS",
     "MAX_REHOMING_TRIALS",
     "PrimaryStanding",
     "Refusal",
@@ -69,6 +73,9 @@ __all__ = [
 
 #: Hashes spent trying signatures against components other than the one they follow.
 MAX_REHOMING_TRIALS: Final = 65_536
+#: Public-key operations that may fail on one key: a signature whose digest prefix
+#: matches and whose mathematics does not is a forgery or corruption, never a habit.
+MAX_FAILED_CHECKS: Final = 1024
 
 _KEY, _USER_ID, _SUBKEY = 0, 1, 2
 # What each signature type is about.
@@ -172,8 +179,8 @@ class Validity:
     """A certificate's signatures placed on its components (rules 1 and 2), judged at ``now``.
 
     Built once per load; :meth:`primary` and :meth:`subkey` verify only what their
-    verdict needs, each signature at most once. :class:`PacketError` from the
-    constructor when placing misplaced signatures costs more than a key can.
+    verdict needs, each signature at most once. :class:`PacketError` from any of them
+    when a key costs more than a key can (rule 2's budgets).
     """
 
     def __init__(self, cert: Certificate, verifier: Verifier, now: dt.datetime) -> None:
@@ -183,6 +190,7 @@ class Validity:
         # Each component's signatures, with the digest they sign: primary, user ids, subkeys.
         self._placed: list[list[tuple[Signature, bytes]]] = []
         self._verified: dict[int, bool] = {}
+        self._failures = 0
         self._place()
 
     def _place(self) -> None:
@@ -218,10 +226,16 @@ class Validity:
                         break
 
     def _valid(self, signature: Signature, digest: bytes) -> bool:
-        """The public-key check, once per signature."""
+        """The public-key check, once per signature.
+
+        :class:`PacketError` past :data:`MAX_FAILED_CHECKS` failures.
+        """
         known = self._verified.get(id(signature))
         if known is None:
             known = self._verified[id(signature)] = self._verifier.check(signature, digest)
+            self._failures += not known
+            if self._failures > MAX_FAILED_CHECKS:
+                raise PacketError("more signatures that do not verify than a key carries")
         return known
 
     def _of(self, index: int, *kinds: int) -> list[tuple[Signature, bytes]]:
