@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ProviderKey"]
 
+_AGAIN = "ask the provider for its public key again, as its OpenPGP software exports it"
+
 
 def _binary_public_key(data: bytes) -> bytes:
     """The binary key in ``data`` (armored or not), refused early if it is no v4 public key."""
@@ -75,7 +77,10 @@ def _binary_public_key(data: bytes) -> bytes:
 def _check_primary(packet: KeyPacket, pin: str | None, now: dt.datetime) -> PublicKey:
     """The primary key's fields; refused if it is not the pinned one, unusable or weak."""
     if packet.problem is not None:
-        raise fail("malformed", f"the primary key packet is malformed: {packet.problem}")
+        raise fail(
+            "malformed",
+            f"the primary key packet is malformed: {packet.problem}; {_AGAIN}",
+        )
     fingerprint = packet.fingerprint
     if pin is not None:
         wanted = pin.replace(" ", "").upper()
@@ -159,7 +164,7 @@ def _load(data: bytes, pin: str | None, now: dt.datetime) -> ProviderKey:
             ranked = [primary_choice(cert.primary, standing, refusal)]
     except PacketError as exc:
         fingerprint = cert.primary.fingerprint
-        raise fail("malformed", f"the key {fingerprint} is malformed: {exc}") from None
+        raise fail("malformed", f"the key {fingerprint} is malformed: {exc}; {_AGAIN}") from None
     return ProviderKey(
         fingerprint=cert.primary.fingerprint,
         expires_at=standing.expires,
