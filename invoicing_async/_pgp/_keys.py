@@ -239,10 +239,13 @@ class ProviderKey:
         last = self._choices[-1]
         if not strict:
             return last
+        if self.expires_at is not None and self.expires_at.timestamp() <= last.deadline:
+            why = f"the key expired on {date(self.expires_at)}"
+        else:
+            why = f"its encryption subkey {last.fingerprint} was valid until {_when(last.deadline)}"
         raise fail(
             "expired",
-            f"the key {self.fingerprint} can no longer receive messages: its encryption "
-            f"subkey {last.fingerprint} expired on {_when(last.deadline)}; "
+            f"the key {self.fingerprint} can no longer receive messages: {why}; "
             "ask the provider for a renewed key (or the same key with a new expiry date)",
         )
 
