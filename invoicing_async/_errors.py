@@ -103,16 +103,21 @@ class ProviderKeyError(InvoicingError):
     """The provider's public key cannot be used for encryption.
 
     :ivar reason: a stable code: ``missing`` (no key given), ``unreadable``,
-        ``secret_key``, ``unsupported_version``, ``expired``, ``revoked``,
+        ``secret_key``, ``unsupported_version``, ``expired`` (also raised by
+        ``encrypt()`` once no subkey is valid any more), ``revoked``,
         ``no_encryption_subkey``, ``weak_rsa``, ``unsupported_algorithm``,
         ``fingerprint_mismatch``, ``weak_hash`` (its self-signatures use only hashes the
-        policy refuses) or ``not_yet_valid`` (dated in the future). The message says what
-        to ask the provider for. ``not_decryptable``: the provider answered that it cannot
-        decrypt what was encrypted to the key (not the provider's current key); the
-        error then has the provider's ``status`` and ``body``.
+        policy refuses), ``not_yet_valid`` (dated in the future), ``no_self_signature``
+        (no user id certification or direct-key signature by the key itself counts) or
+        ``malformed`` (a broken key packet, an invalid public point, more misplaced or
+        failing signatures than a key carries). The message says what to ask the
+        provider for. ``not_decryptable``: the provider answered that it cannot decrypt
+        what was encrypted to the key (not the provider's current key); the error then
+        has the provider's ``status`` and ``body``.
 
     .. versionchanged:: 0.2.0 the ``weak_hash`` and ``not_yet_valid`` reasons.
-    .. versionchanged:: 0.3.0 the ``not_decryptable`` reason.
+    .. versionchanged:: 0.3.0 the ``no_self_signature``, ``malformed`` and
+       ``not_decryptable`` reasons.
     """
 
     def __init__(

@@ -42,12 +42,12 @@ if typing.TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Mapping
     from types import TracebackType
 
-    from ._tokencache import TokenCache
     from ._client import InvoicingClient
     from ._documents import Document
     from ._ledger._sqlite_ledger import Ledger
     from ._models import AccessToken, DocumentResult
     from ._outcomes import BatchProgress, Outcome, RetryPolicy
+    from ._tokencache import TokenCache
 
 __all__ = ["BlockingClient"]
 

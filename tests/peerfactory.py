@@ -414,22 +414,36 @@ PEERS: dict[str, Peer] = {
 }
 
 
-# --- GnuPG as the oracle of subkey choice ----------------------------------------------------
+# --- GnuPG and Sequoia as oracles of subkey choice -------------------------------------------
 
 
-def gnupg_choice(public: str) -> str | None:
+def _pkesk_key_id(body: bytes) -> str:
+    """The key id a PKESK v3 names, or (v6, as newer Sequoia writes) its v4 fingerprint's."""
+    if body[0] == 6:  # version, length, key version, fingerprint
+        return body[3 : 2 + body[1]][-8:].hex().upper()
+    return body[1:9].hex().upper()
+
+
+def _pkesk_key_ids(message: bytes) -> frozenset[str]:
+    return frozenset(_pkesk_key_id(body) for tag, body in iter_packets(message) if tag == Tag.PKESK)
+
+
+def gnupg_choice(public: str, *, at: int | None = None) -> str | None:
     """The key id (16 upper-case hex digits) GnuPG encrypts to for ``public``, or None
-    when GnuPG refuses to encrypt to it (or cannot import it).
+    when GnuPG refuses to encrypt to it (or cannot import it). ``at``: GnuPG's clock
+    (``--faked-system-time``, seconds since the epoch) instead of now.
     """
     gpg = kf.require_gpg()
     home = kf._new_home("oracle")
     _, binary = dearmor(public.encode())
+    clock = [] if at is None else ["--faked-system-time", f"{at}!"]
     imported = subprocess.run(
         [
             gpg,
             "--homedir",
             str(home),
             "--batch",
+            *clock,
             "--import",
             "--import-options",
             "import-show",
@@ -451,6 +465,7 @@ def gnupg_choice(public: str) -> str | None:
             "--homedir",
             str(home),
             "--batch",
+            *clock,
             "--trust-model",
             "always",
             "--encrypt",
@@ -464,6 +479,37 @@ def gnupg_choice(public: str) -> str | None:
     )
     if proc.returncode != 0:
         return None
-    pkesks = [body for tag, body in iter_packets(proc.stdout) if tag == Tag.PKESK]
-    assert len(pkesks) == 1, "GnuPG encrypted to one key"
-    return pkesks[0][1:9].hex().upper()
+    (chosen,) = _pkesk_key_ids(proc.stdout)  # GnuPG encrypts to one key
+    return chosen
+
+
+def sq_choice(public: bytes, *, at: int | None = None) -> frozenset[str] | None:
+    """The key ids ``sq encrypt`` encrypts to for ``public`` (every valid encryption
+    subkey: Sequoia encrypts to all of them), or None when it refuses. ``at``: the time
+    it judges the key at (``--time``) instead of now.
+    """
+    sq = kf.require_sq()
+    folder = _dir("sq-oracle")
+    (folder / "cert.pgp").write_bytes(public)
+    clock = [] if at is None else ["--time", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))]
+    proc = subprocess.run(
+        [sq, "encrypt", "--binary", *clock, "--recipient-cert", str(folder / "cert.pgp")],
+        input=b"oracle",
+        capture_output=True,
+        env=_ENV,
+        check=False,
+    )
+    return _pkesk_key_ids(proc.stdout) if proc.returncode == 0 else None
+
+
+def pysequoia_choice(public: bytes) -> frozenset[str] | None:
+    """The key ids pysequoia encrypts to for ``public`` now, or None when it refuses."""
+    PEERS["pysequoia"].require()
+    import pysequoia  # noqa: PLC0415
+
+    try:
+        cert = pysequoia.Cert.from_bytes(public)
+        message = pysequoia.encrypt(b"oracle", recipients=[cert], armor=False)
+    except Exception:  # any refusal is a verdict
+        return None
+    return _pkesk_key_ids(bytes(message))

@@ -26,6 +26,7 @@ from invoicing_async._pgp import (
     read_public_key,
 )
 from invoicing_async._pgp._compose import recipient_for
+from invoicing_async._pgp._decrypt import _session_key
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -68,7 +69,9 @@ def test_message_shape(key_and_decryptor):
     assert pkesk[1:9].hex().upper() == key.subkey_fingerprint[-16:]
     assert pkesk[9] == (PK_ECDH if key.algorithm != "RSA-3072" else 1)
     assert seipd[0] == 1
-    [(cipher, session_key)] = decryptor._session_keys([pkesk], saw_skesk=False)[0]
+    found = _session_key(decryptor._keys[pkesk[1:9]], pkesk[9], pkesk[10:])
+    assert found is not None
+    cipher, session_key = found
     assert (cipher, len(session_key)) == (9, 32)
     decrypting = aes_cfb(session_key).decryptor()
     plaintext = decrypting.update(seipd[1:]) + decrypting.finalize()

@@ -36,6 +36,7 @@ except ImportError:  # pragma: no cover - cryptography 42-46 (the supported rang
 __all__ = [
     "AES_KEY_SIZES",
     "KDF_HASHES",
+    "InvalidKeyMaterialError",
     "Recipient",
     "aes_cfb",
     "ecdh_kdf_param",
@@ -53,6 +54,10 @@ KDF_HASHES: Final[dict[int, type[hashes.HashAlgorithm]]] = {
     9: hashes.SHA384,
     10: hashes.SHA512,
 }
+
+
+class InvalidKeyMaterialError(PacketError):
+    """A key of a supported algorithm whose public numbers or point are not valid."""
 
 
 def aes_cfb(key: bytes) -> Cipher[CFB]:
@@ -122,6 +127,27 @@ class _ECDHRecipient:
 Recipient = _RSARecipient | _ECDHRecipient
 
 
+_P25519: Final = 2**255 - 19
+# The u-coordinates of the Curve25519 (and twist) points of small order, as libsodium
+# lists them: with any of them every sender's shared secret is all zeros, which
+# cryptography refuses at the exchange.
+_SMALL_ORDER: Final = frozenset(
+    {
+        0,
+        1,
+        _P25519 - 1,
+        325606250916557431795983626356110631294008115727848805560023387167927233504,
+        39382357235489614581723060781553021112529911719440698176882885853963445705823,
+    }
+)
+
+
+def _small_order(raw: bytes) -> bool:
+    """Whether a Curve25519 public key (32 octets, little-endian u) is of small order."""
+    u = int.from_bytes(raw, "little") & ((1 << 255) - 1)  # RFC 7748 ignores the top bit
+    return u % _P25519 in _SMALL_ORDER
+
+
 def recipient_for(key: PublicKey) -> Recipient:
     """What messages to ``key`` are built with; :class:`PacketError` says why not."""
     if key.algorithm in PK_RSA:
@@ -129,7 +155,9 @@ def recipient_for(key: PublicKey) -> Recipient:
         try:
             return _RSARecipient(key.key_id, rsa.RSAPublicNumbers(e, n).public_key())
         except ValueError:
-            raise PacketError(f"the {key.description} key's public numbers are invalid") from None
+            raise InvalidKeyMaterialError(
+                f"the {key.description} key's public numbers are invalid"
+            ) from None
     if key.algorithm != PK_ECDH or key.oid not in CURVES:
         raise PacketError(f"{key.description} keys cannot receive messages here")
     name, curve = CURVES[key.oid]
@@ -141,14 +169,16 @@ def recipient_for(key: PublicKey) -> Recipient:
     (point,) = key.mpis
     invalid = f"the {name} key's public point is invalid"
     if curve is None and (len(point) != 33 or point[0] != 0x40 or name != "Curve25519"):
-        raise PacketError(invalid)
+        raise InvalidKeyMaterialError(invalid)
+    if curve is None and _small_order(point[1:]):
+        raise InvalidKeyMaterialError(f"{invalid} (a point of small order)")
     try:
         if curve is None:
             x25519.X25519PublicKey.from_public_bytes(point[1:])
         else:
             ec.EllipticCurvePublicKey.from_encoded_point(curve, point)
     except ValueError:
-        raise PacketError(invalid) from None
+        raise InvalidKeyMaterialError(invalid) from None
     param = ecdh_kdf_param(key.oid, kdf, key.fingerprint)
     return _ECDHRecipient(key.key_id, curve, point, kdf, param)
 

@@ -17,6 +17,21 @@ Framing, armor, CFB and the ECDH KDF are the client's own (this package, beside 
 composer): one definition for both ends of the wire. Every failure is an :class:`OpenPGPError`
 subclass whose message holds no key material and no plaintext, so the sandbox can
 answer it as a 400 instead of crashing on hostile input.
+
+The sandbox runs as a service decrypting untrusted input, so a message gets budgets for
+the whole of it, each refused early with a typed error and memory a small multiple of
+the input:
+
+* at most :data:`MAX_PKESKS` PKESK packets (``UnsupportedMessageError``), GnuPG-like,
+  tried in order, stopping at the first session key that decrypts (each costs one
+  private-key operation), and at most :data:`MAX_OTHER_PACKETS` SKESK and marker
+  packets before the encrypted data (``MalformedMessageError``);
+* one decompression budget shared by every compressed packet of the message, siblings
+  and nested ones alike (``MessageTooLargeError``), compressed packets nested at most
+  :data:`MAX_NESTING` deep, and at most :data:`MAX_OTHER_PACKETS` packets beside the
+  literal data inside (``MalformedMessageError``);
+* partial body lengths as :func:`~._packets.iter_packets` bounds them: a first chunk of
+  512 octets or more, few small chunks after it (``MalformedMessageError``).
 """
 
 from __future__ import annotations
@@ -35,6 +50,9 @@ from ._packets import PK_ECDH, PK_RSA, PacketError, Reader, Tag, checksum16, ite
 from ._secret import DecryptionKey, InvalidKeyError, OpenPGPError, load_decryption_keys
 
 __all__ = [
+    "MAX_NESTING",
+    "MAX_OTHER_PACKETS",
+    "MAX_PKESKS",
     "Decryptor",
     "IntegrityError",
     "InvalidKeyError",
@@ -75,8 +93,15 @@ class MessageTooLargeError(OpenPGPError):
 
 
 _DEFAULT_MAX_SIZE: Final = 16 * 1024 * 1024
-# Legitimate senders never nest compressed packets more than once; quine bombs do.
-_MAX_NESTING: Final = 8
+#: Compressed packets inside compressed packets: legitimate senders never nest them (a
+#: sender compresses once); quine bombs do.
+MAX_NESTING: Final = 8
+#: PKESK packets a message may carry: each may cost a private-key operation. GnuPG-like
+#: (a message to a few dozen recipients); the library writes one.
+MAX_PKESKS: Final = 32
+#: Packets skipped without use (markers, SKESKs before the encrypted data; signatures,
+#: one-pass signatures and markers beside the literal data): a signed message has two.
+MAX_OTHER_PACKETS: Final = 32
 _ZERO_KEY_ID: Final = bytes(8)
 
 _SessionKey: TypeAlias = tuple[int, bytes]  # (symmetric algorithm id, key)
@@ -151,26 +176,42 @@ def _session_key(key: DecryptionKey, pk_algo: int, rest: bytes) -> _SessionKey |
     return None
 
 
-def _decompress(algo: int, data: bytes, limit: int) -> bytes:
-    """Inflate a Compressed Data body, refusing to produce more than ``limit`` bytes."""
-    if algo == 0:
-        output = data
-    elif algo in (1, 2):
-        inflater = zlib.decompressobj(-15 if algo == 1 else 15)
-        try:
-            output = inflater.decompress(data, limit + 1)
-        except zlib.error:
-            raise MalformedMessageError("corrupt compressed data") from None
-        if len(output) <= limit and not inflater.eof:
-            raise MalformedMessageError("truncated compressed data")
-    else:
-        raise UnsupportedMessageError(f"unsupported compression algorithm {algo}")
-    if len(output) > limit:
-        raise MessageTooLargeError("decompressed message exceeds size limit")
-    return output
+class _Budget:
+    """What the whole plaintext may still cost: decompressed octets and skipped packets."""
+
+    __slots__ = ("octets", "packets")
+
+    def __init__(self, octets: int) -> None:
+        self.octets = octets
+        self.packets = MAX_OTHER_PACKETS
+
+    def inflate(self, algo: int, data: bytes) -> bytes:
+        """Inflate a Compressed Data body within the octets left, and spend them."""
+        if algo == 0:
+            output = data
+        elif algo in (1, 2):
+            inflater = zlib.decompressobj(-15 if algo == 1 else 15)
+            try:
+                output = inflater.decompress(data, self.octets + 1)
+            except zlib.error:
+                raise MalformedMessageError("corrupt compressed data") from None
+            if len(output) <= self.octets and not inflater.eof:
+                raise MalformedMessageError("truncated compressed data")
+        else:
+            raise UnsupportedMessageError(f"unsupported compression algorithm {algo}")
+        self.octets -= len(output)
+        if self.octets < 0:
+            raise MessageTooLargeError("decompressed message exceeds size limit")
+        return output
+
+    def skip(self) -> None:
+        """Count a packet skipped without use."""
+        self.packets -= 1
+        if self.packets < 0:
+            raise MalformedMessageError("too many packets beside the literal data")
 
 
-def _collect_literals(data: bytes, limit: int, depth: int, found: list[bytes]) -> None:
+def _collect_literals(data: bytes, budget: _Budget, depth: int, found: list[bytes]) -> None:
     """Walk the decrypted packets, appending literal data bodies.
 
     Signatures, one-pass signatures and marker packets are skipped: the sandbox needs
@@ -184,12 +225,14 @@ def _collect_literals(data: bytes, limit: int, depth: int, found: list[bytes]) -
             reader.take(4)  # date
             found.append(reader.rest())
         elif tag == Tag.COMPRESSED:
-            if depth >= _MAX_NESTING:
+            if depth >= MAX_NESTING:
                 raise MalformedMessageError("compressed packets nested too deeply")
             if not body:
                 raise MalformedMessageError("empty compressed data packet")
-            _collect_literals(_decompress(body[0], body[1:], limit), limit, depth + 1, found)
-        elif tag not in (Tag.SIGNATURE, Tag.ONE_PASS_SIGNATURE, Tag.MARKER):
+            _collect_literals(budget.inflate(body[0], body[1:]), budget, depth + 1, found)
+        elif tag in (Tag.SIGNATURE, Tag.ONE_PASS_SIGNATURE, Tag.MARKER):
+            budget.skip()
+        else:
             raise MalformedMessageError(f"unexpected packet type {tag} in plaintext")
         if len(found) > 1:
             raise MalformedMessageError("more than one literal data packet")
@@ -198,6 +241,10 @@ def _collect_literals(data: bytes, limit: int, depth: int, found: list[bytes]) -
 def _decrypt_seipd(key: bytes, ciphertext: bytes) -> bytes | None:
     """The plaintext of a SEIPD v1 body (after its version octet); ``None`` if not authentic."""
     if len(ciphertext) < 16 + 2 + 22:
+        return None
+    # The quick check first, on two blocks: a wrong key costs no pass over the message.
+    head = aes_cfb(key).decryptor().update(ciphertext[:18])
+    if head[14:16] != head[16:18]:
         return None
     decryptor = aes_cfb(key).decryptor()
     plaintext = decryptor.update(ciphertext) + decryptor.finalize()
@@ -225,30 +272,71 @@ _OUTER_REFUSALS: Final[dict[int, tuple[type[OpenPGPError], str]]] = {
 }
 
 
-def _parse_envelope(binary: bytes) -> tuple[list[bytes], bytes, bool]:
-    """``(PKESK bodies, SEIPD v1 ciphertext after its version octet, saw an SKESK)``."""
-    pkesks: list[bytes] = []
-    encrypted: bytes | None = None
-    saw_skesk = False
-    for tag, body in iter_packets(binary):
-        if encrypted is not None:
+class _Envelope:
+    """The packets before the encrypted data, counted as they come."""
+
+    __slots__ = ("encrypted", "others", "pkesks", "saw_skesk")
+
+    def __init__(self) -> None:
+        self.pkesks: list[bytes] = []
+        self.encrypted: bytes | None = None
+        self.saw_skesk = False
+        self.others = 0
+
+    def add(self, tag: int, body: bytes) -> None:
+        """Take the next outer packet, refusing what the sandbox does not accept."""
+        if self.encrypted is not None:
             raise MalformedMessageError("trailing data after encrypted data packet")
         refusal = _OUTER_REFUSALS.get(tag)
         if refusal is not None:
             raise refusal[0](refusal[1])
         if tag == Tag.PKESK:
-            pkesks.append(body)
+            self.pkesks.append(body)
+            if len(self.pkesks) > MAX_PKESKS:
+                raise UnsupportedMessageError(
+                    f"messages to more than {MAX_PKESKS} public keys (PKESK packets) "
+                    "are not supported"
+                )
         elif tag == Tag.SEIPD:
-            encrypted = body
-        elif tag == Tag.SKESK:
-            saw_skesk = True
-        elif tag != Tag.MARKER:
+            self.encrypted = body
+        elif tag in (Tag.SKESK, Tag.MARKER):
+            self.saw_skesk = self.saw_skesk or tag == Tag.SKESK
+            self.others += 1
+            if self.others > MAX_OTHER_PACKETS:
+                raise MalformedMessageError("too many packets before the encrypted data")
+        else:
             raise MalformedMessageError(f"unexpected packet type {tag}")
+
+
+def _parse_envelope(binary: bytes) -> tuple[list[bytes], bytes, bool]:
+    """``(PKESK bodies, SEIPD v1 ciphertext after its version octet, saw an SKESK)``."""
+    envelope = _Envelope()
+    for tag, body in iter_packets(binary):
+        envelope.add(tag, body)
+    encrypted = envelope.encrypted
     if encrypted is None:
         raise MalformedMessageError("no encrypted data packet")
     if not encrypted or encrypted[0] != 1:
         raise UnsupportedMessageError("only SEIPD version 1 is supported")
-    return pkesks, encrypted[1:], saw_skesk
+    return envelope.pkesks, encrypted[1:], envelope.saw_skesk
+
+
+def _first_plaintext(
+    keys: list[DecryptionKey], pk_algo: int, rest: bytes, encrypted: bytes
+) -> tuple[bytes | None, bool]:
+    """The plaintext with the first of ``keys`` whose session key decrypts.
+
+    Also whether any key gave a well-formed session key at all.
+    """
+    found = False
+    for key in keys:
+        session_key = _session_key(key, pk_algo, rest)
+        if session_key is not None:
+            found = True
+            plaintext = _decrypt_seipd(session_key[1], encrypted)
+            if plaintext is not None:
+                return plaintext, True
+    return None, found
 
 
 class Decryptor:
@@ -300,34 +388,24 @@ class Decryptor:
         if kind not in (None, "MESSAGE"):
             raise MalformedMessageError(f"unexpected armor block {kind}")
         pkesks, encrypted, saw_skesk = _parse_envelope(binary)
-        candidates, addressed = self._session_keys(pkesks, saw_skesk=saw_skesk)
-        for _, key in candidates:
-            plaintext = _decrypt_seipd(key, encrypted)
-            if plaintext is not None:
-                break
-        else:
-            if addressed:
-                raise IntegrityError("decryption failed: message is corrupt")
-            raise WrongKeyError("message is not encrypted to this key")
+        plaintext = self._plaintext(pkesks, encrypted, saw_skesk=saw_skesk)
         found: list[bytes] = []
-        _collect_literals(plaintext, limit, 0, found)
+        _collect_literals(plaintext, _Budget(limit), 0, found)
         if not found:
             raise MalformedMessageError("no literal data packet")
         if len(found[0]) > max_size:
             raise MessageTooLargeError("message exceeds size limit")
         return found[0]
 
-    def _session_keys(
-        self, pkesks: list[bytes], *, saw_skesk: bool
-    ) -> tuple[list[_SessionKey], bool]:
-        """Candidate session keys, and whether a PKESK named one of our keys.
+    def _plaintext(self, pkesks: list[bytes], encrypted: bytes, *, saw_skesk: bool) -> bytes:
+        """The decrypted SEIPD with the first session key that decrypts it.
 
-        Naming one of our keys turns a later failure into ``IntegrityError`` rather than
-        ``WrongKeyError``. A wildcard (all-zero) key id is tried against every key: the
-        recipient is hidden by design.
+        PKESKs are tried in order, each with the key it names (a wildcard, all-zero key id:
+        every key, the recipient is hidden by design), until a session key decrypts the
+        message. Naming one of our keys turns a failure into ``IntegrityError`` rather
+        than ``WrongKeyError``.
         """
-        candidates: list[_SessionKey] = []
-        addressed = wildcard = unsupported = False
+        addressed = wildcard = unsupported = found = False
         for body in pkesks:
             reader = Reader(body)
             if reader.byte() != 3:
@@ -335,22 +413,18 @@ class Decryptor:
                 continue
             key_id = reader.take(8)
             if key_id == _ZERO_KEY_ID:
-                wildcard = True
-                keys = list(self._keys.values())
+                wildcard, keys = True, list(self._keys.values())
             elif key_id in self._keys:
-                addressed = True
-                keys = [self._keys[key_id]]
+                addressed, keys = True, [self._keys[key_id]]
             else:
                 continue
-            pk_algo, rest = reader.byte(), reader.rest()
-            candidates.extend(
-                found for key in keys if (found := _session_key(key, pk_algo, rest)) is not None
-            )
-        if candidates:
-            return candidates, addressed
+            plaintext, tried = _first_plaintext(keys, reader.byte(), reader.rest(), encrypted)
+            if plaintext is not None:
+                return plaintext
+            found = found or tried
         if addressed:
             raise IntegrityError("decryption failed: message is corrupt")
-        if wildcard or not (unsupported or saw_skesk):
+        if found or wildcard or not (unsupported or saw_skesk):
             raise WrongKeyError("message is not encrypted to this key")
         if unsupported:
             raise UnsupportedMessageError("unsupported PKESK version")

@@ -10,6 +10,12 @@ is one definition of each encoding to get right:
   lengths) and new-format ones including partial body lengths, which GnuPG uses when it
   streams. Every read past the end raises :class:`PacketError`, never ``IndexError``:
   the sandbox reads hostile input.
+
+Partial body lengths are bounded so that reading costs a small multiple of the input in
+memory and time: the first partial chunk of a packet must be at least 512 octets (RFC 4880
+§4.2.2.4, RFC 9580 §4.2.1.4), at most :data:`MAX_SMALL_CHUNKS` later partial chunks of a
+packet may be shorter than that (a streaming writer's tail), and the chunks are gathered
+in one buffer rather than a list of small objects.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CURVES",
+    "MAX_KEY_PACKET",
+    "MAX_SMALL_CHUNKS",
     "OTHER_CURVES",
     "PK_DSA",
     "PK_ECDH",
@@ -40,6 +48,7 @@ __all__ = [
     "PublicKey",
     "Reader",
     "Tag",
+    "UnknownAlgorithmError",
     "checksum16",
     "encode_length",
     "iter_packets",
@@ -74,6 +83,13 @@ class Tag:
 
 # Only these packets may use partial body lengths (RFC 4880 §4.2.2.4).
 _PARTIAL_OK: Final = frozenset({Tag.COMPRESSED, Tag.SED, Tag.LITERAL, Tag.SEIPD, Tag.AEAD})
+# "The first partial length MUST be at least 512 octets long."
+_MIN_FIRST_PARTIAL: Final = 512
+#: Partial chunks under 512 octets a packet may have after its first one (writers that
+#: flush in powers of two end a stream with a few; 1-octet chunks are a memory attack).
+MAX_SMALL_CHUNKS: Final = 32
+#: The longest key packet a v4 fingerprint can cover (its length is hashed in 2 octets).
+MAX_KEY_PACKET: Final = 0xFFFF
 
 #: Public-key algorithm ids (RFC 4880 §9.1, RFC 6637).
 PK_RSA: Final = frozenset({1, 2, 3})
@@ -124,6 +140,10 @@ class PacketError(ValueError):
     """Malformed OpenPGP data: truncated, bad header, unknown key layout."""
 
 
+class UnknownAlgorithmError(PacketError):
+    """A key of a public-key algorithm nothing here reads (its layout is unknown)."""
+
+
 def encode_length(length: int) -> bytes:
     """A new-format body length: 1, 2 or 5 octets (also the subpacket length encoding)."""
     if length < 192:
@@ -154,7 +174,12 @@ def checksum16(data: bytes) -> bytes:
 
 
 def key_hash_prefix(body: bytes) -> bytes:
-    """A v4 key packet body as fingerprints and signatures hash it (old-format framing)."""
+    """A v4 key packet body as fingerprints and signatures hash it (old-format framing).
+
+    :class:`PacketError` for a body over 65,535 octets, which no v4 fingerprint covers.
+    """
+    if len(body) > MAX_KEY_PACKET:
+        raise PacketError(f"a key packet of {len(body)} octets (at most {MAX_KEY_PACKET})")
     return b"\x99" + len(body).to_bytes(2, "big") + body
 
 
@@ -206,6 +231,44 @@ class Reader:
         return self.take(self.remaining)
 
 
+def _definite_length(reader: Reader, first: int) -> int | None:
+    """A new-format length from its first octet on; None for a partial length."""
+    if first < 192:
+        return first
+    if first < 224:
+        return ((first - 192) << 8) + reader.byte() + 192
+    if first == 255:
+        return reader.uint(4)
+    return None
+
+
+def _new_format_body(reader: Reader, tag: int) -> bytes:
+    """A new-format packet's body: one definite length, or partial chunks joined."""
+    first = reader.byte()
+    length = _definite_length(reader, first)
+    if length is not None:
+        return reader.take(length)
+    if tag not in _PARTIAL_OK:
+        raise PacketError("partial length on a packet that forbids it")
+    chunk = 1 << (first & 0x1F)
+    if chunk < _MIN_FIRST_PARTIAL:
+        raise PacketError("a first partial body chunk under 512 octets")
+    body = bytearray(reader.take(chunk))
+    small = 0
+    while True:
+        first = reader.byte()
+        length = _definite_length(reader, first)
+        if length is not None:
+            body += reader.take(length)
+            return bytes(body)
+        chunk = 1 << (first & 0x1F)
+        if chunk < _MIN_FIRST_PARTIAL:
+            small += 1
+            if small > MAX_SMALL_CHUNKS:
+                raise PacketError("too many small partial body chunks")
+        body += reader.take(chunk)
+
+
 def iter_packets(data: bytes) -> Iterator[tuple[int, bytes]]:
     """``(tag, body)`` of each packet in ``data``, with every length encoding understood.
 
@@ -218,22 +281,7 @@ def iter_packets(data: bytes) -> Iterator[tuple[int, bytes]]:
             raise PacketError("invalid packet header")
         if header & 0x40:
             tag = header & 0x3F
-            chunks: list[bytes] = []
-            while True:
-                first = reader.byte()
-                if first < 192:
-                    chunks.append(reader.take(first))
-                    break
-                if first < 224:
-                    chunks.append(reader.take(((first - 192) << 8) + reader.byte() + 192))
-                    break
-                if first == 255:
-                    chunks.append(reader.take(reader.uint(4)))
-                    break
-                if tag not in _PARTIAL_OK:
-                    raise PacketError("partial length on a packet that forbids it")
-                chunks.append(reader.take(1 << (first & 0x1F)))
-            body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            body = _new_format_body(reader, tag)
         else:
             tag = (header >> 2) & 0x0F
             length_type = header & 0x03
@@ -257,10 +305,11 @@ class PublicKey:
     oid: bytes = b""
     #: ECDH's KDF parameters with their length octet: ``03 01 hash cipher``.
     kdf: bytes = b""
+    #: The v4 fingerprint (RFC 4880 §12.2): SHA-1 of the framed public key, computed once.
+    fingerprint: bytes = attrs.field(init=False, repr=False, eq=False)
 
-    @property
-    def fingerprint(self) -> bytes:
-        """The v4 fingerprint (RFC 4880 §12.2): SHA-1 of the framed public key."""
+    @fingerprint.default
+    def _fingerprint(self) -> bytes:
         return hashlib.sha1(key_hash_prefix(self.body), usedforsecurity=False).digest()
 
     @property
@@ -311,5 +360,5 @@ def read_public_key(reader: Reader) -> PublicKey:
             kdf = reader.take(1)
             kdf += reader.take(kdf[0])
     else:
-        raise PacketError(f"unsupported public key algorithm {algorithm}")
+        raise UnknownAlgorithmError(f"unsupported public key algorithm {algorithm}")
     return PublicKey(reader.data[start : reader.pos], algorithm, mpis, oid, kdf)

@@ -1,10 +1,11 @@
-"""Signatures on keys: parsed defensively, checked against the hash policy, verified.
+"""Signatures on keys: parsed defensively, and the policy on their hashes and revocations.
 
 Only what a key's self-signatures say matters here (creation and expiry times, key
-flags, the issuer); everything else in a signature is skipped without being understood,
-as GnuPG and Sequoia skip it: an unknown hash id in a *preference list*, an unknown
-notation or subpacket never makes a key unreadable. What does make a signature unusable,
-as RFC 9580 §5.2.3.7 asks: a *critical* subpacket this module does not understand.
+flags, the issuer, a revocation's reason); everything else in a signature is skipped
+without being understood, as GnuPG and Sequoia skip it: an unknown hash id in a
+*preference list*, an unknown notation or subpacket never makes a key unreadable. What
+does make a binding signature unusable, as RFC 9580 §5.2.3.7 asks: a *critical*
+subpacket this module does not understand.
 
 The hash policy follows Sequoia's standard policy for signatures that need only second
 pre-image resistance (self-signatures and binding signatures, which the key's owner
@@ -17,51 +18,33 @@ makes over data an attacker does not choose):
 * SHA-224, SHA-256, SHA-384, SHA-512, SHA3-256 and SHA3-512 are accepted;
 * any other hash id makes the signature unverifiable (skipped).
 
-The mathematics is ``cryptography``'s: RSA PKCS#1 v1.5, DSA, ECDSA on the NIST curves,
-EdDSA (the legacy Ed25519 form and RFC 9580's Ed25519/Ed448) over the prehashed digest.
+Revocations are not held to it (:func:`hash_refusal` is for bindings only): a revocation
+that verifies counts in any hash, because refusing one would make what it revokes valid
+again. Sequoia relaxes its policy for revocations the same way (by years), GnuPG does not
+check hashes at all. The mathematics is :mod:`._verify`'s.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from typing import TYPE_CHECKING, Final
 
 import attrs
-from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, padding, rsa
-from cryptography.hazmat.primitives.asymmetric.utils import Prehashed, encode_dss_signature
 
-from ._packets import (
-    CURVES,
-    PK_DSA,
-    PK_ECDSA,
-    PK_ED448,
-    PK_ED25519,
-    PK_EDDSA,
-    PK_RSA,
-    PacketError,
-    PublicKey,
-    Reader,
-    key_hash_prefix,
-)
+from ._packets import PK_DSA, PK_ECDSA, PK_ED448, PK_ED25519, PK_EDDSA, PK_RSA, PacketError, Reader
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
 __all__ = [
     "CLOCK_SKEW",
+    "HASHES",
     "HASH_NAMES",
     "SHA1_CUTOFF",
     "SigType",
     "Signature",
-    "can_verify",
     "hash_refusal",
-    "key_subject",
     "parse_signature",
-    "user_id_subject",
-    "verify",
 ]
 
 #: How far in the future a key or signature may be dated and still count (clock skew
@@ -82,9 +65,9 @@ HASH_NAMES: Final = {
     12: "SHA3-256",
     14: "SHA3-512",
 }
-# Hash ids -> the name hashlib and ``cryptography`` know them by (RIPEMD-160 may be
-# missing from both: its signatures are then "cannot be checked").
-_HASHES: Final = {
+#: Hash ids -> the name hashlib and ``cryptography`` know them by (RIPEMD-160 may be
+#: missing from both: its signatures are then "cannot be checked").
+HASHES: Final = {
     1: "MD5",
     2: "SHA1",
     3: "RIPEMD160",
@@ -94,15 +77,6 @@ _HASHES: Final = {
     11: "SHA224",
     12: "SHA3_256",
     14: "SHA3_512",
-}
-# Curves whose ECDSA signatures can be checked: the NIST ones, and those a key may be
-# signed on even though nothing here encrypts to them.
-_ECDSA_CURVES: Final[dict[bytes, ec.EllipticCurve]] = {
-    **{oid: curve for oid, (_, curve) in CURVES.items() if curve is not None},
-    bytes.fromhex("2b2403030208010107"): ec.BrainpoolP256R1(),
-    bytes.fromhex("2b240303020801010b"): ec.BrainpoolP384R1(),
-    bytes.fromhex("2b240303020801010d"): ec.BrainpoolP512R1(),
-    bytes.fromhex("2b8104000a"): ec.SECP256K1(),
 }
 _MD5: Final = 1
 _SHA1: Final = 2
@@ -118,6 +92,7 @@ class SigType:
     KEY_REVOCATION: Final = 0x20
     SUBKEY_REVOCATION: Final = 0x28
     CERTIFICATION_REVOCATION: Final = 0x30
+    REVOCATIONS: Final = frozenset({KEY_REVOCATION, SUBKEY_REVOCATION, CERTIFICATION_REVOCATION})
 
 
 # Subpacket types (RFC 9580 §5.2.3.7) read here, and those safe to ignore even when
@@ -129,6 +104,10 @@ _ISSUER: Final = 16
 _KEY_FLAGS: Final = 27
 _ISSUER_FINGERPRINT: Final = 33
 _PRIMARY_USER_ID: Final = 25
+_REVOCATION_REASON: Final = 29
+# Reasons for revocation (RFC 9580 §5.2.3.31) that say the key material is still sound:
+# superseded, retired, user id no longer valid. Every other reason, and none, is "hard".
+_SOFT_REASONS: Final = frozenset({1, 3, 32})
 _UNDERSTOOD: Final = frozenset(
     {2, 3, 4, 5, 7, 9, 11, 12, 16, 21, 22, 23, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 39}
 )
@@ -158,17 +137,35 @@ class Signature:
     primary_user_id: bool = False
     #: A critical subpacket this module does not understand (the signature is unusable).
     unknown_critical: int | None = None
+    #: The reason-for-revocation code, or None without that subpacket.
+    revocation_reason: int | None = None
 
     @property
     def hash_name(self) -> str:
         """``SHA-256``, ``RIPEMD-160``, ``hash 99`` …, for messages."""
         return HASH_NAMES.get(self.hash_algorithm, f"hash {self.hash_algorithm}")
 
+    @property
+    def expires(self) -> dt.datetime | None:
+        """When the signature stops counting (its own expiry), or None."""
+        return self.created + dt.timedelta(seconds=self.lifetime) if self.lifetime else None
+
+    @property
+    def hard(self) -> bool:
+        """A revocation that counts whatever its date: no reason, or not a "soft" one."""
+        return self.revocation_reason not in _SOFT_REASONS
+
+    @property
+    def identity(self) -> tuple[bytes, bytes, tuple[bytes, ...]]:
+        """What makes two packets the same signature (a duplicate is checked once)."""
+        return self.hashed, self.left16, self.material
+
     def alive(self, now: dt.datetime) -> bool:
         """Created by ``now`` (give or take the clock skew) and not expired at ``now``."""
         if self.created > now + CLOCK_SKEW:
             return False
-        return not self.lifetime or now < self.created + dt.timedelta(seconds=self.lifetime)
+        expires = self.expires
+        return expires is None or now < expires
 
 
 def _subpackets(area: bytes) -> Iterator[tuple[bool, int, bytes]]:
@@ -195,6 +192,7 @@ _FIELDS: Final[dict[int, tuple[str, Callable[[bytes], object], int | None]]] = {
     _KEY_EXPIRES: ("key_lifetime", lambda data: int.from_bytes(data, "big"), 4),
     _KEY_FLAGS: ("key_flags", lambda data: data[0] if data else 0, None),
     _PRIMARY_USER_ID: ("primary_user_id", lambda data: data[:1] != b"\x00", None),
+    _REVOCATION_REASON: ("revocation_reason", lambda data: data[0] if data else None, None),
 }
 
 
@@ -263,91 +261,3 @@ def hash_refusal(signature: Signature) -> str | None:
     if algorithm == _SHA1 and signature.created >= SHA1_CUTOFF:
         return f"SHA-1 is refused for self-signatures made since {SHA1_CUTOFF:%Y-%m-%d}"
     return None
-
-
-def _digest(signature: Signature, data: bytes) -> tuple[bytes, hashes.HashAlgorithm]:
-    name = _HASHES[signature.hash_algorithm]
-    algorithm: type[hashes.HashAlgorithm] | None = getattr(hashes, name, None)
-    if algorithm is None:
-        raise UnsupportedAlgorithm(f"{name} is not available")
-    digest = hashlib.new(name.lower())
-    digest.update(data)
-    digest.update(signature.hashed)
-    digest.update(b"\x04\xff" + len(signature.hashed).to_bytes(4, "big"))
-    return digest.digest(), algorithm()
-
-
-def _check(key: PublicKey, signature: Signature, digest: bytes, algo: hashes.HashAlgorithm) -> None:
-    material = signature.material
-    if key.algorithm in PK_RSA:
-        n, e = (int.from_bytes(value, "big") for value in key.mpis)
-        size = (n.bit_length() + 7) // 8
-        public = rsa.RSAPublicNumbers(e, n).public_key()
-        public.verify(material[0].rjust(size, b"\x00"), digest, padding.PKCS1v15(), Prehashed(algo))
-    elif key.algorithm == PK_DSA:
-        p, q, g, y = (int.from_bytes(value, "big") for value in key.mpis)
-        dsa_key = dsa.DSAPublicNumbers(y, dsa.DSAParameterNumbers(p, q, g)).public_key()
-        r, s = (int.from_bytes(value, "big") for value in material)
-        dsa_key.verify(encode_dss_signature(r, s), digest, Prehashed(algo))
-    elif key.algorithm == PK_ECDSA and key.oid in _ECDSA_CURVES:
-        curve = _ECDSA_CURVES[key.oid]
-        ec_key = ec.EllipticCurvePublicKey.from_encoded_point(curve, key.mpis[0])
-        r, s = (int.from_bytes(value, "big") for value in material)
-        ec_key.verify(encode_dss_signature(r, s), digest, ec.ECDSA(Prehashed(algo)))
-    elif key.algorithm == PK_EDDSA and CURVES.get(key.oid, ("",))[0] == "Ed25519":
-        point = key.mpis[0]
-        if len(point) != 33 or point[0] != 0x40:
-            raise PacketError("invalid Ed25519 point")
-        raw = b"".join(value.rjust(32, b"\x00") for value in material)
-        ed25519.Ed25519PublicKey.from_public_bytes(point[1:]).verify(raw, digest)
-    elif key.algorithm == PK_ED25519:
-        ed25519.Ed25519PublicKey.from_public_bytes(key.mpis[0]).verify(material[0], digest)
-    elif key.algorithm == PK_ED448:
-        ed448.Ed448PublicKey.from_public_bytes(key.mpis[0]).verify(material[0], digest)
-    else:
-        raise PacketError(f"cannot verify {key.description} signatures")
-
-
-def can_verify(key: PublicKey) -> bool:
-    """Whether signatures made by ``key`` can be checked here at all."""
-    if key.algorithm in (*PK_RSA, PK_DSA, PK_ED25519, PK_ED448):
-        return True
-    if key.algorithm == PK_ECDSA:
-        return key.oid in _ECDSA_CURVES
-    return key.algorithm == PK_EDDSA and CURVES.get(key.oid, ("",))[0] == "Ed25519"
-
-
-def verify(signer: PublicKey, signature: Signature, *subjects: bytes) -> bool | None:
-    """Whether ``signer`` made ``signature`` over ``subjects`` (already framed for hashing).
-
-    The mathematics only: the hash policy, the signature's lifetime and its type are the
-    caller's to check. None: it cannot be checked here (a hash this Python lacks, such as
-    RIPEMD-160 on OpenSSL 3); an unknown hash or public-key algorithm is "not verified".
-    """
-    if signature.hash_algorithm not in _HASHES or signature.pk_algorithm != signer.algorithm:
-        return False
-    if signature.issuer is not None and signature.issuer != signer.key_id:
-        return False
-    try:
-        digest, algorithm = _digest(signature, b"".join(subjects))
-    except (ValueError, UnsupportedAlgorithm):
-        return None
-    if digest[:2] != signature.left16:
-        return False
-    try:
-        _check(signer, signature, digest, algorithm)
-    except UnsupportedAlgorithm:
-        return None
-    except (InvalidSignature, PacketError, ValueError, TypeError):
-        return False
-    return True
-
-
-def key_subject(key: PublicKey | bytes) -> bytes:
-    """A v4 key packet as signatures hash it."""
-    return key_hash_prefix(key.body if isinstance(key, PublicKey) else key)
-
-
-def user_id_subject(tag: int, body: bytes) -> bytes:
-    """A user id (tag 13) or user attribute (tag 17) as certifications hash it."""
-    return (b"\xb4" if tag == 13 else b"\xd1") + len(body).to_bytes(4, "big") + body
