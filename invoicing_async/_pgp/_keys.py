@@ -270,8 +270,8 @@ class ProviderKey:
     def encrypt(self, data: bytes) -> bytes:
         """Encrypt ``data`` to the provider: an ASCII-armored OpenPGP message.
 
-        CPU-bound and synchronous (about 0.1 ms for 4 KB with RSA-3072); the client runs
-        it off the event loop.
+        CPU-bound and synchronous; the client runs it off the event loop (or inline, for
+        a small document of a single call).
         """
         return armor(self.encrypt_binary(data))
 
