@@ -13,7 +13,7 @@ PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
 @nox.session(python=PYTHONS)
 def tests(session: nox.Session) -> None:
     """The default suite, with branch coverage."""
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test]", "-e", "./sandbox[pytest]")
     # coverage run, not pytest --cov: the sandbox's pytest plugin imports the package
     # before pytest-cov would start measuring, hiding module-level lines.
     session.run("coverage", "run", "-m", "pytest", *session.posargs)
@@ -23,7 +23,7 @@ def tests(session: nox.Session) -> None:
 @nox.session(python="3.12")
 def soak(session: nox.Session) -> None:
     """Long chaos soaks and crash/resume runs (marked slow)."""
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test]", "-e", "./sandbox[pytest]")
     session.run("pytest", "-m", "slow", "--run-slow", *session.posargs)
 
 
@@ -31,26 +31,26 @@ def soak(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff lint and format check."""
     session.install("-e", ".[lint]")
-    session.run("ruff", "check", "invoicing_async", "tests", "benchmarks", "docs")
-    session.run("ruff", "format", "--check", "invoicing_async")
+    session.run("ruff", "check", "invoicing_async", "sandbox", "tests", "benchmarks", "docs")
+    session.run("ruff", "format", "--check", "invoicing_async", "sandbox")
 
 
 @nox.session(python="3.12")
 def typing(session: nox.Session) -> None:
     """mypy --strict on the package."""
-    session.install("-e", ".[typing]")
+    session.install("-e", ".[typing]", "-e", "./sandbox")
     session.run("mypy")
 
 
 @nox.session(python="3.12")
 def bench(session: nox.Session) -> None:
     """The benchmarks (``-- --quick`` for the smoke run)."""
-    session.install("-e", ".[test,bench]")
+    session.install("-e", ".[test,bench]", "-e", "./sandbox")
     session.run("python", "-m", "benchmarks", *session.posargs)
 
 
 @nox.session(python="3.12")
 def docs(session: nox.Session) -> None:
     """The documentation site (furo), warnings as errors: ``docs/_build/html``."""
-    session.install("-e", ".[docs]")
+    session.install("-e", ".[docs]", "-e", "./sandbox[pytest]")
     session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")

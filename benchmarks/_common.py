@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
     from invoicing_async import ProviderKey
-    from invoicing_async.sandbox import SandboxKeyPair
+    from invoicing_sandbox import SandboxKeyPair
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,7 @@ def stopwatch() -> Callable[[], float]:
 @functools.cache
 def keypair(algorithm: str) -> SandboxKeyPair:
     """A sandbox provider key pair (``rsa3072`` or ``cv25519``), generated once per process."""
-    from invoicing_async.sandbox import generate_keypair  # noqa: PLC0415
+    from invoicing_sandbox import generate_keypair  # noqa: PLC0415
 
     return generate_keypair(algorithm)  # type: ignore[arg-type]
 
@@ -218,7 +218,7 @@ def provider_key(algorithm: str) -> ProviderKey:
 def invoice_json(number: int, lines: int) -> bytes:
     """A sample invoice serialised exactly as the library sends it."""
     from invoicing_async._documents import serialize_document  # noqa: PLC0415
-    from invoicing_async.sandbox._samples import sample_invoice  # noqa: PLC0415
+    from invoicing_sandbox._samples import sample_invoice  # noqa: PLC0415
 
     return serialize_document(sample_invoice(number, lines=lines))
 

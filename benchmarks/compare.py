@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=3000)
     parser.add_argument("--latency", type=float, default=0.0, help="provider latency (s)")
     args = parser.parse_args(argv)
-    from invoicing_async.sandbox import sample_invoice  # noqa: PLC0415
+    from invoicing_sandbox import sample_invoice  # noqa: PLC0415
 
     from ._common import keypair  # noqa: PLC0415  (the parent only: see _child)
     from ._provider import ProviderProcess  # noqa: PLC0415

@@ -25,7 +25,7 @@ import json
 import aiohttp
 
 from invoicing_async import InvoicingClient, OutcomeStatus
-from invoicing_async.sandbox._samples import sample_invoice
+from invoicing_sandbox._samples import sample_invoice
 
 from ._common import Chart, Section, Settings, fmt, keypair, median, provider_key, stopwatch
 from ._floor import FloorRecipient, encrypt_armored

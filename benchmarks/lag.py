@@ -23,7 +23,7 @@ import multiprocessing
 import os
 import time
 
-from invoicing_async.sandbox._samples import sample_invoice
+from invoicing_sandbox._samples import sample_invoice
 
 from ._common import Chart, Section, Settings, percentile, provider_key
 from ._provider import ProviderProcess

@@ -10,7 +10,7 @@ keeping every retry and its classification exactly as in production::
         with instant_retries():
             ...
 
-The embedded provider to test against is :mod:`invoicing_async.sandbox`.
+The embedded provider to test against is :mod:`invoicing_sandbox`.
 
 .. versionadded:: 0.2.0
 """

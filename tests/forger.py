@@ -6,7 +6,7 @@ be tested against (a SHA-1 revocation made today, a revocation dated next week, 
 older than its key, a subkey revocation filed under the user id); this writes them, and
 signs them properly, so that a verdict is about the rule and not about a broken signature.
 
-Key material comes from the sandbox's own writers (``invoicing_async.sandbox._keys``: RSA,
+Key material comes from the sandbox's own writers (``invoicing_sandbox._keys``: RSA,
 Ed25519 and Curve25519 packets), made once per process and re-dated by rewriting the
 creation time in the packet body; framing and armor are the package's. Signatures are
 written here because they need what the sandbox's writer does not offer: any hash, any
@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
 from invoicing_async._pgp import Tag, armor, key_hash_prefix, mpi, packet
 from invoicing_async._pgp._secret import _decryption_key
-from invoicing_async.sandbox._keys import _ed25519, _rsa, _subpacket, _x25519
+from invoicing_sandbox._keys import _ed25519, _rsa, _subpacket, _x25519
 
 if TYPE_CHECKING:
     from collections.abc import Callable

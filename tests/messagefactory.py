@@ -20,7 +20,7 @@ import zlib
 from typing import TYPE_CHECKING
 
 from invoicing_async._pgp import Decryptor, aes_cfb, iter_packets
-from invoicing_async.sandbox import SandboxKeyPair, generate_keypair
+from invoicing_sandbox import SandboxKeyPair, generate_keypair
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

@@ -12,7 +12,7 @@ import asyncio
 import aiohttp
 
 from invoicing_async import InvoicingClient
-from invoicing_async.sandbox import Sandbox, sample_invoice
+from invoicing_sandbox import Sandbox, sample_invoice
 
 
 class FakeClock:

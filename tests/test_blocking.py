@@ -27,7 +27,7 @@ from invoicing_async import (
     document_key,
 )
 from invoicing_async.blocking import BlockingClient
-from invoicing_async.sandbox import Sandbox
+from invoicing_sandbox import Sandbox
 
 
 @pytest.fixture
@@ -135,7 +135,7 @@ TWO_RUNS = textwrap.dedent(
     import asyncio, gc, threading, warnings
     warnings.simplefilter("error")
     from invoicing_async import ClientStateError, InvoicingClient
-    from invoicing_async.sandbox import Sandbox, sample_invoice
+    from invoicing_sandbox import Sandbox, sample_invoice
 
     ready, box = threading.Event(), {}
     async def serve():

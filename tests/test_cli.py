@@ -27,7 +27,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = N
 
 @pytest.fixture(scope="module")
 def provider_key_file(tmp_path_factory):
-    from invoicing_async.sandbox import generate_keypair  # noqa: PLC0415
+    from invoicing_sandbox import generate_keypair  # noqa: PLC0415
 
     path = tmp_path_factory.mktemp("keys") / "provider.asc"
     path.write_text(generate_keypair("cv25519").public_armored)
@@ -134,7 +134,7 @@ async def run_cli_async(*args: str, env: dict[str, str], stdin: bytes | None = N
 
 @pytest.fixture
 async def sandbox_env(tmp_path):
-    from invoicing_async.sandbox import Sandbox  # noqa: PLC0415
+    from invoicing_sandbox import Sandbox  # noqa: PLC0415
 
     async with Sandbox(key_algorithm="cv25519") as sb:
         key_file = sb.write_public_key(tmp_path / "provider.asc")
@@ -150,7 +150,7 @@ async def sandbox_env(tmp_path):
 async def test_submit_files_directory_jsonl_and_stdin(sandbox_env, tmp_path):
     """`submit` reads JSON files, directories, JSON Lines and stdin; one outcome line each;
     exit 0 when everything was accepted; the API key is never echoed."""
-    from invoicing_async.sandbox import sample_invoices  # noqa: PLC0415
+    from invoicing_sandbox import sample_invoices  # noqa: PLC0415
 
     sb, env = sandbox_env
     docs = sample_invoices(6, issuer_vat=sb.client_id, lines=1)
@@ -176,7 +176,7 @@ async def test_submit_files_directory_jsonl_and_stdin(sandbox_env, tmp_path):
 async def test_submit_malformed_line_is_reported_and_nothing_is_lost(sandbox_env, tmp_path):
     """A malformed JSON line is one clear stderr line and a rejected outcome; the other
     documents are submitted and written; the exit status is 1."""
-    from invoicing_async.sandbox import sample_invoices  # noqa: PLC0415
+    from invoicing_sandbox import sample_invoices  # noqa: PLC0415
 
     sb, env = sandbox_env
     docs = sample_invoices(2, issuer_vat=sb.client_id, lines=1)

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from invoicing_async import InvoicingClient, ProviderKey
-from invoicing_async.sandbox import sample_invoices
+from invoicing_sandbox import sample_invoices
 
 
 def environ(tmp: Path | None = None, **extra: str) -> dict[str, str]:

@@ -12,7 +12,7 @@ from sandboxtools import client_for, invoice
 from test_cli_submit import run
 
 from invoicing_async import document_key
-from invoicing_async.sandbox import Fault, Sandbox
+from invoicing_sandbox import Fault, Sandbox
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ import time
 import pytest
 
 from invoicing_async import document_key
-from invoicing_async.sandbox import Fault, Sandbox, sample_invoice, sample_invoices
+from invoicing_sandbox import Fault, Sandbox, sample_invoice, sample_invoices
 
 #: A fault retried at once (Retry-After: 0): retries without backoff delays in a subprocess.
 QUICK_503 = Fault.status(503, retry_after=0)

@@ -26,7 +26,7 @@ from invoicing_async import (
     TransportError,
 )
 from invoicing_async._pgp import Decryptor
-from invoicing_async.sandbox import generate_keypair
+from invoicing_sandbox import generate_keypair
 from invoicing_async.testing import instant_retries
 
 BASE = "https://provider.example"

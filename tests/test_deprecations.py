@@ -11,7 +11,7 @@ from sandboxtools import FakeClock, client_for, invoice
 
 from invoicing_async import AccessToken, Ledger, OutcomeStatus, TokenCache, document_key
 from invoicing_async._tokencache import CredentialsKey
-from invoicing_async.sandbox import Sandbox
+from invoicing_sandbox import Sandbox
 
 KEY = CredentialsKey.of("http://127.0.0.1:1/test", "094019245", "api-key")
 

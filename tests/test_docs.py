@@ -21,7 +21,7 @@ from aiohttp import test_utils
 
 import invoicing_async
 from invoicing_async import InvoicingError, OutcomeStatus, ProviderKeyError, document_key
-from invoicing_async.sandbox import Fault, Sandbox, sample_invoice
+from invoicing_sandbox import Fault, Sandbox, sample_invoice
 from invoicing_async.testing import instant_retries
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,7 +154,7 @@ async def test_pos_backend_refuses_a_swapped_key_file(tmp_path):
     key: a key file with another fingerprint stops the app at start-up, before anything
     is encrypted to it."""
     example = load("pos_backend")
-    from invoicing_async.sandbox import cached_keypair  # noqa: PLC0415
+    from invoicing_sandbox import cached_keypair  # noqa: PLC0415
 
     key_file = tmp_path / "provider.asc"
     key_file.write_text(cached_keypair().public_armored, encoding="ascii")

@@ -7,7 +7,7 @@ import ssl
 import pytest
 
 from invoicing_async import InvoicingClient, ProviderKeyError
-from invoicing_async.sandbox import Sandbox, cached_keypair, sample_invoice
+from invoicing_sandbox import Sandbox, cached_keypair, sample_invoice
 
 SECRET = "SECRET-KEY-SENTINEL"
 

@@ -17,7 +17,7 @@ import pytest
 import invoicing_async
 from invoicing_async import InvoicingClient, LedgerError, UnexpectedStatusError
 from invoicing_async.outbox import SqliteOutbox
-from invoicing_async.sandbox import Sandbox
+from invoicing_sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,5 @@
-"""The package's shape: no import circles, one owner per third-party library.
+"""The packages' shape: no import circles, one owner per third-party library, and the
+client never depends on the sandbox.
 
 These rules keep the layout one a maintainer can hold in their head (see the design
 guide): every module can be read after the modules it imports, and a library such as
@@ -13,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "invoicing_async"
+ROOT = Path(__file__).resolve().parent.parent
+#: Each package and the directory it lives in (the client, and the sandbox's distribution).
+PACKAGES = {"invoicing_async": ROOT, "invoicing_sandbox": ROOT / "sandbox"}
 
 #: Third-party libraries and the only modules allowed to import them.
 OWNERS = {
-    "aiohttp": {"invoicing_async._transport", "invoicing_async.sandbox._app"},
+    "aiohttp": {"invoicing_async._transport", "invoicing_sandbox._app"},
     "pgpy": set(),  # keys are read and verified by _pgp itself; PGPy is a test peer only
     "cattrs": {"invoicing_async._convert"},
     "redis": {"invoicing_async.redis"},
@@ -26,14 +29,18 @@ OWNERS = {
 }
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+def _module_name(path: Path, parent: Path) -> str:
+    parts = list(path.relative_to(parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+MODULES = {
+    _module_name(path, parent): path
+    for package, parent in PACKAGES.items()
+    for path in sorted((parent / package).rglob("*.py"))
+}
 
 
 def _imports(name: str, path: Path) -> set[str]:
@@ -96,3 +103,16 @@ def test_each_third_party_library_has_one_owner(library):
         if any(m == library or m.startswith(library + ".") for m in _imports(name, path))
     }
     assert importers <= OWNERS[library]
+
+
+def test_the_client_never_imports_the_sandbox():
+    """The client works without the sandbox's distribution installed: no module of
+    invoicing_async imports invoicing_sandbox (the deprecated ``invoicing_async.sandbox``
+    alias looks it up by name, when used)."""
+    importers = {
+        name
+        for name, path in MODULES.items()
+        if name.startswith("invoicing_async")
+        and any(m.startswith("invoicing_sandbox") for m in _imports(name, path))
+    }
+    assert importers == set()

@@ -167,7 +167,7 @@ async def test_disk_full_stops_the_batch_with_a_typed_error_and_loses_nothing(
     is recorded in the ledger as sent or settled; resuming from a copy on a roomy disk
     commits every invoice exactly once."""
     from invoicing_async import InvoicingClient, RetryPolicy  # noqa: PLC0415
-    from invoicing_async.sandbox import Sandbox, sample_invoices  # noqa: PLC0415
+    from invoicing_sandbox import Sandbox, sample_invoices  # noqa: PLC0415
 
     path = tiny_tmpfs / "batch.db"
     async with Sandbox(key_algorithm="cv25519") as sb:

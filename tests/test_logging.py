@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from invoicing_async import InvoicingClient
-from invoicing_async.sandbox import Fault, Sandbox, sample_invoice
+from invoicing_sandbox import Fault, Sandbox, sample_invoice
 
 AREAS = {
     "invoicing_async.transport",

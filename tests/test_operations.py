@@ -27,7 +27,7 @@ from invoicing_async import (
     ValidationError,
     document_key,
 )
-from invoicing_async.sandbox import Fault, Sandbox
+from invoicing_sandbox import Fault, Sandbox
 from invoicing_async.testing import instant_retries
 
 CANCELS = [

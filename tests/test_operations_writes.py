@@ -24,7 +24,7 @@ from invoicing_async import (
     UnknownOutcomeError,
     ValidationError,
 )
-from invoicing_async.sandbox import Fault, Sandbox, verify_pos_signature
+from invoicing_sandbox import Fault, Sandbox, verify_pos_signature
 from invoicing_async.testing import instant_retries
 
 SIGNPOS = "/PosTransactions/signpos"

@@ -13,7 +13,7 @@ import pytest
 
 from invoicing_async import InvoicingClient, OutcomeStatus, RetryPolicy, ValidationError
 from invoicing_async.outbox import PENDING, PostgresOutbox, SqliteOutbox, open_outbox
-from invoicing_async.sandbox import Fault, Sandbox, sample_invoices
+from invoicing_sandbox import Fault, Sandbox, sample_invoices
 from invoicing_async.testing import instant_retries
 
 

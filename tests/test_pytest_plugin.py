@@ -12,7 +12,7 @@ USER_TEST = textwrap.dedent(
     """
     import pytest
     from invoicing_async import document_key
-    from invoicing_async.sandbox import sample_invoice
+    from invoicing_sandbox import sample_invoice
 
     pytestmark = pytest.mark.asyncio
 
@@ -33,7 +33,7 @@ ENV_TEST = textwrap.dedent(
     import pytest
     from invoicing_async import InvoicingClient, ValidationError
     from invoicing_async.blocking import BlockingClient
-    from invoicing_async.sandbox import sample_invoice
+    from invoicing_sandbox import sample_invoice
 
     pytestmark = pytest.mark.asyncio
 
@@ -114,7 +114,7 @@ def test_without_pytest_asyncio_the_fixture_says_what_is_missing(tmp_path):
     }
     completed = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "-p", "invoicing_async.sandbox._pytest_plugin", "-W", "ignore::pytest.PytestUnknownMarkWarning",
+         "-p", "invoicing_sandbox._pytest_plugin", "-W", "ignore::pytest.PytestUnknownMarkWarning",
          str(tmp_path / "test_user.py")],
         capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path, env=env,
     )  # fmt: skip

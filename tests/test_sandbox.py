@@ -34,7 +34,7 @@ from invoicing_async import (
 )
 from invoicing_async._documents import serialize_document
 from invoicing_async._pgp import armor
-from invoicing_async.sandbox import Fault, Sandbox, cached_keypair, sample_invoice
+from invoicing_sandbox import Fault, Sandbox, cached_keypair, sample_invoice
 
 
 @pytest.fixture

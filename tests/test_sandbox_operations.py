@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 from sandboxtools import client_for, invoice, raw
 
-from invoicing_async.sandbox import Fault, Sandbox
-from invoicing_async.sandbox._operations import ROUTES
-from invoicing_async.sandbox._pos import PosSigner, canonical, verify_pos_signature
+from invoicing_sandbox import Fault, Sandbox
+from invoicing_sandbox._operations import ROUTES
+from invoicing_sandbox._pos import PosSigner, canonical, verify_pos_signature
 
 
 @pytest.fixture

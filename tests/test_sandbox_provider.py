@@ -14,8 +14,8 @@ import random
 import pytest
 
 from invoicing_async._models import DocumentResult
-from invoicing_async.sandbox._provider import Exchange, Provider, Submission
-from invoicing_async.sandbox._replies import NO_STORE
+from invoicing_sandbox._provider import Exchange, Provider, Submission
+from invoicing_sandbox._replies import NO_STORE
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.timezone.utc)
 

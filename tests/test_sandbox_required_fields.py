@@ -12,7 +12,7 @@ import pytest
 from sandboxtools import client_for, invoice, raw
 
 from invoicing_async import ValidationError, document_key
-from invoicing_async.sandbox import Sandbox, sample_invoice
+from invoicing_sandbox import Sandbox, sample_invoice
 
 #: Every field the sandbox requires, as the docs list them.
 REQUIRED = (
@@ -138,7 +138,7 @@ def test_docs_list_every_required_field():
     """The sandbox reference and the testing guide name every required field."""
     from pathlib import Path  # noqa: PLC0415
 
-    from invoicing_async.sandbox._rules import REQUIRED_FIELDS  # noqa: PLC0415
+    from invoicing_sandbox._rules import REQUIRED_FIELDS  # noqa: PLC0415
 
     assert REQUIRED_FIELDS == REQUIRED
     docs = Path(__file__).resolve().parent.parent / "docs"

@@ -31,7 +31,7 @@ from invoicing_async import (
     TransportError,
 )
 from invoicing_async._errors import may_have_committed
-from invoicing_async.sandbox import Fault, Sandbox, sample_invoice
+from invoicing_sandbox import Fault, Sandbox, sample_invoice
 
 TIN = "094019245"
 TOKEN = json.dumps({"access_token": "t0k3n", "token_type": "Bearer", "expires_in": 900}).encode()

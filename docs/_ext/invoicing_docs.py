@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: The modules whose ``__all__`` is the public API.
-PUBLIC_MODULES = ("invoicing_async", "invoicing_async.sandbox", "invoicing_async.testing")
+PUBLIC_MODULES = ("invoicing_async", "invoicing_sandbox", "invoicing_async.testing")
 
 
 def _public_names() -> dict[int, str]:

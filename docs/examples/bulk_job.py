@@ -24,7 +24,7 @@ from invoicing_async import (
     RetryPolicy,
     document_key,
 )
-from invoicing_async.sandbox import Fault, Sandbox, sample_invoice
+from invoicing_sandbox import Fault, Sandbox, sample_invoice
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator

@@ -15,7 +15,7 @@ from invoicing_async import (
     InvoicingClient,
     document_key,
 )
-from invoicing_async.sandbox import Sandbox, sample_invoice
+from invoicing_sandbox import Sandbox, sample_invoice
 
 
 async def submit(client: InvoicingClient, invoice: dict[str, Any]) -> DocumentResult:

@@ -16,7 +16,7 @@ from invoicing_async import (
     OperationResult,
     UnknownOutcomeError,
 )
-from invoicing_async.sandbox import Fault, Sandbox, sample_invoice
+from invoicing_sandbox import Fault, Sandbox, sample_invoice
 
 
 # region cancel

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from invoicing_async import InvoicingClient, OutcomeStatus, document_key
 from invoicing_async.outbox import PostgresOutbox, SqliteOutbox
-from invoicing_async.sandbox import Sandbox, sample_invoices
+from invoicing_sandbox import Sandbox, sample_invoices
 
 
 async def enqueue_sqlite(path: Path, invoices: list[dict]) -> None:

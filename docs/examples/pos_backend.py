@@ -28,7 +28,7 @@ from invoicing_async import (
     UnknownOutcomeError,
     ValidationError,
 )
-from invoicing_async.sandbox import Sandbox, sample_invoice
+from invoicing_sandbox import Sandbox, sample_invoice
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping

@@ -18,7 +18,7 @@ from invoicing_async import (
     ProviderKey,
     ProviderKeyError,
 )
-from invoicing_async.sandbox import Sandbox, sample_invoice
+from invoicing_sandbox import Sandbox, sample_invoice
 
 
 def load_provider_key(path: Path, fingerprint: str) -> ProviderKey:

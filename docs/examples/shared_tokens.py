@@ -13,7 +13,7 @@ import os
 
 from invoicing_async import InvoicingClient, TokenCache
 from invoicing_async.redis import RedisTokenStore
-from invoicing_async.sandbox import Sandbox, sample_invoices
+from invoicing_sandbox import Sandbox, sample_invoices
 
 
 # region worker

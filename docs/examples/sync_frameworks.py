@@ -26,7 +26,7 @@ from invoicing_async import (
     ValidationError,
 )
 from invoicing_async.blocking import BlockingClient
-from invoicing_async.sandbox import Sandbox, sample_invoice
+from invoicing_sandbox import Sandbox, sample_invoice
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

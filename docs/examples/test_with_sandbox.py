@@ -17,7 +17,7 @@ from invoicing_async import (
     OutcomeStatus,
     document_key,
 )
-from invoicing_async.sandbox import Fault, Sandbox, sample_invoice
+from invoicing_sandbox import Fault, Sandbox, sample_invoice
 from invoicing_async.testing import instant_retries
 
 # Needed in pytest-asyncio's default (strict) mode; harmless in auto mode.

@@ -1,4 +1,4 @@
-"""The ``invoicing-async`` command: demo, sandbox, submit, token, key (and more).
+"""The ``invoicing-async`` command: submit, token, key, the ledger and outbox, operations.
 
 Every subcommand goes through the public API. Bad input ends with one line on stderr and
 a non-zero exit status, never a traceback; outcomes are written (and flushed) one line at
@@ -9,7 +9,9 @@ accepted (or the check failed), 2 bad usage or input, 130 interrupted, 141 the o
 pipe was closed (``| head``), quietly.
 
 Subcommands live in modules that expose ``register(commands)`` (see :mod:`._common`);
-:data:`MODULES` lists them, so another module's subcommands are registered with one line.
+:data:`MODULES` lists this package's. Other distributions add theirs through the
+``invoicing_async.commands`` entry point group: the sandbox distribution
+(``invoicing-async-sandbox``) adds ``demo`` and ``sandbox`` when it is installed.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from invoicing_async._env import ssl_context
 from invoicing_async._errors import InvoicingError, ProviderKeyError, ValidationError
 from invoicing_async._pgp import ProviderKey
 
-from . import _ledger, _operations, _sandbox, _submit
+from . import _ledger, _operations, _submit
 from ._common import (
     UsageError,
     add_credentials,
@@ -38,9 +40,11 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ._common import Commands
 
-__all__ = ["MODULES", "main"]
+__all__ = ["MODULES", "PLUGINS", "main"]
 
 #: The exit status of a command whose output pipe was closed (128 + SIGPIPE).
 _BROKEN_PIPE = 141
@@ -124,7 +128,16 @@ def register(commands: Commands) -> None:
 # --- entry point ---------------------------------------------------------------------
 
 #: Modules whose ``register(commands)`` adds subcommands, in the order --help lists them.
-MODULES = (_sandbox, _submit, sys.modules[__name__], _ledger, _operations)
+MODULES = (_submit, sys.modules[__name__], _ledger, _operations)
+#: The entry point group of other distributions' subcommands (``register(commands)``).
+PLUGINS = "invoicing_async.commands"
+
+
+def _plugins() -> list[Callable[[Commands], object]]:
+    """The ``register`` functions other installed distributions offer (the sandbox's)."""
+    from importlib.metadata import entry_points  # noqa: PLC0415  (only the command needs it)
+
+    return [entry.load() for entry in sorted(entry_points(group=PLUGINS), key=lambda e: e.name)]
 
 
 def _version() -> str:
@@ -148,6 +161,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_verbosity(parser)
     commands = parser.add_subparsers(dest="command", required=True)
+    for register in _plugins():  # first: the sandbox's demo is where to start
+        register(commands)
     for module in MODULES:
         module.register(commands)
     # Old names still work but are not offered.

@@ -18,7 +18,7 @@ import ledgertools
 import pytest
 
 from invoicing_async import InvoicingClient, OutcomeStatus, RetryPolicy, TokenCache
-from invoicing_async.sandbox import Fault, Sandbox, sample_invoices
+from invoicing_sandbox import Fault, Sandbox, sample_invoices
 
 SCRIPTS = Path(__file__).parent / "scripts"
 QUICK = RetryPolicy(

@@ -14,7 +14,7 @@ import collections
 import pytest
 
 from invoicing_async import InvoicingClient, OutcomeStatus, RetryPolicy
-from invoicing_async.sandbox import Fault, Sandbox, sample_invoices
+from invoicing_sandbox import Fault, Sandbox, sample_invoices
 
 #: Every kind of the soak: before the commit (status, reset, hang) and after it.
 CHAOS_KINDS = (

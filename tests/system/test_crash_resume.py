@@ -21,7 +21,7 @@ from pathlib import Path
 import ledgertools
 import pytest
 
-from invoicing_async.sandbox import Fault, Sandbox
+from invoicing_sandbox import Fault, Sandbox
 
 SCRIPT = Path(__file__).parent / "scripts" / "adv_submit.py"
 

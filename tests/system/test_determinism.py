@@ -10,7 +10,7 @@ seed is not ignored).
 from __future__ import annotations
 
 from invoicing_async import InvoicingClient, OutcomeStatus, RetryPolicy
-from invoicing_async.sandbox import DEFAULT_RANDOM_KINDS, Fault, Sandbox, sample_invoices
+from invoicing_sandbox import DEFAULT_RANDOM_KINDS, Fault, Sandbox, sample_invoices
 
 KINDS = (*DEFAULT_RANDOM_KINDS, Fault.hang())
 

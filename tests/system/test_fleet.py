@@ -21,7 +21,7 @@ from pathlib import Path
 
 from invoicing_async import OutcomeStatus
 from invoicing_async.outbox import PostgresOutbox
-from invoicing_async.sandbox import DEFAULT_RANDOM_KINDS, Fault, Sandbox, sample_invoices
+from invoicing_sandbox import DEFAULT_RANDOM_KINDS, Fault, Sandbox, sample_invoices
 
 SCRIPT = Path(__file__).parent / "scripts" / "outbox_worker.py"
 LEASE = 1.5

@@ -19,7 +19,7 @@ import pytest
 
 from invoicing_async import InvoicingClient, TokenCache
 from invoicing_async.redis import RedisTokenStore
-from invoicing_async.sandbox import Fault, Sandbox
+from invoicing_sandbox import Fault, Sandbox
 
 SCRIPT = Path(__file__).parent / "scripts" / "fleet_worker.py"
 FLEET = 8

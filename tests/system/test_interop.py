@@ -38,8 +38,8 @@ from invoicing_async import (
 )
 from invoicing_async._documents import serialize_document
 from invoicing_async._pgp import Decryptor, UnsupportedMessageError
-from invoicing_async.sandbox import Sandbox, generate_keypair, sample_invoice
-from invoicing_async.sandbox._keys import public_half
+from invoicing_sandbox import Sandbox, generate_keypair, sample_invoice
+from invoicing_sandbox._keys import public_half
 
 pytestmark = pytest.mark.interop
 

@@ -21,7 +21,7 @@ from invoicing_async import (
     RetryPolicy,
     TransportError,
 )
-from invoicing_async.sandbox import Fault, Sandbox, sample_invoice, sample_invoices
+from invoicing_sandbox import Fault, Sandbox, sample_invoice, sample_invoices
 
 SLACK = 2.0
 SLOW_TRICKLE = Fault.trickle(0.25, chunk_size=1)  # ~1 KB record: minutes to send

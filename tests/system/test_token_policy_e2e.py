@@ -14,7 +14,7 @@ import pytest
 from sandboxtools import FakeClock, token_statuses
 
 from invoicing_async import InvoicingClient, OutcomeStatus, RetryPolicy, TokenCache
-from invoicing_async.sandbox import Fault, Sandbox, sample_invoice, sample_invoices
+from invoicing_sandbox import Fault, Sandbox, sample_invoice, sample_invoices
 
 QUICK = RetryPolicy(base_delay=0.002, max_delay=0.01, attempt_timeout=5)
 

@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 
 from invoicing_async import InvoicingClient, RetryPolicy
-from invoicing_async.sandbox import Fault, Sandbox, sample_invoices
+from invoicing_sandbox import Fault, Sandbox, sample_invoices
 
 
 class SandboxThread:

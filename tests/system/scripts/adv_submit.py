@@ -14,7 +14,7 @@ import os
 import sys
 
 from invoicing_async import InvoicingClient, ProviderKey, RetryPolicy
-from invoicing_async.sandbox import sample_invoices
+from invoicing_sandbox import sample_invoices
 
 
 async def main() -> None:

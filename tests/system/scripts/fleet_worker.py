@@ -22,7 +22,7 @@ import time
 
 from invoicing_async import AuthenticationError, InvoicingClient, RetryPolicy, TokenCache
 from invoicing_async.redis import RedisTokenStore
-from invoicing_async.sandbox import sample_invoice
+from invoicing_sandbox import sample_invoice
 
 
 class Counter(logging.Handler):

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
     from types import TracebackType
 
-    from invoicing_async._pgp import ProviderKey
+    from invoicing_async import ProviderKey
 
     from ._operations import ReSeeded, StoredUpload
     from ._pos import PosSignature
@@ -64,7 +64,7 @@ class Sandbox:
         the listen host, or the first of ``tls_names`` / ``127.0.0.1`` when listening on
         every interface).
     :param client_id: the default environment's client id (TIN): by default the issuer
-        of :func:`~invoicing_async.sandbox.sample_invoice`, so samples are accepted as
+        of :func:`~invoicing_sandbox.sample_invoice`, so samples are accepted as
         they come. The other environments draw theirs.
     :param key_algorithm: ``rsa3072``, ``rsa2048`` or ``cv25519``; the key is generated
         once per process and shared.

@@ -17,13 +17,13 @@ if TYPE_CHECKING:
     import os
     from pathlib import Path
 
-    from invoicing_async._pgp import ProviderKey
+    from invoicing_async import ProviderKey
 
 __all__ = ["client_variables"]
 
 
 class _Running(Protocol):
-    """What is read of a running :class:`~invoicing_async.sandbox.Sandbox`."""
+    """What is read of a running :class:`~invoicing_sandbox.Sandbox`."""
 
     @property
     def base_url(self) -> str: ...

@@ -23,8 +23,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from invoicing_async._documents import document_key, dumps
-
 from ._records import CommittedDocument, RequestRecord, SandboxStats
 from ._replies import Reply, error_reply
 from ._rules import (
@@ -36,6 +34,7 @@ from ._rules import (
     random_tin,
 )
 from ._tokens import Tokens
+from ._wire import document_identity, dumps
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -303,7 +302,7 @@ class Provider:
                 "; ".join(f"{p.field}: {p.message}" for p in problems),
                 errors=[{"field": p.field, "message": p.message} for p in problems],
             )
-        key = (exchange.environment or "", client_id, document_key(document))
+        key = (exchange.environment or "", client_id, document_identity(document))
         self._attempts[key] += 1
         exchange.identity, exchange.attempt = key[2], self._attempts[key]
         return Submission(key, document, body, encrypted)
@@ -334,6 +333,7 @@ class Provider:
             environment=environment,
             client_id=client_id,
             record=record,
+            record_body=record_body,
             document=submission.document,
             body=submission.body,
             encrypted=submission.encrypted,

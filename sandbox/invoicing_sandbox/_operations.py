@@ -38,11 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from invoicing_async._documents import document_key, dumps
-
 from ._pos import ALGORITHM, PosSignature, PosSigner, canonical
 from ._replies import Reply, error_reply
 from ._rules import cancellation_mark, parse_document
+from ._wire import document_identity, dumps
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -257,7 +256,7 @@ class Operations:
         if isinstance(document, Reply):
             return document
         environment, client_id = exchange.environment or "", exchange.client_id or ""
-        identity = document_key(document)
+        identity = document_identity(document)
         found = self._provider.holding(environment, client_id, identity=identity)
         if found is None:
             return error_reply(404, f"no document {identity}")

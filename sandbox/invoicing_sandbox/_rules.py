@@ -20,11 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from invoicing_async._convert import parse_timestamp, result_to_json
-from invoicing_async._documents import dumps
-from invoicing_async._models import DocumentResult, DocumentStatus
+from invoicing_async import DocumentResult, result_from_dict
 
 from ._replies import Reply, error_reply
+from ._wire import dumps, format_timestamp, parse_timestamp
 
 if TYPE_CHECKING:
     import random
@@ -265,39 +264,36 @@ def build_record(
     )
     url = f"{domain}/v/{signature}"
     series, number = document.get("Series"), document.get("Number")
-    record = DocumentResult(
-        success=True,
-        message="Document accepted",
-        status_code="Success",
-        integrity_signature=derived(b"integrity").hex(),
-        signature=signature,
-        uid=uid,
-        mark=mark,
-        cancellation_mark=None,
-        authentication_code=authentication_code,
-        authority_data_response={
+    # The record as the service writes it (its own writer, not the client's reader).
+    wire: dict[str, Any] = {
+        "success": True,
+        "message": "Document accepted",
+        "statusCode": "Success",
+        "integritySignature": derived(b"integrity").hex(),
+        "signature": signature,
+        "uid": uid,
+        "mark": mark,
+        "cancellationMark": None,
+        "authenticationCode": authentication_code,
+        "authorityDataResponse": {
             "statusCode": "Success",
             "index": 1,
             "invoiceUid": uid,
             "invoiceMark": mark,
             "authenticationCode": authentication_code,
         },
-        status=DocumentStatus.UNKNOWN,
-        raw_status=DocumentStatus.UNKNOWN.value,
-        series=None if series is None else str(series),
-        number=None if number is None else str(number),
-        date_issued=date_issued,
-        domain=domain,
-        url=url,
-        qr_code_string=url,
-        erp_qr_code=f"{domain}/erp/{unique_id}",
-        unique_id=unique_id,
-        internal_id=internal_id,
-    )
-    data = result_to_json(record)
-    # result_to_json leaves out None fields; the service writes cancellationMark: null.
-    data["cancellationMark"] = None
-    return record, dumps(data)
+        "status": "Unknown",
+        "series": None if series is None else str(series),
+        "number": None if number is None else str(number),
+        "dateIssued": format_timestamp(date_issued),
+        "domain": domain,
+        "url": url,
+        "qrCodeString": url,
+        "erpQrCode": f"{domain}/erp/{unique_id}",
+        "uniqueId": unique_id,
+        "internalId": internal_id,
+    }
+    return result_from_dict(wire), dumps(wire)
 
 
 def cancellation_mark(query: str | None, body: bytes) -> int | Reply:

@@ -51,7 +51,7 @@ def sample_invoice(
 
     Its identity is ``DistributionDetails.InternalDocumentId`` =
     ``{issuer_vat}-{series}-{number}``. The default issuer is the default client of
-    :class:`~invoicing_async.sandbox.Sandbox` (:data:`SANDBOX_CLIENT_ID`), so a sandbox
+    :class:`~invoicing_sandbox.Sandbox` (:data:`SANDBOX_CLIENT_ID`), so a sandbox
     with default options accepts it; for another client pass
     ``issuer_vat=env.client_id``.
 

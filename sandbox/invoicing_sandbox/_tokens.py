@@ -23,9 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from invoicing_async._documents import dumps
-
 from ._replies import NO_STORE, Reply, error_reply, oauth_error
+from ._wire import dumps
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from invoicing_async._documents import dumps
 from invoicing_async._pgp import NotIntegrityProtectedError, OpenPGPError
 
 from ._faults import Fault
+from ._wire import dumps
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

@@ -25,17 +25,16 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from invoicing_async._client import InvoicingClient
+from invoicing_async import InvoicingClient
+from invoicing_async._cli._common import UsageError, add_verbosity, attach_progress
+from invoicing_async._cli._input import Source
+from invoicing_async._cli._output import Progress, Tally, summary, write_record
 from invoicing_async._env import ENV_CA_FILE, ENV_PROVIDER_KEY
 
-from ._common import UsageError, add_verbosity, attach_progress
-from ._input import Source
-from ._output import Progress, Tally, summary, write_record
-
 if TYPE_CHECKING:
-    from invoicing_async.sandbox import Sandbox
+    from invoicing_async._cli._common import Commands
 
-    from ._common import Commands
+    from ._sandbox import Sandbox
 
 __all__ = ["register"]
 
@@ -157,7 +156,7 @@ def register(commands: Commands) -> None:
 
 
 def _sandbox_module() -> Any:
-    from invoicing_async import sandbox  # noqa: PLC0415  (aiohttp.web, key generation)
+    import invoicing_sandbox as sandbox  # noqa: PLC0415  (aiohttp.web, key generation)
 
     return sandbox
 
@@ -167,7 +166,7 @@ async def _sandbox(args: argparse.Namespace) -> int:
     tls = args.tls if args.tls is not None else args.host not in _LOOPBACK
     names = list(args.name)
     if names:
-        from invoicing_async.sandbox._tls import default_names  # noqa: PLC0415
+        from ._tls import default_names  # noqa: PLC0415
 
         names += [n for n in default_names(args.host) if n not in names]
     directory, cleanup = _files_directory(args)
@@ -242,7 +241,7 @@ def _kept_key(args: argparse.Namespace, directory: Path) -> Path | None:
         return None
     kept = directory / _KEPT_PAIR
     if not kept.exists():
-        from invoicing_async.sandbox import cached_keypair  # noqa: PLC0415
+        from ._keys import cached_keypair  # noqa: PLC0415
 
         _write_private(kept, cached_keypair(args.key_algorithm).private_armored)
     return kept

@@ -5,7 +5,7 @@ sandbox's is its own and minimal: it signs the request's JSON object in a canoni
 form (:func:`canonical`: keys sorted, compact, UTF-8) with an Ed25519 key derived per
 issuer from the sandbox's salt. A test verifies a signature with the issuer's public
 key alone (:func:`verify_pos_signature`, :meth:`Sandbox.pos_public_key
-<invoicing_async.sandbox.Sandbox.pos_public_key>`, ``GET /_sandbox/pos-keys/{tin}``).
+<invoicing_sandbox.Sandbox.pos_public_key>`, ``GET /_sandbox/pos-keys/{tin}``).
 Ed25519 signatures are deterministic: the same data signed again gives the same
 signature, which is what makes re-sending a signing request after a lost answer safe.
 """

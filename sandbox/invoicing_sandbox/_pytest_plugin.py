@@ -12,7 +12,7 @@ event loop. The provider key is generated once per process and shared (RSA-3072 
 about a second), so a fixture costs a few milliseconds.
 
 Configuration: override the ``invoicing_sandbox_options`` fixture (a dict of
-:class:`~invoicing_async.sandbox.Sandbox` keyword arguments) in a ``conftest.py``, e.g.
+:class:`~invoicing_sandbox.Sandbox` keyword arguments) in a ``conftest.py``, e.g.
 ``{"key_algorithm": "cv25519", "seed": 7}``.
 
 Applications configured through the environment (``InvoicingClient.from_env()``): the
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from invoicing_async import InvoicingClient
-    from invoicing_async.sandbox import Sandbox
+    from invoicing_sandbox import Sandbox
 
 __all__ = ["invoicing_client", "invoicing_env", "invoicing_sandbox", "invoicing_sandbox_options"]
 
@@ -52,7 +52,7 @@ def invoicing_sandbox_options() -> dict[str, Any]:
     """Keyword arguments of the sandbox ``invoicing_sandbox`` starts: none by default.
 
     Override it in a ``conftest.py`` to configure that
-    :class:`~invoicing_async.sandbox.Sandbox` (key algorithm, seed, token lifetimes,
+    :class:`~invoicing_sandbox.Sandbox` (key algorithm, seed, token lifetimes,
     ``duplicate_detection``, ``tls`` …).
     """
     return {}
@@ -68,7 +68,7 @@ def invoicing_env(
     ``BlockingClient.from_env()``): base URL, client id, API key, the provider key
     (written to a file in the test's ``tmp_path``) pinned by its fingerprint, and the
     CA file when the sandbox serves TLS (see
-    :meth:`~invoicing_async.sandbox.Sandbox.client_variables`). Returns them; they are
+    :meth:`~invoicing_sandbox.Sandbox.client_variables`). Returns them; they are
     unset after the test.
 
     .. versionadded:: 0.3.0
@@ -100,12 +100,12 @@ else:
     async def invoicing_sandbox(  # type: ignore[misc]
         invoicing_sandbox_options: dict[str, Any],
     ) -> AsyncIterator[Sandbox]:
-        """A running :class:`~invoicing_async.sandbox.Sandbox`, stopped after the test.
+        """A running :class:`~invoicing_sandbox.Sandbox`, stopped after the test.
 
         Function-scoped: empty for every test. Environments ``test`` (the default) and
         ``production``; configured by ``invoicing_sandbox_options``.
         """
-        from invoicing_async.sandbox import Sandbox  # noqa: PLC0415
+        from invoicing_sandbox import Sandbox  # noqa: PLC0415
 
         async with Sandbox(**invoicing_sandbox_options) as sandbox:
             yield sandbox

@@ -1,7 +1,7 @@
 """The records the sandbox shows tests: its ground truth and its request log.
 
 Frozen values (except the counters), built by the provider state (:mod:`._provider`)
-and read through :class:`~invoicing_async.sandbox.Sandbox`.
+and read through :class:`~invoicing_sandbox.Sandbox`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from invoicing_async._models import DocumentResult  # noqa: TC001  (for get_type_hints)
+from invoicing_async import DocumentResult  # noqa: TC001  (for get_type_hints)
 
 __all__ = ["CommittedDocument", "RequestRecord", "SandboxEnvironment", "SandboxStats"]
 
@@ -43,8 +43,11 @@ class CommittedDocument:
     identity: str
     environment: str
     client_id: str
-    #: The result record answered with 201 (and sent unchanged with every 409).
+    #: The result record answered with 201 (and sent unchanged with every 409), as the
+    #: client library reads it.
     record: DocumentResult
+    #: The same record exactly as the sandbox wrote it (the provider's JSON).
+    record_body: bytes = attrs.field(repr=False)
     #: The document as parsed JSON.
     document: dict[str, Any] = attrs.field(eq=False, hash=False, repr=False)
     #: The document's bytes exactly as received (after decryption).

@@ -23,13 +23,12 @@ only. Inspection requests are not in the request log and not counted.
 
 from __future__ import annotations
 
+import json
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
-from invoicing_async._convert import result_to_json
-from invoicing_async._documents import dumps
-
 from ._replies import METHOD_NOT_ALLOWED, Reply, error_reply
+from ._wire import dumps
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -180,7 +179,7 @@ class Inspector:
         if not held:
             return _json({"identity": identity, "status": "not_found"}, 404)
         answer = [
-            {**_summary(doc), "record": result_to_json(doc.record), "document": doc.document}
+            {**_summary(doc), "record": json.loads(doc.record_body), "document": doc.document}
             for doc in held
         ]
         # One identity in one scope is the rule; several scopes are listed, not hidden.

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Server"]
 
-log = logging.getLogger("invoicing_async.sandbox")
+log = logging.getLogger("invoicing_async.sandbox")  # under the library's tree: -v shows it
 
 _JSON_TYPES = frozenset({"application/json", "text/json"})
 _PGP_TYPES = frozenset({"application/pgp-encrypted", "application/octet-stream"})
