@@ -26,8 +26,8 @@ from invoicing_async import (
     TransportError,
 )
 from invoicing_async._pgp import Decryptor
-from invoicing_sandbox import generate_keypair
 from invoicing_async.testing import instant_retries
+from invoicing_sandbox import generate_keypair
 
 BASE = "https://provider.example"
 TOKEN_URL = f"{BASE}/oauth/token"

@@ -21,8 +21,8 @@ from aiohttp import test_utils
 
 import invoicing_async
 from invoicing_async import InvoicingError, OutcomeStatus, ProviderKeyError, document_key
-from invoicing_sandbox import Fault, Sandbox, sample_invoice
 from invoicing_async.testing import instant_retries
+from invoicing_sandbox import Fault, Sandbox, sample_invoice
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

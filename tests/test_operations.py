@@ -27,8 +27,8 @@ from invoicing_async import (
     ValidationError,
     document_key,
 )
-from invoicing_sandbox import Fault, Sandbox
 from invoicing_async.testing import instant_retries
+from invoicing_sandbox import Fault, Sandbox
 
 CANCELS = [
     ("cancel_delivery_note", "/Invoice/cancelDeliveryNote"),

@@ -24,8 +24,8 @@ from invoicing_async import (
     UnknownOutcomeError,
     ValidationError,
 )
-from invoicing_sandbox import Fault, Sandbox, verify_pos_signature
 from invoicing_async.testing import instant_retries
+from invoicing_sandbox import Fault, Sandbox, verify_pos_signature
 
 SIGNPOS = "/PosTransactions/signpos"
 RESEED = "/B2GInvoice/ReSeedInvoice"

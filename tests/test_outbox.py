@@ -13,8 +13,8 @@ import pytest
 
 from invoicing_async import InvoicingClient, OutcomeStatus, RetryPolicy, ValidationError
 from invoicing_async.outbox import PENDING, PostgresOutbox, SqliteOutbox, open_outbox
-from invoicing_sandbox import Fault, Sandbox, sample_invoices
 from invoicing_async.testing import instant_retries
+from invoicing_sandbox import Fault, Sandbox, sample_invoices
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -22,9 +22,9 @@ from invoicing_async import (
     TransportError,
     document_key,
 )
+from invoicing_async.testing import set_instant_retries
 from invoicing_sandbox import DEFAULT_RANDOM_KINDS, Fault, Sandbox
 from invoicing_sandbox._faults import FaultPlan
-from invoicing_async.testing import set_instant_retries
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from invoicing_async import (
     OutcomeStatus,
     document_key,
 )
-from invoicing_sandbox import Fault, Sandbox, sample_invoice
 from invoicing_async.testing import instant_retries
+from invoicing_sandbox import Fault, Sandbox, sample_invoice
 
 # Needed in pytest-asyncio's default (strict) mode; harmless in auto mode.
 pytestmark = pytest.mark.asyncio

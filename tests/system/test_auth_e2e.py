@@ -21,8 +21,8 @@ from invoicing_async import (
     RetryPolicy,
     TokenCache,
 )
-from invoicing_sandbox import Fault, Sandbox, sample_invoice, sample_invoices
 from invoicing_async.testing import set_instant_retries
+from invoicing_sandbox import Fault, Sandbox, sample_invoice, sample_invoices
 
 QUICK = RetryPolicy(base_delay=0.002, max_delay=0.01, attempt_timeout=5)
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from invoicing_async import InvoicingClient, Ledger, OutcomeStatus, RetryPolicy, TokenCache
-from invoicing_sandbox import Fault, Sandbox, sample_invoices
 from invoicing_async.testing import instant_retries
+from invoicing_sandbox import Fault, Sandbox, sample_invoices
 
 SCRIPT = Path(__file__).parent / "scripts" / "adv_submit.py"
 

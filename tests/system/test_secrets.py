@@ -25,9 +25,9 @@ from helpers import once
 from sandboxtools import FakeClock
 
 from invoicing_async import InvoicingClient, InvoicingError, RetryPolicy, TokenCache
+from invoicing_async.testing import set_instant_retries
 from invoicing_sandbox import DEFAULT_RANDOM_KINDS, Fault, Sandbox, sample_invoice
 from invoicing_sandbox._rules import random_tin
-from invoicing_async.testing import set_instant_retries
 
 SENTINEL_KEY = "SENTINEL-APIKEY-" + secrets.token_hex(12)
 TIN = random_tin(random.Random("adversarial-secrets"))

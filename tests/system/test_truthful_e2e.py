@@ -24,8 +24,8 @@ from invoicing_async import (
     RetryPolicy,
     document_key,
 )
-from invoicing_sandbox import DEFAULT_RANDOM_KINDS, Fault, Sandbox, sample_invoices
 from invoicing_async.testing import instant_retries
+from invoicing_sandbox import DEFAULT_RANDOM_KINDS, Fault, Sandbox, sample_invoices
 
 QUICK = RetryPolicy(base_delay=0.005, max_delay=0.02, attempt_timeout=5, budget_ratio=3)
 
