@@ -254,7 +254,7 @@ class InvoicingClient:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         key, identity = describe(document)
-        [body] = await self._preparer.prepare_many([(document, options.encrypted)])
+        body = await self._preparer.prepare_one(document, encrypted=options.encrypted)
         if isinstance(body, InvoicingError):
             raise body
         prepared = Prepared(key, identity, body[0], options, plain=body[1])
