@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ._client import InvoicingClient
 from ._convert import outcome_from_dict, outcome_to_dict, result_from_dict, result_to_dict
+from ._deferral import Deferral
 from ._documents import Submission, document_key
 from ._errors import (
     AuthenticationError,
@@ -32,16 +33,22 @@ from ._ledger._sqlite_ledger import Ledger
 from ._models import AccessToken, DocumentResult, DocumentStatus
 from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
 from ._pgp import ProviderKey
+from ._receipts import Backlog, DeferralReason, DeferredOutcome, DeferredReceipt
 from ._tokencache import TokenCache
 from ._tokenstore import CredentialsKey, MemoryTokenStore, TokenStore
 
 __all__ = [
     "AccessToken",
     "AuthenticationError",
+    "Backlog",
     "BatchProgress",
     "ClientStateError",
     "CredentialsError",
     "CredentialsKey",
+    "Deferral",
+    "DeferralReason",
+    "DeferredOutcome",
+    "DeferredReceipt",
     "DocumentResult",
     "DocumentStatus",
     "DuplicateDocumentError",

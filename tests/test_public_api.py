@@ -11,6 +11,7 @@ import pytest
 MODULES = [
     "invoicing_async",
     "invoicing_async.outbox",
+    "invoicing_async.qr",
     "invoicing_async.redis",
     "invoicing_async.sandbox",
     "invoicing_async.testing",

@@ -24,7 +24,7 @@ from invoicing_async._env import ssl_context
 from invoicing_async._errors import InvoicingError, ProviderKeyError, ValidationError
 from invoicing_async._pgp import ProviderKey
 
-from . import _ledger, _sandbox, _submit
+from . import _ledger, _pos, _sandbox, _submit
 from ._common import (
     UsageError,
     add_credentials,
@@ -116,7 +116,7 @@ def register(commands: Commands) -> None:
 # --- entry point ---------------------------------------------------------------------
 
 #: Modules whose ``register(commands)`` adds subcommands, in the order --help lists them.
-MODULES = (_sandbox, _submit, sys.modules[__name__], _ledger)
+MODULES = (_sandbox, _submit, sys.modules[__name__], _ledger, _pos)
 
 
 def _version() -> str:
