@@ -60,7 +60,9 @@ def _code(data: str | DocumentResult) -> segno.QRCode:
         raise ImportError(
             "rendering QR codes needs segno: pip install 'invoicing-async[qr]'"
         ) from None
-    return segno.make(data, error=_ERROR, micro=False)
+    # UTF-8 in byte mode, what phones expect: left to choose, segno would write text
+    # that Shift JIS can hold (Greek capitals) in Kanji mode.
+    return segno.make(data, error=_ERROR, encoding="utf-8", micro=False)
 
 
 def render_svg(data: str | DocumentResult, *, scale: int = 4, border: int = 4) -> str:
