@@ -119,7 +119,11 @@ class _SqliteQueue(Queue):
             await self._ledger.close()
 
     async def store(self) -> Store:
-        return await worker_store(self._ledger)
+        try:
+            return await worker_store(self._ledger)
+        except BaseException:  # cancelled while recovering: the lock is given back too
+            self._ledger._release()  # noqa: SLF001
+            raise
 
     async def unlock(self) -> None:
         self._ledger._release()  # noqa: SLF001  (the lock worker_store took)

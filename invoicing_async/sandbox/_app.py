@@ -216,6 +216,13 @@ class Server:
             for handler in runner.server.connections:
                 if handler.transport is not None:
                     handler.transport.close()  # written answers are flushed first
+            # Return once they are closed, and a client in this event loop has seen it
+            # (one more turn of the loop): its next request opens a connection, refused.
+            for _ in range(1000):
+                if not runner.server.connections:
+                    break
+                await asyncio.sleep(0)
+            await asyncio.sleep(0)
         for address in addresses:
             family = socket.AF_INET6 if len(address) == 4 else socket.AF_INET
             sock = socket.socket(family, socket.SOCK_STREAM)
