@@ -236,6 +236,7 @@ async def test_the_ambiguous_case_is_sent_again_unchanged_and_committed_once(sb,
     assert held.commits == 1
     assert held.body == serialize_document(doc)
     assert delivered.result == held.record
+    await asyncio.wait_for(_until(lambda: not sb._inflight), 30)  # the held request ended
     faults = [r.fault for r in sb.requests if r.path.endswith("/Invoice/secure")]
     assert faults[:2] == ["commit_then_drop", "hang"]  # then the drainer's 409
 
@@ -474,3 +475,36 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 async def _until(condition) -> None:
     while not condition():  # noqa: ASYNC110  (the callback announces nothing else)
         await asyncio.sleep(0.01)
+
+
+async def test_a_fleet_of_tills_shares_a_postgres_outbox(sb, postgres_dsn):
+    """Two tills defer into one PostgreSQL outbox during an outage; after it, every
+    sale is committed once and each till is told the outcomes of its own sales only."""
+    from invoicing_async.outbox import PostgresOutbox  # noqa: PLC0415
+
+    got = {"till-1": Outcomes(), "till-2": Outcomes()}
+    async with (
+        PostgresOutbox(postgres_dsn) as outbox,
+        client_for(sb) as one,
+        client_for(sb) as two,
+        Deferral(one, outbox, origin="till-1", on_outcome=got["till-1"], **FAST) as first,
+        Deferral(two, outbox, origin="till-2", on_outcome=got["till-2"], **FAST) as second,
+    ):
+        await one.token()
+        await two.token()
+        await sb.set_outage("refuse")
+        mine = {"till-1": set(), "till-2": set()}
+        for number in range(30, 40):
+            till, name = (first, "till-1") if number % 2 else (second, "till-2")
+            receipt = await till.submit_or_defer(sample_invoice(number))
+            assert isinstance(receipt, DeferredReceipt)
+            mine[name].add(receipt.key)
+        assert (await first.refresh_backlog()).count == 10
+        await sb.set_outage(None)
+        for name, outcomes in got.items():
+            delivered = await outcomes.wait(len(mine[name]))
+            assert set(delivered) == mine[name]
+            for key, item in delivered.items():
+                assert item.result == sb.committed[key].record
+    assert sb.commit_count == 10
+    assert all(held.commits == 1 for held in sb.committed.values())
