@@ -165,6 +165,7 @@ class Deferral:
             client,
             self._queue,
             self._state,
+            check=client._session.ensure_usable,  # noqa: SLF001  (a closed client stops it)
             origin=self._origin,
             on_outcome=on_outcome,
             warn_after=warn_after,

@@ -25,7 +25,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from ._errors import LedgerError
+from ._errors import ClientStateError, LedgerError
 from ._ledger._deferrals import PostgresDeferrals, SqliteDeferrals
 from ._ledger._postgres_outbox import PostgresStore
 from ._ledger._sqlite_ledger import Ledger
@@ -174,7 +174,7 @@ class ProviderState:
         """The provider answered: sales go straight to it again. True if it was down."""
         if self.down is None:
             return False
-        log.warning("the provider answers again (%s): sales go straight to it", why)
+        log.info("the provider answers again (%s): sales go straight to it", why)
         self.down = None
         self._delay = self._first_delay
         self._notify()
@@ -224,6 +224,7 @@ class Drainer:
         queue: Queue,
         state: ProviderState,
         *,
+        check: Callable[[], None],
         origin: str,
         on_outcome: Callable[[DeferredOutcome], Awaitable[None] | None] | None,
         warn_after: float,
@@ -232,6 +233,7 @@ class Drainer:
         poll: float,
     ) -> None:
         self._client = client
+        self._check = check
         self._queue = queue
         self._state = state
         self._origin = origin
@@ -311,16 +313,29 @@ class Drainer:
     async def _drain(self) -> None:
         while True:
             try:
+                self._check()
+            except ClientStateError as exc:
+                log.info("deferred sales: the drainer stops: %s", exc)
+                return
+            try:
                 await self._pass()
             except LedgerError as exc:
-                if exc.reason != "locked":
+                if exc.reason == "locked":
+                    await self._locked_out()
+                else:
                     log.error("deferred sales: the outbox cannot be used: %s", exc)
-                elif not self._locked:
-                    log.info("another worker sends from %r; waiting for it", self._queue)
-                self._locked = exc.reason == "locked"
             except Exception:  # noqa: BLE001  (the drainer outlives a failed pass, logged)
                 log.exception("deferred sales: the drainer failed; trying again")
             await _wait(self._wake, self._poll)
+
+    async def _locked_out(self) -> None:
+        """Another worker sends from the outbox (``invoicing-async worker``)."""
+        if not self._locked:
+            log.info("another worker sends from %r; waiting for it", self._queue)
+        self._locked = True
+        await self.refresh_backlog()  # what it sent is what the backlog lost
+        if self.backlog[0] == 0:
+            self._state.mark_up("another worker sent every deferred sale")
 
     async def _pass(self) -> None:
         """Send until nothing is left (or the batch stops), then recount the backlog."""

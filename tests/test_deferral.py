@@ -322,10 +322,13 @@ async def test_the_same_sale_deferred_twice_keeps_its_first_deferral(sb, tmp_pat
     assert record == sb.committed[document_key(sample_invoice(13))].record
 
 
-async def test_receipts_carry_the_offline_qr_signed_with_the_clients_key(sb, tmp_path):
+async def test_receipts_carry_the_offline_qr_signed_with_the_clients_key(sb, tmp_path, caplog):
     """With portal_url, a receipt has the provider's offline QR url of the stored
-    document, signed with the client's API key (which the url never shows)."""
+    document, signed with the client's API key; the key is in no url, repr, log line
+    (DEBUG included) or file the deferral writes."""
     from invoicing_async import qr  # noqa: PLC0415
+
+    caplog.set_level(logging.DEBUG, logger="invoicing_async")
 
     async with (
         client_for(sb) as client,
@@ -334,6 +337,7 @@ async def test_receipts_carry_the_offline_qr_signed_with_the_clients_key(sb, tmp
         await client.token()
         await sb.set_outage("refuse")
         receipt = await till.submit_or_defer(sample_invoice(15))
+        token = (await client.token()).value
     assert isinstance(receipt, DeferredReceipt)
     expected = qr.offline_qr_url(
         sample_invoice(15), portal_url="https://portal.invalid", api_key=sb.client_secret
@@ -341,6 +345,11 @@ async def test_receipts_carry_the_offline_qr_signed_with_the_clients_key(sb, tmp
     assert receipt.offline_qr_url == expected
     assert sb.client_secret not in repr(receipt)
     assert sb.client_secret not in expected
+    assert sb.client_secret not in caplog.text
+    assert token not in caplog.text
+    for path in tmp_path.iterdir():
+        assert sb.client_secret.encode() not in path.read_bytes()
+        assert token.encode() not in path.read_bytes()
 
 
 async def test_outcomes_are_delivered_at_least_once(sb, tmp_path):

@@ -38,6 +38,7 @@ EXECUTED = {
     "shared_tokens.py",
     "test_with_sandbox.py",
     "outbox.py",
+    "pos_outage.py",
 }
 
 
@@ -166,6 +167,18 @@ def test_pos_backend_settings_refuse_a_swapped_key_file(tmp_path):
     with pytest.raises(ProviderKeyError) as caught:
         example.Settings.from_env(environ)
     assert caught.value.reason == "fingerprint_mismatch"
+
+
+async def test_pos_outage_till_keeps_selling_and_prints_each_qr_when_its_mark_arrives(
+    capsys,
+):
+    """The till of "When the provider is down": sales during an outage are deferred
+    (stamped), transmitted once the provider is back, each committed once, and each
+    deferred receipt's real QR printed when its mark arrives."""
+    await load("pos_outage").main()
+    printed = capsys.readouterr().out
+    assert printed.count("arrived; its QR code:") == 3
+    assert "deferred (unreachable)" in printed
 
 
 async def test_bulk_job_resumes_a_faulty_batch_without_double_commits():
