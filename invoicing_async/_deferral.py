@@ -14,6 +14,11 @@ the application.
 The identity rule decides what may change across the boundary: a document whose first
 attempt may have reached the provider is stored byte-identical (the provider's 409 makes
 its re-sending safe); only one certainly not sent passes through the ``stamp`` hook.
+
+A deferral wraps a client rather than giving it a mode: ``submit_secure`` keeps its
+return type and behaviour, a sale that may be deferred says so in its own method's type
+(``DocumentResult | DeferredReceipt``), and the client stays free of storage and of the
+drainer's life (the outbox knows the client, never the reverse).
 """
 
 from __future__ import annotations
@@ -58,7 +63,11 @@ _GRACE = 0.1
 
 
 class _Decisive(Breaker):
-    """A single call's answers that decide at once: defer, or raise (see :func:`_stops`)."""
+    """A single call's answers that decide at once: defer, or raise (:data:`_DECISIVE`).
+
+    As a breaker it ends the delivery's attempts at the first such answer, however much
+    of the budget is left.
+    """
 
     def __init__(self) -> None:
         super().__init__(None)
@@ -250,18 +259,20 @@ class Deferral:
         client._session.ensure_usable()  # noqa: SLF001  (the deferral is the client's)
         await self.start()
         budget = self._budget if budget is None else budget
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + budget
         key, identity = describe(document)
+        # Prepared even when it will not be sent now: a document that cannot be read or
+        # encrypted (no usable provider key) is refused here, never deferred.
+        body = await client._preparer.prepare_one(document, encrypted=encrypted)  # noqa: SLF001
+        if isinstance(body, InvoicingError):
+            raise body
         down = self._state.down
         if down is not None:
             return await self._defer(
                 document, key, identity, encrypted, down, attempts=0, maybe_sent=False,
                 detail=f"the provider is down ({down.value}): deferred without a request",
             )  # fmt: skip
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + budget
-        body = await client._preparer.prepare_one(document, encrypted=encrypted)  # noqa: SLF001
-        if isinstance(body, InvoicingError):
-            raise body
         prepared = Prepared(key, identity, body[0], SendOptions(encrypted=encrypted), plain=body[1])
         delivery = Delivery(
             key=key,

@@ -126,13 +126,7 @@ def prepare_chunk(key: ProviderKey, documents: list[Any], serialized: bool) -> l
     Runs in a worker thread or process.
     """
     prepared: list[Body] = []
-    for index, document in enumerate(documents):
-        if index:
-            # Offer the GIL between documents: the event loop's thread, back from a
-            # socket call, would otherwise wait up to the switch interval (5 ms) for it.
-            # Not after the last one: returning gives the GIL back anyway, and on a busy
-            # machine sleep(0) yields the CPU to other processes for a whole time slice.
-            time.sleep(0)
+    for document in documents:
         body = document if serialized else _serialized(document)
         if isinstance(body, tuple):
             try:
@@ -140,6 +134,10 @@ def prepare_chunk(key: ProviderKey, documents: list[Any], serialized: bool) -> l
             except InvoicingError as exc:  # one document's error, kept in its place
                 body = exc
         prepared.append(body)
+        # Offer the GIL between documents: the event loop's thread, back from a socket
+        # call, would otherwise wait up to the switch interval (5 ms) for it. After the
+        # last one too: the worker may take the next chunk at once.
+        time.sleep(0)
     return prepared
 
 

@@ -280,6 +280,24 @@ async def test_definite_refusals_raise_and_are_never_deferred(sb, tmp_path):
         assert await box.counts() == {}
 
 
+async def test_while_the_provider_is_down_a_bad_document_still_raises(sb, tmp_path):
+    """Deferred at once or not, a document that cannot be serialised, or encrypted
+    without a provider key, raises: nothing the till can correct is deferred."""
+    path = tmp_path / "till.db"
+    async with (
+        client_for(sb) as client,
+        Deferral(client, path, **FAST) as till,
+    ):
+        await client.token()
+        await sb.set_outage("refuse")
+        assert isinstance(await till.submit_or_defer(sample_invoice(23)), DeferredReceipt)
+        assert till.provider_down is DeferralReason.UNREACHABLE
+        with pytest.raises(ValidationError):
+            await till.submit_or_defer({"Summaries": {"TotalGrossValue": float("nan")}})
+    async with SqliteOutbox(path) as box:
+        assert await box.counts() == {"pending": 1}
+
+
 async def test_a_stamp_that_changes_the_identity_is_refused(sb, tmp_path):
     """The hook may mark a document, never change what identifies it: nothing stored."""
     path = tmp_path / "till.db"
