@@ -88,6 +88,16 @@ def stored_document(path, key: str) -> bytes:
     return bytes(row[0])
 
 
+async def refused(sb: Sandbox, client, till: Deferral, number: int) -> DeferredReceipt:
+    """Sell invoice ``number`` while the provider refuses connections (the client holding
+    a token, as a running till does): a receipt, deferred at once."""
+    await client.token()
+    await sb.set_outage("refuse")
+    receipt = await till.submit_or_defer(sample_invoice(number))
+    assert isinstance(receipt, DeferredReceipt)
+    return receipt
+
+
 @pytest.fixture
 async def sb():
     async with Sandbox() as sandbox:
@@ -288,9 +298,7 @@ async def test_while_the_provider_is_down_a_bad_document_still_raises(sb, tmp_pa
         client_for(sb) as client,
         Deferral(client, path, **FAST) as till,
     ):
-        await client.token()
-        await sb.set_outage("refuse")
-        assert isinstance(await till.submit_or_defer(sample_invoice(23)), DeferredReceipt)
+        await refused(sb, client, till, 23)
         assert till.provider_down is DeferralReason.UNREACHABLE
         with pytest.raises(ValidationError):
             await till.submit_or_defer({"Summaries": {"TotalGrossValue": float("nan")}})
@@ -326,9 +334,7 @@ async def test_the_same_sale_deferred_twice_keeps_its_first_deferral(sb, tmp_pat
         client_for(sb) as client,
         Deferral(client, path, stamp=stamp, on_outcome=outcomes, **FAST) as till,
     ):
-        await client.token()
-        await sb.set_outage("refuse")
-        first = await till.submit_or_defer(sample_invoice(13))
+        first = await refused(sb, client, till, 13)
         again = await till.submit_or_defer(sample_invoice(13))
         assert again == first
         assert till.backlog.count == 1
@@ -352,9 +358,7 @@ async def test_receipts_carry_the_offline_qr_signed_with_the_clients_key(sb, tmp
         client_for(sb) as client,
         Deferral(client, tmp_path / "till.db", portal_url="https://portal.invalid", **FAST) as till,
     ):
-        await client.token()
-        await sb.set_outage("refuse")
-        receipt = await till.submit_or_defer(sample_invoice(15))
+        receipt = await refused(sb, client, till, 15)
         token = (await client.token()).value
     assert isinstance(receipt, DeferredReceipt)
     expected = qr.offline_qr_url(
@@ -386,18 +390,14 @@ async def test_outcomes_are_delivered_at_least_once(sb, tmp_path):
         client_for(sb) as client,
         Deferral(client, path, on_outcome=flaky, **FAST) as till,
     ):
-        await client.token()
-        await sb.set_outage("refuse")
-        receipt = await till.submit_or_defer(sample_invoice(16))
+        receipt = await refused(sb, client, till, 16)
         await sb.set_outage(None)
         await asyncio.wait_for(_until(lambda: len(seen) >= 2), 60)
     assert seen[:2] == [receipt.key, receipt.key]
 
     async with client_for(sb) as client:
         async with Deferral(client, path, **FAST) as till:
-            await client.token()
-            await sb.set_outage("refuse")
-            other = await till.submit_or_defer(sample_invoice(17))
+            other = await refused(sb, client, till, 17)
             await sb.set_outage(None)
             async for item in till.outcomes():
                 assert item.key == other.key
@@ -414,9 +414,7 @@ async def test_the_outbox_worker_drains_a_deferrals_outbox(sb, tmp_path):
     path = tmp_path / "till.db"
     async with client_for(sb) as client:
         async with Deferral(client, path, **FAST) as till:
-            await client.token()
-            await sb.set_outage("refuse")
-            receipt = await till.submit_or_defer(sample_invoice(18))
+            receipt = await refused(sb, client, till, 18)
         await sb.set_outage(None)
         async with SqliteOutbox(path) as box:
             counts = await box.run_worker(client, stop_when_empty=True, poll=0.05)
@@ -474,9 +472,7 @@ async def test_the_qr_command_prints_a_receipt_from_the_outbox(sb, tmp_path):
             client, path, portal_url="https://portal.invalid", on_outcome=outcomes, **FAST
         ) as till,
     ):
-        await client.token()
-        await sb.set_outage("refuse")
-        receipt = await till.submit_or_defer(sample_invoice(22))
+        receipt = await refused(sb, client, till, 22)
         image = tmp_path / "offline.png"
         offline = _cli("qr", "--key", receipt.key, "--outbox", str(path), "--png", str(image))
         assert offline.returncode == 0, offline.stderr
