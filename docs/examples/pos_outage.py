@@ -1,11 +1,11 @@
-"""A till that keeps selling through an outage, and prints each receipt's QR when its mark arrives.
+"""A till that keeps selling through an outage, printing each QR when its mark arrives.
 
 ``main()`` runs it against the embedded sandbox: sales before the outage get the
-provider's record at once; while the provider refuses connections, then hangs, each sale
-is deferred (durable in the till's outbox) and its receipt carries the provider's offline
-QR; when the provider is back, the drainer transmits the deferred sales, oldest first,
-and each outcome arrives with the mark and the real QR code, printed for the receipt.
-Run it: ``python docs/examples/pos_outage.py`` (needs the ``qr`` extra, segno).
+provider's record at once; while the provider refuses connections, then hangs, each
+sale is deferred (durable in the till's outbox) and its receipt carries the provider's
+offline QR; when the provider is back, the drainer transmits the deferred sales, oldest
+first, and each outcome arrives with the mark and the real QR code, printed for the
+receipt. Run it: ``python docs/examples/pos_outage.py`` (needs the ``qr`` extra).
 """
 
 from __future__ import annotations
@@ -41,24 +41,28 @@ def mark_transmission_failure(invoice: dict[str, Any]) -> dict[str, Any]:
 
 # region receipts
 class Receipts:
-    """The till's printer: a receipt per sale, the real QR code once the mark is known."""
+    """The till's printer: a receipt per sale, the real QR once the mark is known."""
 
     def __init__(self) -> None:
         self.printed: dict[str, str] = {}  # invoice key -> the QR text printed last
         self.marks: dict[str, int] = {}
+        self.waiting: set[str] = set()  # deferred sales whose mark has not arrived
+        self.all_marked = asyncio.Event()
 
     def sale(self, key: str, answer: Any) -> None:
-        """Print the receipt of a sale just made: the record's QR, or the offline one."""
+        """Print a sale's receipt: the record's QR, or the offline one."""
         if isinstance(answer, DeferredReceipt):
-            print(f"{key}: deferred ({answer.reason.value}); receipt with the offline QR")
+            print(f"{key}: deferred ({answer.reason.value}); the offline QR printed")
             self.printed[key] = answer.offline_qr_url or ""
+            self.waiting.add(key)
+            self.all_marked.clear()
         else:
             print(f"{key}: mark {answer.mark}")
             self.printed[key] = answer.qr_code_string or ""
             self.marks[key] = answer.mark
 
     def mark_arrived(self, done: DeferredOutcome) -> None:
-        """``on_outcome``: a deferred sale was transmitted; print its QR for the receipt."""
+        """``on_outcome``: a deferred sale was transmitted; print its QR code."""
         record = done.result
         if record is None:  # refused after all: the sale needs a corrected invoice
             print(f"{done.key}: {done.outcome.status.value}: {done.outcome.error}")
@@ -67,6 +71,9 @@ class Receipts:
         print(qr.render_text(record))
         self.printed[done.key] = record.qr_code_string or ""
         self.marks[done.key] = record.mark  # type: ignore[assignment]
+        self.waiting.discard(done.key)
+        if not self.waiting:
+            self.all_marked.set()
 
 
 # endregion receipts
@@ -95,7 +102,8 @@ async def main() -> None:
                 probe_delay=0.05,  # quick for the example; the default is 1 s
             ) as till,
         ):
-            sales = [sample_invoice(n, issuer_vat=sandbox.client_id) for n in range(1, 7)]
+            tin = sandbox.client_id
+            sales = [sample_invoice(n, issuer_vat=tin) for n in range(1, 7)]
 
             async def sell(invoice: dict[str, Any]) -> None:
                 answer = await till.submit_or_defer(invoice)
@@ -110,9 +118,8 @@ async def main() -> None:
                 print("backlog:", till.backlog.count, "sale(s) waiting")
             # The provider is back: the drainer transmits the backlog, and later sales
             # go straight to the provider again.
-            deferred = set(receipts.printed) - set(receipts.marks)
-            while not deferred <= set(receipts.marks):
-                await asyncio.sleep(0.05)
+            deferred = set(receipts.waiting)
+            await asyncio.wait_for(receipts.all_marked.wait(), 60)
             await sell(sales[4])
             await sell(sales[5])
             assert (await till.refresh_backlog()).count == 0
