@@ -12,6 +12,7 @@ lag       event-loop lag while a batch runs (encryption in threads vs on the loo
 memory    peak RSS streaming 10k / 100k (/ 1M) documents through ``submit_stream``
 procpool  encryption throughput in a process pool (per-document tasks vs chunked map)
 ledger    the SQLite ledger: journaled stream memory and throughput, resume from 1M entries
+single    one ``submit_secure`` after the other: p50 latency vs raw aiohttp + floor encryption
 ========  ================================================================================
 
 Results go to ``benchmarks/RESULTS.rst`` and ``benchmarks/results.png``.
@@ -20,4 +21,4 @@ Results go to ``benchmarks/RESULTS.rst`` and ``benchmarks/results.png``.
 
 from __future__ import annotations
 
-BENCHMARKS = ["pgp", "e2e", "token", "lag", "memory", "procpool", "ledger"]
+BENCHMARKS = ["pgp", "e2e", "token", "lag", "memory", "procpool", "ledger", "single"]

@@ -70,6 +70,7 @@ nitpick_ignore_regex = [
     ("py:class", r"_typing\.Any"),  # typing.Any in invoicing_async.outbox (kept private)
     ("py:class", r"(invoicing_async\..*\.)?Algorithm"),  # the sandbox's key algorithms
     ("py:class", r"_T"),  # the type variable of BlockingClient.run (its call's result)
+    ("py:class", r"(invoicing_async\..*\.)?OutageMode"),  # the sandbox's outages
 ]
 
 # Built by factory methods, not by calling the class: the attrs constructor is private.

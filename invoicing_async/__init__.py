@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._client import InvoicingClient
     from ._convert import outcome_from_dict, outcome_to_dict, result_from_dict, result_to_dict
+    from ._deferral import Deferral
     from ._documents import Submission, document_key
     from ._errors import (
         AuthenticationError,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from ._operations import OperationResult
     from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
     from ._pgp import ProviderKey
+    from ._receipts import Backlog, DeferralReason, DeferredOutcome, DeferredReceipt
     from ._safety import Safety
     from ._tokencache import TokenCache
     from ._tokenstore import CredentialsKey, MemoryTokenStore, TokenStore
@@ -46,10 +48,15 @@ if TYPE_CHECKING:
 __all__ = [
     "AccessToken",
     "AuthenticationError",
+    "Backlog",
     "BatchProgress",
     "ClientStateError",
     "CredentialsError",
     "CredentialsKey",
+    "Deferral",
+    "DeferralReason",
+    "DeferredOutcome",
+    "DeferredReceipt",
     "DocumentResult",
     "DocumentStatus",
     "DuplicateDocumentError",
@@ -89,10 +96,15 @@ __all__ = [
 _HOMES = {
     "AccessToken": "._models",
     "AuthenticationError": "._errors",
+    "Backlog": "._receipts",
     "BatchProgress": "._outcomes",
     "ClientStateError": "._errors",
     "CredentialsError": "._errors",
     "CredentialsKey": "._tokenstore",
+    "Deferral": "._deferral",
+    "DeferralReason": "._receipts",
+    "DeferredOutcome": "._receipts",
+    "DeferredReceipt": "._receipts",
     "DocumentResult": "._models",
     "DocumentStatus": "._models",
     "DuplicateDocumentError": "._errors",

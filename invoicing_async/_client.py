@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import os
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -257,7 +258,7 @@ class InvoicingClient:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         key, identity = describe(document)
-        [body] = await self._preparer.prepare_many([(document, options.encrypted)])
+        body = await self._preparer.prepare_one(document, encrypted=options.encrypted)
         if isinstance(body, InvoicingError):
             raise body
         prepared = Prepared(key, identity, body[0], options, plain=body[1])
@@ -426,6 +427,15 @@ class InvoicingClient:
     def _batch(self, options: BatchOptions, journal: Journal | None) -> Batch:
         """A batch of this client's documents (an outbox worker's too)."""
         return Batch(self._preparer, self._session, options, journal)
+
+    def _offline_signature(self, text: str) -> str:
+        """The provider's offline QR signature: the hex SHA-1 of ``text`` and the API key.
+
+        The key is read where it is used: a :class:`~invoicing_async.Deferral` signs its
+        receipts without ever holding it.
+        """
+        signed = (text + self._session._client_secret).encode("utf-8")  # noqa: SLF001
+        return hashlib.sha1(signed).hexdigest()  # noqa: S324  (the provider's algorithm)
 
     # --- other operations ----------------------------------------------------------------
     # Each declares its safety class in one table (invoicing_async._safety.OPERATIONS);

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-__all__ = ["auth", "batch", "delivery", "ledger", "operations", "transport"]
+__all__ = ["auth", "batch", "deferral", "delivery", "ledger", "operations", "transport"]
 
 #: A document's attempts: retries, refusals, give-ups; a batch that stops; the
 #: adaptive in-flight limit.
@@ -19,6 +19,8 @@ delivery = logging.getLogger("invoicing_async.delivery")
 batch = logging.getLogger("invoicing_async.batch")
 #: Tokens: fetches, renewals, 401 recovery, the shared token store.
 auth = logging.getLogger("invoicing_async.auth")
+#: Deferred sales: the provider down and back, the drainer, the backlog.
+deferral = logging.getLogger("invoicing_async.deferral")
 #: The ledger file and the outbox workers.
 ledger = logging.getLogger("invoicing_async.ledger")
 #: The other operations' attempts (cancellations, uploads …).

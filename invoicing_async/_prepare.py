@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import os
 import time
 from typing import TYPE_CHECKING, Any
@@ -27,10 +28,14 @@ if TYPE_CHECKING:
 
     from ._pgp import ProviderKey
 
-__all__ = ["Body", "Preparer", "prepare_chunk"]
+__all__ = ["INLINE_MAX", "Body", "Preparer", "prepare_chunk"]
 
 #: A prepared body: ``(bytes to send, serialised document)``, or why it cannot be sent.
 Body = tuple[bytes, bytes] | InvoicingError
+
+#: Largest serialised document a single call encrypts on the event loop (bytes): less
+#: CPU than a hand-over to a thread costs for an invoice of that size.
+INLINE_MAX = 32 * 1024
 
 
 class Preparer:
@@ -82,6 +87,32 @@ class Preparer:
             bodies[i] = body
         return bodies
 
+    async def prepare_one(self, document: Any, *, encrypted: bool) -> Body:
+        """One document's body, for a single call.
+
+        A small document is encrypted on the event loop when no executor was given: a
+        hand-over to a thread (waking it, the GIL passed back and forth) costs a single
+        call about as much as encrypting a 4 KB invoice, for nothing it could overlap
+        with. A large one, or any with an ``encrypt_executor`` of the caller's, goes to
+        the executor as in a batch.
+        """
+        body = _serialized(document)
+        if not encrypted or isinstance(body, InvoicingError):
+            return body
+        key = self.provider_key
+        if key is None:
+            return ProviderKeyError(MISSING_PROVIDER_KEY, reason="missing")
+        plain = body[1]
+        if self.executor is None and len(plain) <= INLINE_MAX:
+            try:
+                return key.encrypt(plain), plain
+            except InvoicingError as exc:
+                return exc
+        loop = asyncio.get_running_loop()
+        chunk = functools.partial(prepare_chunk, key, [body], serialized=True)
+        [prepared] = await loop.run_in_executor(self.executor, chunk)
+        return prepared
+
 
 def prepare_chunk(key: ProviderKey, documents: list[Any], serialized: bool) -> list[Body]:
     """Serialise (unless ``serialized``: bodies already) and encrypt documents.
@@ -98,7 +129,8 @@ def prepare_chunk(key: ProviderKey, documents: list[Any], serialized: bool) -> l
                 body = exc
         prepared.append(body)
         # Offer the GIL between documents: the event loop's thread, back from a socket
-        # call, would otherwise wait up to the switch interval (5 ms) for it.
+        # call, would otherwise wait up to the switch interval (5 ms) for it. After the
+        # last one too: the worker may take the next chunk at once.
         time.sleep(0)
     return prepared
 

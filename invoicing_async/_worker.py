@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -38,13 +39,26 @@ if TYPE_CHECKING:
     from ._ledger._store import Claim, Store
     from ._outcomes import Outcome
 
-__all__ = ["Claims", "Client", "run_worker"]
+__all__ = ["Claims", "Client", "Hooks", "run_worker"]
 
 
 class Client(Protocol):
     """What a worker needs of a client: a batch of its documents with a journal."""
 
     def _batch(self, options: BatchOptions, journal: Journal | None) -> Batch: ...
+
+
+class Hooks(Protocol):
+    """What the owner of a worker (the client's drainer of deferred sales) is told and asked."""
+
+    async def before_send(self, key: str) -> None:
+        """A claimed entry is about to be sent: return when it may be."""
+
+    def answered(self, outcome: Outcome) -> None:
+        """An entry's outcome, as soon as it is known (not yet written)."""
+
+    def settled(self, outcome: Outcome, *, done: bool) -> None:
+        """An entry's outcome is written; ``done``: it will not be sent again."""
 
 
 class _Pump:
@@ -89,8 +103,11 @@ class _Pump:
 class Claims:
     """The batch's journal in a worker: the claimed entries, written under their lease."""
 
-    def __init__(self, store: Store, *, seconds: float, policy: RetryPolicy) -> None:
+    def __init__(
+        self, store: Store, *, seconds: float, policy: RetryPolicy, hooks: Hooks | None = None
+    ) -> None:
         self._store = store
+        self._hooks = hooks
         self._seconds = seconds
         self._policy = policy
         self.held: dict[str, Claim] = {}
@@ -131,6 +148,8 @@ class Claims:
     async def before_send(self, key: str) -> None:
         """Mark the entry sending, under its lease; a lost lease withdraws it."""
         self._check()
+        if self._hooks is not None:
+            await self._hooks.before_send(key)
         claim = self.held.get(key)
         if claim is None or not await self._sending.put(claim):
             raise Withdrawn(f"the claim on {key} was taken over by another worker")
@@ -138,6 +157,8 @@ class Claims:
     def after_outcome(self, outcome: Outcome, prepared: Prepared | None) -> None:
         """Settle the entry under its lease: done, or back to be sent again later."""
         self._check()
+        if self._hooks is not None:
+            self._hooks.answered(outcome)
         claim = self.held.pop(outcome.key, None)
         if claim is None:
             return
@@ -159,6 +180,8 @@ class Claims:
         )
         future = self._settling.put(settlement)
         future.add_done_callback(self._settled_done)
+        if self._hooks is not None:
+            future.add_done_callback(functools.partial(self._tell, outcome, not again))
         self._settles.append(future)
 
     # --- the worker's side ----------------------------------------------------------------
@@ -193,6 +216,14 @@ class Claims:
         elif error is None and not future.result():
             log.warning("outbox: an outcome was not written: the entry's lease was taken over")
 
+    def _tell(self, outcome: Outcome, done: bool, future: asyncio.Future[bool]) -> None:
+        """Tell the hooks an outcome is written (under the lease: else it was not)."""
+        hooks = self._hooks
+        if hooks is not None and not future.cancelled() and future.exception() is None:
+            written = future.result()
+            if written:
+                hooks.settled(outcome, done=done)
+
     def _check(self) -> None:
         if self._failure is not None:
             raise self._failure
@@ -224,12 +255,16 @@ async def run_worker(
     retry: RetryPolicy,
     lease: float,
     poll: float,
+    hooks: Hooks | None = None,
 ) -> dict[OutcomeStatus, int]:
-    """Drain the outbox (see :meth:`PostgresOutbox.run_worker`); returns outcome counts."""
+    """Drain the outbox (see :meth:`PostgresOutbox.run_worker`); returns outcome counts.
+
+    :param hooks: told of every outcome, and asked before every first request.
+    """
     counts: collections.Counter[OutcomeStatus] = collections.Counter()
     pause = poll
     while True:
-        claims = Claims(store, seconds=lease, policy=retry)
+        claims = Claims(store, seconds=lease, policy=retry, hooks=hooks)
         batch = client._batch(BatchOptions(concurrency=concurrency, retry=retry), claims)  # noqa: SLF001
         heartbeat = asyncio.ensure_future(claims.heartbeat())
         documents = claims.feed(batch, size=concurrency, poll=poll, stop_when_empty=stop_when_empty)

@@ -56,3 +56,18 @@ def test_compare_runs_two_trees_on_the_same_invoices():
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
     assert completed.stdout.count("docs/s") == 3  # two runs and the medians
     assert "median:" in completed.stdout
+
+
+def test_quick_single_call_benchmark_exits_0_and_checks_both_providers(tmp_path):
+    """`python -m benchmarks --quick --only single` exits 0 and writes the single-call
+    table, with its target checked against the instant and the 20 ms provider."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--only", "single", "--output",
+         str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
+    results = (tmp_path / "RESULTS.rst").read_text(encoding="utf-8")
+    assert "A single call" in results
+    assert "submit_secure p50 ÷ raw aiohttp (instant provider)" in results
+    assert "submit_secure p50 ÷ raw aiohttp (20 ms provider)" in results

@@ -26,6 +26,7 @@ from invoicing_async import (
     TransportError,
 )
 from invoicing_async._pgp import Decryptor
+from invoicing_async._prepare import INLINE_MAX
 from invoicing_async.testing import instant_retries
 from invoicing_sandbox import generate_keypair
 
@@ -118,10 +119,12 @@ async def test_submit_secure_body_decrypts_to_the_exact_json(mock, keypair):
     assert plain == json.dumps(INVOICE, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-async def test_encryption_runs_off_the_event_loop_thread(mock, keypair):
-    """ProviderKey.encrypt runs in a worker thread, never on the loop's thread."""
+async def test_encryption_runs_off_the_loop_except_for_a_small_single_call(mock, keypair):
+    """A single call encrypts a small document on the loop's thread (a hand-over to a
+    thread would cost as much as the encryption); a large document, and every document
+    of a batch, is encrypted in a worker thread."""
     mock.post(TOKEN_URL, payload=token_body(1))
-    mock.post(SECURE_URL, status=201, payload=RECORD)
+    mock.post(SECURE_URL, status=201, payload=RECORD, repeat=True)
     key = ProviderKey.from_armored(keypair.public_armored)
     threads: list[int] = []
     real = ProviderKey.encrypt
@@ -130,12 +133,17 @@ async def test_encryption_runs_off_the_event_loop_thread(mock, keypair):
         threads.append(threading.get_ident())
         return real(self, data)
 
+    large = {**INVOICE, "Notes": "x" * (INLINE_MAX + 1)}
+    loop_thread = threading.get_ident()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ProviderKey, "encrypt", spy)
         async with client(provider_key=key) as c:
             await c.submit_secure(INVOICE)
-    assert threads
-    assert threading.get_ident() not in threads
+            assert threads == [loop_thread]
+            await c.submit_secure(large)
+            assert threads[1] != loop_thread
+            await c.submit_many([INVOICE])
+            assert threads[2] != loop_thread
 
 
 async def test_submit_secure_without_key_is_refused_locally(mock):

@@ -41,6 +41,7 @@ EXECUTED = {
     "operations.py",
     "sync_frameworks.py",
     "interrupted_batch.py",
+    "pos_outage.py",
 }
 
 
@@ -222,6 +223,16 @@ async def test_interrupted_batch_prints_a_summary_and_resumes(tmp_path):
         assert process.returncode == 0, stderr.decode()
         assert sandbox.commit_count == 60
         assert all(held.commits == 1 for held in sandbox.committed.values())
+async def test_pos_outage_till_keeps_selling_and_prints_each_qr_when_its_mark_arrives(
+    capsys,
+):
+    """The till of "When the provider is down": sales during an outage are deferred
+    (stamped), transmitted once the provider is back, each committed once, and each
+    deferred receipt's real QR printed when its mark arrives."""
+    await load("pos_outage").main()
+    printed = capsys.readouterr().out
+    assert printed.count("arrived; its QR code:") == 3
+    assert "deferred (unreachable)" in printed
 
 
 async def test_bulk_job_resumes_a_faulty_batch_without_double_commits():

@@ -26,6 +26,7 @@ OWNERS = {
     "redis": {"invoicing_async.redis"},
     "asyncpg": {"invoicing_async._ledger._postgres_outbox"},
     "psycopg": {"invoicing_async._ledger._postgres_outbox"},
+    "segno": {"invoicing_async.qr"},
 }
 
 

@@ -14,6 +14,7 @@ MODULES = [
     "invoicing_async",
     "invoicing_async.blocking",
     "invoicing_async.outbox",
+    "invoicing_async.qr",
     "invoicing_async.redis",
     "invoicing_sandbox",
     "invoicing_async.testing",

@@ -123,3 +123,37 @@ def test_without_pytest_asyncio_the_fixture_says_what_is_missing(tmp_path):
     assert "not found" not in output
     assert "need pytest-asyncio, which is not installed" in output
     assert "pip install 'invoicing-async[pytest]'" in output
+
+
+OUTAGE_TEST = textwrap.dedent(
+    """
+    import pytest
+    from invoicing_async import Deferral, DeferredReceipt
+    from invoicing_sandbox import sample_invoice
+
+    pytestmark = pytest.mark.asyncio
+
+    async def test_the_till_keeps_selling(invoicing_client, invoicing_sandbox, tmp_path):
+        async with Deferral(invoicing_client, tmp_path / "till.db", budget=0.5) as till:
+            await invoicing_client.token()
+            async with invoicing_sandbox.outage("hang"):
+                receipt = await till.submit_or_defer(sample_invoice(1))
+            assert isinstance(receipt, DeferredReceipt)
+            assert receipt.reason.value == "timed_out"
+            async with invoicing_sandbox.outage("refuse"):
+                assert isinstance(await till.submit_or_defer(sample_invoice(2)), DeferredReceipt)
+    """
+)
+
+
+def test_a_users_suite_drives_an_outage_through_the_fixture(tmp_path):
+    """A POS application's own test starts outages on the fixture's sandbox to test
+    that its till keeps selling (deferral)."""
+    (tmp_path / "test_user.py").write_text(OUTAGE_TEST)
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "-o", "asyncio_default_fixture_loop_scope=function", str(tmp_path / "test_user.py")],
+        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "1 passed" in completed.stdout

@@ -112,7 +112,7 @@ async def test_read_only_endpoints_cannot_collide_with_an_environment():
 
 
 async def test_request_log_line_per_request(caplog):
-    """Each request is one INFO line on `invoicing_sandbox`: method, path, status,
+    """Each request is one INFO line on `invoicing_async.sandbox`: method, path, status,
     document identity, attempt, fault; never the API key or a token."""
     caplog.set_level(logging.INFO, logger="invoicing_async.sandbox")
     async with Sandbox(key_algorithm="cv25519") as sb:

@@ -29,7 +29,7 @@ from invoicing_async._env import ssl_context
 from invoicing_async._errors import InvoicingError, ProviderKeyError, ValidationError
 from invoicing_async._pgp import ProviderKey
 
-from . import _ledger, _operations, _submit
+from . import _ledger, _operations, _pos, _submit
 from ._common import (
     UsageError,
     add_credentials,
@@ -128,7 +128,7 @@ def register(commands: Commands) -> None:
 # --- entry point ---------------------------------------------------------------------
 
 #: Modules whose ``register(commands)`` adds subcommands, in the order --help lists them.
-MODULES = (_submit, sys.modules[__name__], _ledger, _operations)
+MODULES = (_submit, sys.modules[__name__], _ledger, _operations, _pos)
 #: The entry point group of other distributions' subcommands (``register(commands)``).
 PLUGINS = "invoicing_async.commands"
 

@@ -9,8 +9,9 @@ check clients against. :class:`Fault` injects the failures real networks and pro
 produce (resets, lost answers, truncated bodies, hangs), scripted or at random but
 reproducible. The provider's key pair is generated once per process
 (:func:`cached_keypair`), and the sandbox decrypts what GnuPG, Sequoia and the library
-send. The pytest plugin provides the ``invoicing_sandbox`` and ``invoicing_client``
-fixtures.
+send. :meth:`Sandbox.outage` plays the provider being down (connections refused,
+requests hanging, 503s) until switched back. The pytest plugin provides the
+``invoicing_sandbox``, ``invoicing_client`` and ``invoicing_env`` fixtures.
 
 Its own distribution, ``invoicing-async-sandbox``: a client application installs it for
 its tests, not in production. Importing this package costs nothing until a name is

@@ -32,6 +32,7 @@ from ._faults import Fault
 from ._inspect import PREFIX
 from ._operations import ROUTES as OPERATION_ROUTES
 from ._operations import OperationCall, UploadedFile
+from ._outage import OutageSwitch
 from ._replies import METHOD_NOT_ALLOWED, Reply, error_reply, fault_reply, mangled, undecryptable
 
 if TYPE_CHECKING:
@@ -80,6 +81,12 @@ class Server:
         self._decryptor = decryptor
         self._max_body_size = max_body_size
         self._runner: web.AppRunner | None = None
+        self._sites: list[web.BaseSite] = []
+        self._tls: ssl.SSLContext | None = None
+        #: Sockets bound, not listening, while an outage refuses connections: the port
+        #: stays this sandbox's, and every connection is refused.
+        self._reserved: list[socket.socket] = []
+        self.outage = OutageSwitch(self._refuse, self._accept)
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._stopping = asyncio.Event()  # set by close(): ends hangs, latency, trickles
         #: Handler tasks: aiohttp forgets the task of a connection the client closed.
@@ -112,13 +119,14 @@ class Server:
             handler_cancellation=False,
         )  # fmt: skip
         await runner.setup()
+        site = web.TCPSite(runner, host, port, ssl_context=tls)
         try:
-            await web.TCPSite(runner, host, port, ssl_context=tls).start()
+            await site.start()
         except BaseException:
             await runner.cleanup()
             self._executor.shutdown()
             raise
-        self._runner = runner
+        self._runner, self._sites, self._tls = runner, [site], tls
         return int(runner.addresses[0][1])
 
     async def close(self) -> None:
@@ -127,6 +135,10 @@ class Server:
         A request whose client already left still completes its commit.
         """
         self._stopping.set()
+        await self.outage.close()
+        for sock in self._reserved:
+            sock.close()
+        self._reserved = []
         if self._runner is not None:
             await self._runner.cleanup()
         if self.inflight:
@@ -150,6 +162,8 @@ class Server:
             try:
                 if exchange.environment is None:
                     return await self._send(request, _unknown(request), None, exchange)
+                if self.outage.mode is not None:
+                    return await self._during_outage(request, exchange)
                 return await handler(request, exchange.environment, exchange)
             except ConnectionError:
                 # The client went away (killed, timed out): not the sandbox's failure, and
@@ -170,7 +184,77 @@ class Server:
         if self._inspector is None:
             return _response(_unknown(request))
         tail = request.match_info.get("tail", "")
+        if tail.strip("/") == "outage":
+            reply, switch = self.outage.answer(request.method, request.query)
+            response = _response(reply)
+            if switch is not None:  # answered first: refusing closes this connection too
+                await response.prepare(request)
+                await response.write_eof()
+                await self.outage.set(switch[0], seconds=switch[1])
+            return response
         return _response(self._inspector.answer(request.method, tail, request.query))
+
+    # --- outages (:mod:`._outage`) -------------------------------------------------------
+
+    async def _during_outage(self, request: web.Request, exchange: Exchange) -> web.StreamResponse:
+        """A request the outage meets: answered 503, held until it ends, or dropped."""
+        outage = self.outage
+        exchange.fault = f"outage:{outage.mode}"
+        if outage.mode == "503":
+            reply = outage.unavailable()
+            exchange.status = reply.status
+            return _response(reply)
+        if outage.mode == "hang":
+            outage.hits += 1
+            changed = asyncio.ensure_future(outage.changed())
+            try:
+                await _hang(request, self._stopping, until=changed)
+            finally:
+                changed.cancel()
+        else:  # refuse: a connection opened just before the switch
+            _abort(request, rst=True)
+        exchange.dropped = "outage"
+        return web.Response(status=204)  # never reaches the client: the connection is gone
+
+    async def _refuse(self) -> None:
+        """Stop listening, keep the port bound (refused, not free), drop open connections."""
+        runner = self._runner
+        if runner is None:
+            raise RuntimeError("the sandbox is not running")
+        addresses = list(runner.addresses)
+        for site in self._sites:
+            await site.stop()
+        self._sites = []
+        if runner.server is not None:
+            for handler in runner.server.connections:
+                if handler.transport is not None:
+                    handler.transport.close()  # written answers are flushed first
+            # Return once they are closed, and a client in this event loop has seen it
+            # (one more turn of the loop): its next request opens a connection, refused.
+            for _ in range(1000):
+                if not runner.server.connections:
+                    break
+                await asyncio.sleep(0)
+            await asyncio.sleep(0)
+        for address in addresses:
+            family = socket.AF_INET6 if len(address) == 4 else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            self._reserved.append(sock)
+
+    async def _accept(self) -> None:
+        """Listen again on the reserved sockets."""
+        runner = self._runner
+        if runner is None:
+            raise RuntimeError("the sandbox is not running")
+        reserved, self._reserved = self._reserved, []
+        for sock in reserved:
+            site = web.SockSite(runner, sock, ssl_context=self._tls)
+            await site.start()
+            self._sites.append(site)
 
     async def _before(
         self, request: web.Request, fault: Fault | None, exchange: Exchange
@@ -396,12 +480,14 @@ async def _sleep_unless(seconds: float | None, stop: asyncio.Event) -> bool:
     return True
 
 
-async def _hang(request: web.BaseRequest, stop: asyncio.Event) -> None:
-    """Hold the request until the client goes away or the sandbox stops, then drop it.
+async def _hang(
+    request: web.BaseRequest, stop: asyncio.Event, *, until: asyncio.Future[None] | None = None
+) -> None:
+    """Hold the request until the client goes away (or ``stop``, or ``until``), then drop it.
 
     The handler is not cancelled when the client leaves (aiohttp's default): poll.
     """
-    while not _connection_gone(request):
+    while not _connection_gone(request) and (until is None or not until.done()):
         if await _sleep_unless(0.05, stop):
             break
     _abort(request)

@@ -8,6 +8,7 @@ the aiohttp server (:mod:`._app`), plus the key pair the server decrypts with.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import secrets
 import time
@@ -30,12 +31,13 @@ from ._tls import ServerCertificate, default_names
 if TYPE_CHECKING:
     import os
     import ssl
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import AsyncIterator, Callable, Iterable, Mapping
     from types import TracebackType
 
     from invoicing_async import ProviderKey
 
     from ._operations import ReSeeded, StoredUpload
+    from ._outage import OutageMode
     from ._pos import PosSignature
 
 __all__ = ["Sandbox"]
@@ -490,6 +492,56 @@ class Sandbox:
         .. versionadded:: 0.2.0
         """
         self._faults.set_latency(seconds, jitter)
+
+    async def set_outage(self, mode: OutageMode | None, *, seconds: float | None = None) -> None:
+        """Start an outage of the provider (``None``: end it), for ``seconds`` if given.
+
+        ``"refuse"``: every connection is refused (open ones are dropped); the port stays
+        reserved, so the provider comes back on the same URL. ``"hang"``: requests are
+        accepted and never answered (nothing is processed) until the client gives up or
+        the outage ends. ``"503"``: every request is answered 503 at once, unprocessed.
+        The provider's routes (the token endpoint too) are affected; ``/_sandbox/``
+        stays up except while connections are refused. Over HTTP:
+        ``POST /_sandbox/outage?mode=hang&seconds=30`` (``refuse`` needs ``seconds``).
+
+        .. versionadded:: 0.3.0
+        """
+        self._running()
+        assert self._server is not None  # noqa: S101  (_running says so)
+        await self._server.outage.set(mode, seconds=seconds)
+
+    @contextlib.asynccontextmanager
+    async def outage(
+        self, mode: OutageMode, *, seconds: float | None = None
+    ) -> AsyncIterator[Sandbox]:
+        """An outage for the block: ``async with sandbox.outage("hang"): ...``.
+
+        See :meth:`set_outage`; the provider is back to normal when the block ends.
+
+        .. versionadded:: 0.3.0
+        """
+        await self.set_outage(mode, seconds=seconds)
+        try:
+            yield self
+        finally:
+            if self._server is not None:
+                await self.set_outage(None)
+
+    @property
+    def outage_mode(self) -> OutageMode | None:
+        """The outage under way (``"refuse"``, ``"hang"``, ``"503"``), or ``None``.
+
+        .. versionadded:: 0.3.0
+        """
+        return self._server.outage.mode if self._server is not None else None
+
+    @property
+    def outage_hits(self) -> int:
+        """Requests an outage met so far (answered 503, or held while hanging).
+
+        .. versionadded:: 0.3.0
+        """
+        return self._server.outage.hits if self._server is not None else 0
 
     def expire_tokens(self) -> None:
         """Make every access token issued so far expired (to test 401 recovery)."""

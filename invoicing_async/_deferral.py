@@ -1,0 +1,389 @@
+"""Deferred submission: a sale never waits on the provider.
+
+A :class:`Deferral` binds a client to a durable queue (an outbox) and a latency budget.
+:meth:`Deferral.submit_or_defer` sends a sale as a single call does; if the provider
+has not answered within the budget, or is certainly unreachable, the document is made
+durable in the outbox and a :class:`DeferredReceipt` is returned instead. Once the
+provider is known to be down, later sales are deferred at once, without spending their
+budget, until the drainer sees it answer again. A definite refusal is never deferred.
+
+The drainer (:mod:`._drainer`) is the outbox worker of the deferral's outbox: it sends
+the deferred documents as soon as the provider answers, and hands each final outcome to
+the application.
+
+The identity rule decides what may change across the boundary: a document whose first
+attempt may have reached the provider is stored byte-identical (the provider's 409 makes
+its re-sending safe); only one certainly not sent passes through the ``stamp`` hook.
+
+A deferral wraps a client rather than giving it a mode: ``submit_secure`` keeps its
+return type and behaviour, a sale that may be deferred says so in its own method's type
+(``DocumentResult | DeferredReceipt``), and the client stays free of storage and of the
+drainer's life (the outbox knows the client, never the reverse).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import functools
+import hashlib
+import socket
+import time
+from typing import TYPE_CHECKING, Any
+
+from ._delivery import SINGLE, Breaker, Delivery, Kind, Shared, classify
+from ._documents import Prepared, SendOptions, describe, serialize_document
+from ._drainer import Drainer, ProviderState, Queue
+from ._errors import InvoicingError
+from ._ledger._deferrals import Deferred
+from ._ledger._enqueue import Ready
+from ._log import deferral as log
+from ._outcomes import OutcomeStatus, RetryPolicy
+from ._receipts import Backlog, last_error, reason_of, receipt_of
+from .qr import _signed_url
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import AsyncIterator, Awaitable, Callable
+    from types import TracebackType
+
+    from ._client import InvoicingClient
+    from ._documents import Document, Identity
+    from ._ledger._entry import LedgerEntry
+    from ._models import DocumentResult
+    from ._outcomes import Outcome
+    from ._receipts import DeferralReason, DeferredOutcome, DeferredReceipt
+    from .outbox import PostgresOutbox, SqliteOutbox
+
+__all__ = ["Deferral"]
+
+#: Seconds a sale may outlive its budget while an attempt in progress is cancelled.
+_GRACE = 0.1
+
+
+class _Decisive(Breaker):
+    """A single call's answers that decide at once: defer, or raise (:data:`_DECISIVE`).
+
+    As a breaker it ends the delivery's attempts at the first such answer, however much
+    of the budget is left.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(None)
+
+    def record(self, error: InvoicingError | None) -> None:
+        if error is not None and self.error is None and classify(error) in _DECISIVE:
+            self.error = error
+
+    def trip(self, error: InvoicingError) -> None:  # pragma: no cover - record never trips it
+        self.error = self.error or error
+
+
+#: Kinds that end a sale's attempts at once: unreachable or throttled (defer), another
+#: document's record (raise).
+_DECISIVE = frozenset({Kind.NOT_SENT, Kind.THROTTLED, Kind.FOREIGN})
+
+
+class Deferral:
+    """Deferred submission for a POS: a sale never waits on the provider.
+
+    ::
+
+        async with InvoicingClient(...) as client, Deferral(client, "till.db") as till:
+            answer = await till.submit_or_defer(invoice)
+            if isinstance(answer, DeferredReceipt):
+                print_receipt(qr=answer.offline_qr_url)   # mark and QR come later
+            else:
+                print_receipt(qr=answer.qr_code_string)
+
+    Within ``budget`` seconds :meth:`submit_or_defer` returns the provider's record, as
+    :meth:`~invoicing_async.InvoicingClient.submit_secure` does; past it, or at once when
+    the provider is certainly unreachable (a refused connection, a 429), the document is
+    durable in ``outbox`` before a :class:`DeferredReceipt` is returned. Once the
+    provider is known down, later sales are deferred at once, until the drainer sees it
+    answer again. A definite refusal (400, a foreign record, refused credentials, no
+    provider key) is never deferred: it raises as it does today.
+
+    While open (``async with``, or :meth:`start` and :meth:`close`), the deferral's
+    drainer sends what waits in the outbox, oldest first, as soon as the provider
+    answers: one probe at a time while it is down (``probe_delay`` doubling up to
+    ``probe_max_delay``), then with the batch machinery's adaptive limit and retry
+    budget. It resumes from the outbox when opened again (after a crash too), and is the
+    same worker as ``invoicing-async worker`` and ``run_worker`` (one at a time on a
+    SQLite outbox). Each final outcome is delivered to ``on_outcome`` (or
+    :meth:`outcomes`) at least once: again after a restart if the application had not
+    taken it yet.
+
+    :param client: the :class:`~invoicing_async.InvoicingClient` that sends.
+    :param outbox: where deferred sales wait: a SQLite file path, a
+        :class:`~invoicing_async.outbox.SqliteOutbox`, or a
+        :class:`~invoicing_async.outbox.PostgresOutbox` shared by a fleet of tills.
+    :param budget: seconds a sale may wait for the provider (a call may pass it by
+        ``0.1`` s plus the outbox's write).
+    :param stamp: called with a document certainly never sent before it is stored (for
+        the marking a regime requires, such as ``transmissionFailure=1``); returns the
+        document to store and send, with the same identity. A document that may have
+        reached the provider is never given to it.
+    :param portal_url: the provider's portal: receipts get the offline QR url
+        (:func:`~invoicing_async.qr.offline_qr_url`, signed with the client's API key).
+    :param on_outcome: called (or awaited) with each :class:`DeferredOutcome`; the
+        outcome counts as delivered when it returns. Without it, iterate
+        :meth:`outcomes`.
+    :param warn_after: seconds the oldest deferred sale may wait before a WARNING
+        (``invoicing_async.deferral``, at most once a minute).
+    :param retry: the drainer's :class:`~invoicing_async.RetryPolicy`.
+    :param concurrency: documents the drainer sends at once at most.
+    :param probe_delay: seconds between the drainer's probes of a provider that is down,
+        at first; doubled after each failed probe up to ``probe_max_delay``.
+    :param poll: seconds between the drainer's looks at the outbox when idle (for sales
+        deferred by other processes or tills).
+    :param origin: whose outcomes this deferral delivers, in an outbox shared by tills
+        (default: the host name).
+
+    .. versionadded:: 0.3.0
+    """
+
+    def __init__(
+        self,
+        client: InvoicingClient,
+        outbox: SqliteOutbox | PostgresOutbox | str | os.PathLike[str],
+        *,
+        budget: float = 2.0,
+        stamp: Callable[[Any], Document] | None = None,
+        portal_url: str | None = None,
+        on_outcome: Callable[[DeferredOutcome], Awaitable[None] | None] | None = None,
+        warn_after: float = 3600.0,
+        retry: RetryPolicy | None = None,
+        concurrency: int = 4,
+        probe_delay: float = 1.0,
+        probe_max_delay: float = 60.0,
+        poll: float = 5.0,
+        origin: str | None = None,
+    ) -> None:
+        if not budget > 0:
+            raise ValueError("budget must be positive")
+        self._client = client
+        self._budget = budget
+        self._stamp = stamp
+        self._portal_url = portal_url
+        self._queue = Queue.of(outbox)
+        self._origin = origin if origin is not None else socket.gethostname()
+        self._state = ProviderState(probe_delay, probe_max_delay)
+        self._drainer = Drainer(
+            client,
+            self._queue,
+            self._state,
+            check=client._session.ensure_usable,  # noqa: SLF001  (a closed client stops it)
+            origin=self._origin,
+            on_outcome=on_outcome,
+            warn_after=warn_after,
+            retry=retry or RetryPolicy(max_attempts=2, base_delay=0.5, attempt_timeout=10.0),
+            concurrency=concurrency,
+            poll=poll,
+        )
+
+    def __repr__(self) -> str:
+        return f"<Deferral {self._queue!r} budget={self._budget:g}s>"
+
+    async def __aenter__(self) -> Deferral:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Open the outbox and start the drainer (idempotent)."""
+        await self._queue.open()
+        self._drainer.start()
+
+    async def close(self) -> None:
+        """Stop the drainer (requests in flight stay re-sendable) and close the outbox."""
+        await self._drainer.stop()
+        await self._queue.close()
+
+    @property
+    def provider_down(self) -> DeferralReason | None:
+        """Why the provider is known down (sales are deferred at once), or ``None``."""
+        return self._state.down
+
+    @property
+    def backlog(self) -> Backlog:
+        """Deferred sales not yet transmitted, as last counted (see :meth:`refresh_backlog`).
+
+        The drainer counts after every pass and every ``poll``; a sale deferred here
+        counts at once.
+        """
+        count, oldest = self._drainer.backlog
+        when = dt.datetime.fromtimestamp(oldest, dt.timezone.utc) if oldest else None
+        return Backlog(count, when)
+
+    async def refresh_backlog(self) -> Backlog:
+        """Count the deferred sales not yet transmitted now (and warn if one is too old)."""
+        await self._drainer.refresh_backlog()
+        return self.backlog
+
+    def outcomes(self) -> AsyncIterator[DeferredOutcome]:
+        """Final outcomes of deferred sales, as they arrive (without ``on_outcome``).
+
+        An outcome counts as delivered when the loop asks for the next one: one the
+        application stopped at is delivered again (after a restart, too). One consumer
+        at a time.
+        """
+        return self._drainer.outcomes()
+
+    # --- the sale ------------------------------------------------------------------------
+
+    async def submit_or_defer(
+        self, document: Document, *, encrypted: bool = True, budget: float | None = None
+    ) -> DocumentResult | DeferredReceipt:
+        """Submit ``document`` within the budget, or defer it durably.
+
+        :param document: a JSON-serialisable mapping, or the exact bytes to send.
+        :param encrypted: ``/Invoice/secure`` (default) or ``/Invoice/json``.
+        :param budget: this sale's budget in seconds (default: the deferral's).
+        :returns: the provider's record, or a :class:`DeferredReceipt` once the
+            document is durable in the outbox.
+        :raises DuplicateDocumentError: the provider held the document before this call.
+        :raises InvoicingError: a definite refusal (400, a foreign record, refused
+            credentials, no provider key): never deferred.
+        :raises ValueError: the ``stamp`` hook changed the document's identity.
+        """
+        client = self._client
+        client._session.ensure_usable()  # noqa: SLF001  (the deferral is the client's)
+        await self.start()
+        budget = self._budget if budget is None else budget
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + budget
+        key, identity = describe(document)
+        # Prepared even when it will not be sent now: a document that cannot be read or
+        # encrypted (no usable provider key) is refused here, never deferred.
+        body = await client._preparer.prepare_one(document, encrypted=encrypted)  # noqa: SLF001
+        if isinstance(body, InvoicingError):
+            raise body
+        down = self._state.down
+        if down is not None:
+            return await self._defer(
+                document, key, identity, encrypted, down, attempts=0, maybe_sent=False,
+                detail=f"the provider is down ({down.value}): deferred without a request",
+            )  # fmt: skip
+        prepared = Prepared(key, identity, body[0], SendOptions(encrypted=encrypted), plain=body[1])
+        delivery = Delivery(
+            key=key,
+            index=0,
+            identity=identity,
+            policy=client._retry,  # noqa: SLF001
+            deadline=deadline,
+        )
+        decisive = _Decisive()
+        shared = Shared(SINGLE.budget, decisive, None, throttled_cost=1.0)
+        send = functools.partial(client._session.send, prepared)  # noqa: SLF001
+        outcome = await _within(delivery, delivery.run(send, shared=shared), budget + _GRACE)
+        timed_out = loop.time() >= deadline
+        if outcome.status is OutcomeStatus.ACCEPTED and outcome.result is not None:
+            self._state.mark_up("a sale was answered")
+            return outcome.result
+        error = decisive.error or last_error(outcome)
+        reason = reason_of(error, timed_out=timed_out)
+        if reason is None:  # a definite answer (a foreign record too): never deferred
+            if outcome.status in (OutcomeStatus.REJECTED, OutcomeStatus.DUPLICATE):
+                self._state.mark_up("a sale was answered")
+            raise error or _unexpected(outcome)
+        self._state.mark_down(reason)
+        return await self._defer(
+            document, key, identity, encrypted, reason, attempts=delivery.attempts,
+            maybe_sent=outcome.status is not OutcomeStatus.NOT_SENT,
+            detail=str(error) if error is not None else "no answer within the budget",
+        )  # fmt: skip
+
+    async def _defer(
+        self,
+        document: Document,
+        key: str,
+        identity: Identity,
+        encrypted: bool,
+        reason: DeferralReason,
+        *,
+        attempts: int,
+        maybe_sent: bool,
+        detail: str,
+    ) -> DocumentResult | DeferredReceipt:
+        """Make the sale durable in the outbox; its receipt (or an earlier final outcome)."""
+        kept, stamped = document, False
+        if not maybe_sent and self._stamp is not None:
+            kept, stamped = self._stamp(document), True
+            if describe(kept) != (key, identity):
+                raise ValueError(
+                    f"the stamp hook changed the identity of {key}: it may change a document, "
+                    "never its issuer, series, number or internal document id"
+                )
+        body = serialize_document(kept)
+        deferred = Deferred(
+            key=key,
+            origin=self._origin,
+            deferred_at=time.time(),
+            reason=reason.value,
+            maybe_sent=maybe_sent,
+            stamped=stamped,
+            attempts=attempts,
+            offline_qr=self._offline_qr(body),
+            detail=detail,
+        )
+        ready = Ready(key, body, encrypted, hashlib.sha256(body).hexdigest())
+        stored = await self._queue.deferrals.defer(ready, deferred)
+        if stored.final is not None:
+            return _final(stored.final)
+        if stored.fresh:
+            log.info("invoice %s: deferred (%s)", key, reason.value)
+            self._drainer.deferred(stored.deferral)
+        return receipt_of(stored.deferral)
+
+    def _offline_qr(self, body: bytes) -> str | None:
+        if self._portal_url is None:
+            return None
+        sign = self._client._offline_signature  # noqa: SLF001
+        try:
+            return _signed_url(body, self._portal_url, sign)
+        except ValueError as exc:
+            log.debug("no offline QR: %s", exc)
+            return None
+
+
+async def _within(delivery: Delivery, run: Awaitable[Outcome], seconds: float) -> Outcome:
+    """The delivery's outcome, or what it is when cut off after ``seconds``.
+
+    A safety net: the delivery's own deadline ends it first, unless a step outside it
+    hangs.
+    """
+    task = asyncio.ensure_future(run)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if done:
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return delivery.interrupted()
+
+
+def _final(entry: LedgerEntry) -> DocumentResult:
+    """A sale the outbox already holds a final outcome of: its record, or its refusal."""
+    outcome = entry.outcome
+    if outcome is not None and outcome.result is not None and outcome.ok:
+        return outcome.result
+    if outcome is not None and outcome.error is not None:
+        raise outcome.error
+    raise InvoicingError(f"the outbox holds a final outcome of {entry.key} without a record")
+
+
+def _unexpected(outcome: Outcome) -> InvoicingError:
+    return InvoicingError(f"invoice {outcome.key}: {outcome.status.value} without an error")

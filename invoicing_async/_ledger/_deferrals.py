@@ -1,0 +1,370 @@
+"""Deferred sales in an outbox: the document as an entry, the deferral beside it.
+
+A sale deferred by :meth:`~invoicing_async.InvoicingClient.submit_or_defer` is an
+ordinary outbox entry (the outbox's workers send it, the drainer among them) plus a row
+in a table of its own: when and why it was deferred, whether its first attempt may have
+reached the provider, whether a hook stamped it, its offline QR url, and whether the
+application has been told its final outcome. Both are written in one transaction, so a
+sale is deferred whole or not at all.
+
+The identity rule is kept here, where the document is stored: an entry that may have
+been sent (in flight, or marked ambiguous) keeps its stored document, whatever a new
+deferral brings; only a document certainly not sent is replaced.
+
+SQLite (the outbox file, through its writer thread) and PostgreSQL (the outbox table's
+database, in the same transaction as the entry) store the same columns.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+
+from ._entry import IN_FLIGHT
+from ._postgres_outbox import _COLUMNS, TABLE, _entry
+from ._sqlite_ledger import COLUMNS, row_entry
+from ._sqlite_outbox import insert
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Sequence
+
+    from ._enqueue import Ready
+    from ._entry import LedgerEntry
+    from ._postgres_outbox import PostgresStore
+    from ._sqlite_file import LedgerFile
+
+__all__ = ["DeferralStore", "Deferred", "PostgresDeferrals", "SqliteDeferrals", "Stored"]
+
+_FIELDS = "key, origin, deferred_at, reason, maybe_sent, stamped, attempts, offline_qr, detail"
+_ENTRY = ", ".join(f"e.{name.strip()}" for name in COLUMNS.split(","))
+
+
+@attrs.frozen
+class Deferred:
+    """What is stored of one deferral (see :class:`~invoicing_async.DeferredReceipt`)."""
+
+    key: str
+    origin: str
+    deferred_at: float  # seconds since the epoch
+    reason: str
+    maybe_sent: bool
+    stamped: bool
+    attempts: int
+    offline_qr: str | None = attrs.field(repr=False)
+    detail: str
+
+    def row(self) -> tuple[Any, ...]:
+        return (
+            self.key,
+            self.origin,
+            self.deferred_at,
+            self.reason,
+            self.maybe_sent,
+            self.stamped,
+            self.attempts,
+            self.offline_qr,
+            self.detail,
+        )
+
+    @classmethod
+    def of(cls, row: Sequence[Any]) -> Deferred:
+        key, origin, at, reason, maybe_sent, stamped, attempts, offline_qr, detail = row[:9]
+        return cls(
+            key, origin, float(at), reason, bool(maybe_sent), bool(stamped), int(attempts),
+            offline_qr, detail,
+        )  # fmt: skip
+
+
+@attrs.frozen
+class Stored:
+    """What :meth:`DeferralStore.defer` did.
+
+    ``deferral`` is the deferral in force: ``deferred``, or an earlier one of the same
+    document still waiting (nothing written: its stored document stays). ``final`` is the
+    entry when it is final (the provider holds the document, or refused this content):
+    nothing is written then either. ``fresh``: this deferral was written.
+    """
+
+    deferral: Deferred
+    final: LedgerEntry | None = None
+    fresh: bool = False
+
+
+class DeferralStore(Protocol):
+    """Where deferred sales are kept: the outbox's own storage."""
+
+    async def setup(self) -> None:
+        """Create the deferrals table if missing (the outbox is set up)."""
+
+    async def defer(self, ready: Ready, deferred: Deferred) -> Stored:
+        """Store a deferred sale (see :class:`Stored`)."""
+
+    async def due(self, origin: str, limit: int) -> list[tuple[Deferred, LedgerEntry]]:
+        """Deferrals of ``origin`` whose entry is done and not yet told, oldest first."""
+
+    async def acknowledge(self, keys: Sequence[str]) -> None:
+        """The application has been told these outcomes."""
+
+    async def backlog(self) -> tuple[int, float | None]:
+        """Deferred sales not yet done, and when the oldest was deferred (epoch seconds)."""
+
+    async def get(self, key: str) -> Deferred | None:
+        """The deferral of ``key``, if the document was ever deferred."""
+
+    async def rewind(self) -> None:
+        """Make every deferred sale waiting to be sent due, in the order they were deferred.
+
+        A failed attempt puts an entry back for later (its backoff): once the provider
+        answers again, the backlog goes oldest first instead.
+        """
+
+
+# --- SQLite ------------------------------------------------------------------------------
+
+_SQLITE_SCHEMA = (
+    (
+        "CREATE TABLE IF NOT EXISTS deferrals (key TEXT PRIMARY KEY, origin TEXT NOT NULL, "
+        "deferred_at REAL NOT NULL, reason TEXT NOT NULL, maybe_sent INTEGER NOT NULL, "
+        "stamped INTEGER NOT NULL, attempts INTEGER NOT NULL, offline_qr TEXT, "
+        "detail TEXT NOT NULL, notified_at REAL)"
+    ),
+    (
+        "CREATE INDEX IF NOT EXISTS deferrals_due ON deferrals (origin, deferred_at) "
+        "WHERE notified_at IS NULL"
+    ),
+)
+_SQLITE_UPSERT = (
+    f"INSERT INTO deferrals ({_FIELDS}, notified_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL) "  # noqa: S608
+    "ON CONFLICT (key) DO UPDATE SET origin = excluded.origin, "
+    "deferred_at = excluded.deferred_at, reason = excluded.reason, "
+    "maybe_sent = excluded.maybe_sent, stamped = excluded.stamped, "
+    "attempts = excluded.attempts, offline_qr = excluded.offline_qr, "
+    "detail = excluded.detail, notified_at = NULL"
+)
+
+
+class SqliteDeferrals:
+    """Deferrals in the outbox's SQLite file, written by its writer thread."""
+
+    def __init__(self, file: LedgerFile) -> None:
+        self._file = file
+
+    async def setup(self) -> None:
+        def create(c: sqlite3.Connection) -> None:
+            for statement in _SQLITE_SCHEMA:
+                c.execute(statement)
+
+        await self._file.call(create)
+
+    async def defer(self, ready: Ready, deferred: Deferred) -> Stored:
+        def defer(c: sqlite3.Connection) -> Stored:
+            found = c.execute(
+                f"SELECT {COLUMNS} FROM entries WHERE key = ?",  # noqa: S608
+                (ready.key,),
+            ).fetchone()
+            entry = row_entry(found) if found is not None else None
+            earlier = c.execute(
+                f"SELECT {_FIELDS}, notified_at FROM deferrals WHERE key = ?",  # noqa: S608
+                (ready.key,),
+            ).fetchone()
+            verdict = _verdict(entry, earlier, deferred)
+            if isinstance(verdict, Stored):
+                return verdict
+            if verdict is _STORE:
+                insert(c, [ready])
+            if deferred.maybe_sent or verdict is _KEEP:
+                c.execute("UPDATE entries SET ambiguous = 1 WHERE key = ?", (ready.key,))
+            kept = _kept(deferred, verdict)
+            c.execute(_SQLITE_UPSERT, kept.row())
+            return Stored(kept, fresh=True)
+
+        return await self._file.call(defer)
+
+    async def due(self, origin: str, limit: int) -> list[tuple[Deferred, LedgerEntry]]:
+        rows = await self._file.call(
+            lambda c: c.execute(
+                f"SELECT d.key, d.origin, d.deferred_at, d.reason, d.maybe_sent, d.stamped, "  # noqa: S608
+                f"d.attempts, d.offline_qr, d.detail, {_ENTRY} FROM deferrals d "
+                "JOIN entries e ON e.key = d.key WHERE d.notified_at IS NULL AND "
+                "d.origin = ? AND e.state = 'done' ORDER BY d.deferred_at LIMIT ?",
+                (origin, limit),
+            ).fetchall()
+        )
+        return [(Deferred.of(row), row_entry(row[9:])) for row in rows]
+
+    async def acknowledge(self, keys: Sequence[str]) -> None:
+        now = time.time()
+        await self._file.call(
+            lambda c: c.executemany(
+                "UPDATE deferrals SET notified_at = ? WHERE key = ?", [(now, k) for k in keys]
+            )
+        )
+
+    async def backlog(self) -> tuple[int, float | None]:
+        count, oldest = await self._file.call(
+            lambda c: c.execute(
+                "SELECT count(*), min(d.deferred_at) FROM deferrals d JOIN entries e "
+                "ON e.key = d.key WHERE e.state != 'done'"
+            ).fetchone()
+        )
+        return int(count), oldest
+
+    async def get(self, key: str) -> Deferred | None:
+        row = await self._file.call(
+            lambda c: c.execute(
+                f"SELECT {_FIELDS} FROM deferrals WHERE key = ?",  # noqa: S608
+                (key,),
+            ).fetchone()
+        )
+        return Deferred.of(row) if row is not None else None
+
+    async def rewind(self) -> None:
+        await self._file.call(
+            lambda c: c.execute(
+                "UPDATE entries SET available_at = (SELECT d.deferred_at FROM deferrals d "
+                "WHERE d.key = entries.key) WHERE state = 'pending' AND key IN "
+                "(SELECT key FROM deferrals WHERE notified_at IS NULL)"
+            )
+        )
+
+
+# --- what both backends decide the same way ------------------------------------------------
+
+#: Store the new document (never sent, or nothing stored yet).
+_STORE = "store"
+#: Keep the stored document: a request for it may be out (the identity rule).
+_KEEP = "keep"
+
+
+def _verdict(
+    entry: LedgerEntry | None, earlier: Sequence[Any] | None, deferred: Deferred
+) -> str | Stored:
+    """What a new deferral does to what is stored (see :meth:`DeferralStore.defer`).
+
+    A :class:`Stored` to return without writing: the entry is final, or the same
+    document is already deferred and waiting. Else :data:`_KEEP` or :data:`_STORE`.
+    """
+    if entry is not None and entry.final:
+        return Stored(deferred, final=entry)
+    if entry is not None and earlier is not None and earlier[9] is None:
+        return Stored(Deferred.of(earlier))
+    if entry is not None and (entry.maybe_committed or entry.status == IN_FLIGHT):
+        return _KEEP
+    return _STORE
+
+
+def _kept(deferred: Deferred, verdict: str) -> Deferred:
+    """The deferral to store: a kept document may have been sent, and is not stamped."""
+    if verdict is _KEEP:
+        return attrs.evolve(deferred, maybe_sent=True, stamped=False)
+    return deferred
+
+
+# --- PostgreSQL ----------------------------------------------------------------------------
+
+_PG_TABLE = f"{TABLE}_deferrals"
+_PG_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {_PG_TABLE} (
+    key text PRIMARY KEY, origin text NOT NULL, deferred_at double precision NOT NULL,
+    reason text NOT NULL, maybe_sent boolean NOT NULL, stamped boolean NOT NULL,
+    attempts integer NOT NULL, offline_qr text, detail text NOT NULL,
+    notified_at double precision
+);
+CREATE INDEX IF NOT EXISTS {_PG_TABLE}_due ON {_PG_TABLE} (origin, deferred_at)
+    WHERE notified_at IS NULL;
+"""
+_PG_UPSERT = (
+    f"INSERT INTO {_PG_TABLE} ({_FIELDS}, notified_at) "  # noqa: S608
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL) ON CONFLICT (key) DO UPDATE SET "
+    "origin = excluded.origin, deferred_at = excluded.deferred_at, reason = excluded.reason, "
+    "maybe_sent = excluded.maybe_sent, stamped = excluded.stamped, "
+    "attempts = excluded.attempts, offline_qr = excluded.offline_qr, "
+    "detail = excluded.detail, notified_at = NULL"
+)
+
+
+class PostgresDeferrals:
+    """Deferrals in the outbox table's database, beside ``invoicing_outbox``."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+
+    async def setup(self) -> None:
+        pool = await self._store.pool()
+        async with pool.acquire() as connection, connection.transaction():
+            await connection.execute("SELECT pg_advisory_xact_lock(hashtext($1))", _PG_TABLE)
+            await connection.execute(_PG_SCHEMA)
+
+    async def defer(self, ready: Ready, deferred: Deferred) -> Stored:
+        pool = await self._store.pool()
+        async with pool.acquire() as connection, connection.transaction():
+            found = await connection.fetchrow(
+                f"SELECT {_COLUMNS} FROM {TABLE} WHERE key = $1 FOR UPDATE",  # noqa: S608
+                ready.key,
+            )
+            entry = _entry(found) if found is not None else None
+            earlier = await connection.fetchrow(
+                f"SELECT {_FIELDS}, notified_at FROM {_PG_TABLE} WHERE key = $1",  # noqa: S608
+                ready.key,
+            )
+            verdict = _verdict(entry, earlier, deferred)
+            if isinstance(verdict, Stored):
+                return verdict
+            if verdict is _STORE:
+                await self._store.insert([ready], connection)
+            if deferred.maybe_sent or verdict is _KEEP:
+                await connection.execute(
+                    f"UPDATE {TABLE} SET ambiguous = true WHERE key = $1",  # noqa: S608
+                    ready.key,
+                )
+            kept = _kept(deferred, verdict)
+            await connection.execute(_PG_UPSERT, *kept.row())
+            return Stored(kept, fresh=True)
+
+    async def due(self, origin: str, limit: int) -> list[tuple[Deferred, LedgerEntry]]:
+        entry = ", ".join(f"e.{name.strip()}" for name in _COLUMNS.split(","))
+        pool = await self._store.pool()
+        rows = await pool.fetch(
+            f"SELECT d.key, d.origin, d.deferred_at, d.reason, d.maybe_sent, d.stamped, "  # noqa: S608
+            f"d.attempts, d.offline_qr, d.detail, {entry} FROM {_PG_TABLE} d "
+            f"JOIN {TABLE} e ON e.key = d.key WHERE d.notified_at IS NULL AND "
+            "d.origin = $1 AND e.state = 'done' ORDER BY d.deferred_at LIMIT $2",
+            origin,
+            limit,
+        )
+        return [(Deferred.of(tuple(row)), _entry(tuple(row)[9:])) for row in rows]
+
+    async def acknowledge(self, keys: Sequence[str]) -> None:
+        pool = await self._store.pool()
+        await pool.execute(
+            f"UPDATE {_PG_TABLE} SET notified_at = $2 WHERE key = ANY($1::text[])",  # noqa: S608
+            list(keys),
+            time.time(),
+        )
+
+    async def backlog(self) -> tuple[int, float | None]:
+        pool = await self._store.pool()
+        row = await pool.fetchrow(
+            f"SELECT count(*), min(d.deferred_at) FROM {_PG_TABLE} d JOIN {TABLE} e "  # noqa: S608
+            "ON e.key = d.key WHERE e.state IN ('pending', 'in_flight')"
+        )
+        return int(row[0]), row[1]
+
+    async def get(self, key: str) -> Deferred | None:
+        pool = await self._store.pool()
+        row = await pool.fetchrow(
+            f"SELECT {_FIELDS} FROM {_PG_TABLE} WHERE key = $1",  # noqa: S608
+            key,
+        )
+        return Deferred.of(tuple(row)) if row is not None else None
+
+    async def rewind(self) -> None:
+        pool = await self._store.pool()
+        await pool.execute(
+            f"UPDATE {TABLE} AS o SET available_at = to_timestamp(d.deferred_at) "  # noqa: S608
+            f"FROM {_PG_TABLE} d WHERE d.key = o.key AND o.state = 'pending' "
+            "AND d.notified_at IS NULL"
+        )

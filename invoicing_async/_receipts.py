@@ -1,0 +1,180 @@
+"""What deferred submission tells the application: receipts, outcomes, the backlog.
+
+Plain frozen records (:class:`DeferredReceipt`, :class:`DeferredOutcome`,
+:class:`Backlog`), why a sale was deferred (:class:`DeferralReason`, decided from an
+attempt's error by :func:`reason_of`), and a stored deferral read back as a receipt.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import time
+from typing import TYPE_CHECKING
+
+import attrs
+
+from ._delivery import Kind, classify
+from ._errors import (
+    DuplicateDocumentError,
+    InvoicingError,
+    MalformedResponseError,
+    ProviderTimeoutError,
+    RateLimitError,
+    ServerError,
+    TransportError,
+    UnknownOutcomeError,
+)
+
+if TYPE_CHECKING:
+    from ._ledger._deferrals import Deferred
+    from ._models import DocumentResult
+    from ._outcomes import Outcome
+
+__all__ = [
+    "Backlog",
+    "DeferralReason",
+    "DeferredOutcome",
+    "DeferredReceipt",
+    "last_error",
+    "reason_of",
+    "receipt_of",
+]
+
+
+class DeferralReason(enum.Enum):
+    """Why a sale was deferred instead of answered by the provider.
+
+    .. versionadded:: 0.3.0
+    """
+
+    #: The provider could not be reached (connection refused, dropped, no token).
+    UNREACHABLE = "unreachable"
+    #: The provider did not answer within the budget.
+    TIMED_OUT = "timed_out"
+    #: The provider answered 5xx (or a 2xx that could not be read).
+    SERVER_ERROR = "server_error"
+    #: 408: the tax authority's service did not answer the provider in time.
+    PROVIDER_TIMEOUT = "provider_timeout"
+    #: 429: the provider asked for fewer requests.
+    RATE_LIMITED = "rate_limited"
+
+
+@attrs.frozen(kw_only=True)
+class DeferredReceipt:
+    """A sale deferred by :meth:`Deferral.submit_or_defer`: durable in the outbox.
+
+    The document is sent by the drainer as soon as the provider answers; its
+    :class:`DeferredOutcome` then carries the provider's record (mark, uid, QR).
+
+    .. versionadded:: 0.3.0
+    """
+
+    #: The document's identity (:func:`~invoicing_async.document_key`).
+    key: str
+    #: When the sale was deferred (UTC).
+    deferred_at: dt.datetime
+    reason: DeferralReason
+    #: The first attempt may have reached the provider: the document is stored, and
+    #: will be sent, exactly as it was (never stamped).
+    maybe_sent: bool
+    #: The ``stamp`` hook changed the document before it was stored.
+    stamped: bool
+    #: Requests this call sent (0: deferred at once, the provider being known down).
+    attempts: int
+    #: The provider's offline QR url for the receipt (with ``portal_url`` configured and
+    #: the fields it needs in the document), else ``None``.
+    offline_qr_url: str | None
+    #: What happened, in words (the last error, or why no attempt was made).
+    detail: str
+
+
+@attrs.frozen
+class DeferredOutcome:
+    """The final outcome of a deferred sale, as the drainer delivers it.
+
+    ``outcome.result`` is the provider's record (``mark``, ``uid``, ``qr_code_string``)
+    when the provider holds the document (``accepted``, or ``duplicate``: held before);
+    a ``rejected`` outcome carries the provider's refusal in ``outcome.error``.
+
+    .. versionadded:: 0.3.0
+    """
+
+    receipt: DeferredReceipt
+    outcome: Outcome
+
+    @property
+    def key(self) -> str:
+        """The document's identity."""
+        return self.receipt.key
+
+    @property
+    def result(self) -> DocumentResult | None:
+        """The provider's record, when it holds the document."""
+        return self.outcome.result
+
+
+@attrs.frozen
+class Backlog:
+    """Deferred sales not yet transmitted: how many, and since when.
+
+    .. versionadded:: 0.3.0
+    """
+
+    count: int
+    #: When the oldest of them was deferred (UTC), or ``None`` without any.
+    oldest: dt.datetime | None
+
+    @property
+    def age(self) -> float:
+        """Seconds the oldest has waited (0 without any)."""
+        if self.oldest is None:
+            return 0.0
+        return max(0.0, time.time() - self.oldest.timestamp())
+
+
+def receipt_of(deferred: Deferred) -> DeferredReceipt:
+    """A stored deferral as the receipt the application sees."""
+    return DeferredReceipt(
+        key=deferred.key,
+        deferred_at=dt.datetime.fromtimestamp(deferred.deferred_at, dt.timezone.utc),
+        reason=DeferralReason(deferred.reason),
+        maybe_sent=deferred.maybe_sent,
+        stamped=deferred.stamped,
+        attempts=deferred.attempts,
+        offline_qr_url=deferred.offline_qr,
+        detail=deferred.detail,
+    )
+
+
+def last_error(outcome: Outcome) -> InvoicingError | None:
+    """The error an outcome ended with: the last attempt's, for an unknown one."""
+    error = outcome.error
+    return error.last_error if isinstance(error, UnknownOutcomeError) else error
+
+
+def reason_of(error: InvoicingError | None, *, timed_out: bool = False) -> DeferralReason | None:
+    """Why to defer after an attempt failed with ``error``.
+
+    ``None`` when the error is a definite answer, never deferred. No error at all: the
+    budget ran out before any answer.
+
+    :param timed_out: the sale's budget ran out.
+    """
+    if isinstance(error, RateLimitError):
+        return DeferralReason.RATE_LIMITED
+    if isinstance(error, ProviderTimeoutError):
+        return DeferralReason.PROVIDER_TIMEOUT
+    if isinstance(error, ServerError) or (
+        isinstance(error, MalformedResponseError) and classify(error) is Kind.AMBIGUOUS
+    ):
+        return DeferralReason.SERVER_ERROR
+    if isinstance(error, DuplicateDocumentError):  # held, but its record unreadable
+        return None if error.result is not None else DeferralReason.SERVER_ERROR
+    if error is None:
+        return DeferralReason.TIMED_OUT
+    if isinstance(error, TransportError):
+        # The transport says "timed out" of a request that may be out: no answer came.
+        no_answer = error.maybe_sent and "timed out" in error.message
+        return DeferralReason.TIMED_OUT if timed_out or no_answer else DeferralReason.UNREACHABLE
+    return None
