@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hashlib
 import os
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -434,8 +433,7 @@ class InvoicingClient:
         The key is read where it is used: a :class:`~invoicing_async.Deferral` signs its
         receipts without ever holding it.
         """
-        signed = (text + self._session._client_secret).encode("utf-8")  # noqa: SLF001
-        return hashlib.sha1(signed).hexdigest()  # noqa: S324  (the provider's algorithm)
+        return self._session.offline_signature(text)
 
     # --- other operations ----------------------------------------------------------------
     # Each declares its safety class in one table (invoicing_async._safety.OPERATIONS);

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import hashlib
 from typing import TYPE_CHECKING, Any
 
 from . import _protocol as proto
@@ -81,6 +82,14 @@ class Session:
     def limit(self) -> int:
         """The connection pool size: more documents in flight would only queue for it."""
         return self._transport.limit
+
+    def offline_signature(self, text: str) -> str:
+        """The provider's offline QR signature: the hex SHA-1 of ``text`` and the API key.
+
+        Made here, where the API key is held: the key never leaves the session.
+        """
+        signed = (text + self._client_secret).encode("utf-8")
+        return hashlib.sha1(signed).hexdigest()  # noqa: S324  (the provider's algorithm)
 
     # --- sending ---------------------------------------------------------------------------
 

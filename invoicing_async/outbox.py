@@ -31,9 +31,9 @@ process may enqueue.
 
 from __future__ import annotations
 
-import os as _os
-import typing as _typing
-from pathlib import Path as _Path
+import os
+import typing
+from pathlib import Path
 
 from ._ledger._enqueue import ready as _ready
 from ._ledger._entry import IN_FLIGHT, PENDING, LedgerEntry
@@ -44,7 +44,7 @@ from ._ledger._sqlite_outbox import worker_store as _worker_store
 from ._outcomes import RetryPolicy as _RetryPolicy
 from ._worker import run_worker as _run_worker
 
-if _typing.TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     import sqlite3
     from collections.abc import AsyncIterator, Callable, Iterable
     from types import TracebackType
@@ -66,7 +66,7 @@ __all__ = [
 class _Outbox:
     """What both outboxes do the same way."""
 
-    async def __aenter__(self) -> _typing.Any:
+    async def __aenter__(self) -> typing.Any:
         await self.setup()
         return self
 
@@ -164,11 +164,11 @@ class PostgresOutbox(_Outbox):
 
     async def enqueue(
         self,
-        documents: Iterable[_typing.Any],
+        documents: Iterable[typing.Any],
         *,
         encrypted: bool = True,
-        connection: _typing.Any | None = None,
-        key: Callable[[_typing.Any], str] | None = None,
+        connection: typing.Any | None = None,
+        key: Callable[[typing.Any], str] | None = None,
     ) -> list[str]:
         """Add documents to the outbox; returns their keys.
 
@@ -220,8 +220,8 @@ class SqliteOutbox(_Outbox):
     .. versionadded:: 0.2.0
     """
 
-    def __init__(self, path: str | _os.PathLike[str], *, durable: bool = True) -> None:
-        self.path = _Path(path)
+    def __init__(self, path: str | os.PathLike[str], *, durable: bool = True) -> None:
+        self.path = Path(path)
         self.ledger = _Ledger(self.path, durable=durable)
 
     def __repr__(self) -> str:
@@ -243,11 +243,11 @@ class SqliteOutbox(_Outbox):
 
     async def enqueue(
         self,
-        documents: Iterable[_typing.Any],
+        documents: Iterable[typing.Any],
         *,
         encrypted: bool = True,
         connection: sqlite3.Connection | None = None,
-        key: Callable[[_typing.Any], str] | None = None,
+        key: Callable[[typing.Any], str] | None = None,
     ) -> list[str]:
         """Add documents to the outbox; returns their keys (see :meth:`PostgresOutbox.enqueue`).
 
@@ -291,12 +291,12 @@ class SqliteOutbox(_Outbox):
         return await self.ledger.forget(keys)
 
 
-def open_outbox(url: str | _os.PathLike[str]) -> PostgresOutbox | SqliteOutbox:
+def open_outbox(url: str | os.PathLike[str]) -> PostgresOutbox | SqliteOutbox:
     """The outbox at ``url``: ``postgresql://…`` (or ``postgres://``), else a SQLite path.
 
     .. versionadded:: 0.2.0
     """
-    text = _os.fspath(url)
+    text = os.fspath(url)
     if text.startswith(("postgresql://", "postgres://")):
         return PostgresOutbox(text)
     return SqliteOutbox(text.removeprefix("sqlite:///") if text.startswith("sqlite:///") else text)

@@ -122,7 +122,7 @@ def test_without_pytest_asyncio_the_fixture_says_what_is_missing(tmp_path):
     assert completed.returncode != 0
     assert "not found" not in output
     assert "need pytest-asyncio, which is not installed" in output
-    assert "pip install 'invoicing-async[pytest]'" in output
+    assert "pip install 'invoicing-async-sandbox[pytest]'" in output
 
 
 OUTAGE_TEST = textwrap.dedent(
@@ -153,6 +153,33 @@ def test_a_users_suite_drives_an_outage_through_the_fixture(tmp_path):
     completed = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
          "-o", "asyncio_default_fixture_loop_scope=function", str(tmp_path / "test_user.py")],
+        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "1 passed" in completed.stdout
+
+
+UNRELATED_TEST = textwrap.dedent(
+    """
+    import sys
+
+    def test_something_else(request):
+        assert request.config.pluginmanager.has_plugin("invoicing_sandbox")
+        heavy = [m for m in ("aiohttp", "cryptography", "invoicing_async._client",
+                             "invoicing_sandbox._sandbox") if m in sys.modules]
+        assert heavy == []
+    """
+)
+
+
+def test_loading_the_plugin_imports_nothing_heavy(tmp_path):
+    """A user's suite that never asks for the fixtures loads the plugin (it is registered
+    on install) but not aiohttp, cryptography, the client or the sandbox: installing the
+    sandbox does not slow down their test runs."""
+    (tmp_path / "test_unrelated.py").write_text(UNRELATED_TEST)
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "-o", "asyncio_default_fixture_loop_scope=function", str(tmp_path)],
         capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stdout + completed.stderr

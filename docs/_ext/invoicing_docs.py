@@ -233,7 +233,7 @@ def _plugin() -> Any:
     [entry] = [
         entry
         for entry in importlib.metadata.entry_points(group="pytest11")
-        if entry.name == "invoicing_async"
+        if entry.name == "invoicing_sandbox"
     ]
     return entry.load()
 

@@ -1,7 +1,8 @@
 """pytest fixtures for users' own test suites: a running sandbox and a client bound to it.
 
-Installed as the ``invoicing_async`` pytest plugin (entry point ``pytest11``); the
-fixtures need pytest-asyncio, which the ``invoicing-async[pytest]`` extra installs::
+Installed as the ``invoicing_sandbox`` pytest plugin (entry point ``pytest11`` of the
+``invoicing-async-sandbox`` distribution); the fixtures need pytest-asyncio, which its
+``pytest`` extra installs::
 
     async def test_invoice_is_accepted(invoicing_client, invoicing_sandbox):
         result = await invoicing_client.submit_secure(invoice)
@@ -43,7 +44,7 @@ __all__ = ["invoicing_client", "invoicing_env", "invoicing_sandbox", "invoicing_
 
 MISSING = (
     "the invoicing_async fixtures need pytest-asyncio, which is not installed: "
-    "pip install 'invoicing-async[pytest]' (or pytest-asyncio)"
+    "pip install 'invoicing-async-sandbox[pytest]' (or pytest-asyncio)"
 )
 
 
@@ -86,12 +87,12 @@ except ImportError:  # the fixtures say what is missing when a test asks for the
 
     @pytest.fixture
     def invoicing_sandbox() -> NoReturn:
-        """Needs pytest-asyncio (``pip install 'invoicing-async[pytest]'``)."""
+        """Needs pytest-asyncio (``pip install 'invoicing-async-sandbox[pytest]'``)."""
         pytest.fail(MISSING, pytrace=False)
 
     @pytest.fixture
     def invoicing_client() -> NoReturn:
-        """Needs pytest-asyncio (``pip install 'invoicing-async[pytest]'``)."""
+        """Needs pytest-asyncio (``pip install 'invoicing-async-sandbox[pytest]'``)."""
         pytest.fail(MISSING, pytrace=False)
 
 else:
