@@ -1,4 +1,4 @@
-"""Developer sessions: ``nox -s tests lint typing bench soak docs``."""
+"""Developer sessions: ``nox -s tests unit system lint typing bench soak docs``."""
 
 from __future__ import annotations
 
@@ -21,6 +21,20 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session(python="3.12")
+def unit(session: nox.Session) -> None:
+    """The fast suite: logic and the in-process sandbox over loopback (tests/unit)."""
+    session.install("-e", ".[test]", "-e", "./sandbox[pytest]")
+    session.run("pytest", "tests/unit", *session.posargs)
+
+
+@nox.session(python="3.12")
+def system(session: nox.Session) -> None:
+    """The system suite: commands, servers, peers, processes, docs (tests/system)."""
+    session.install("-e", ".[test]", "-e", "./sandbox[pytest]")
+    session.run("pytest", "tests/system", *session.posargs)
+
+
+@nox.session(python="3.12")
 def soak(session: nox.Session) -> None:
     """Long chaos soaks and crash/resume runs (marked slow)."""
     session.install("-e", ".[test]", "-e", "./sandbox[pytest]")
@@ -29,7 +43,7 @@ def soak(session: nox.Session) -> None:
 
 @nox.session(python="3.12")
 def lint(session: nox.Session) -> None:
-    """ruff lint and format check."""
+    """Lint and format check (ruff)."""
     session.install("-e", ".[lint]")
     session.run("ruff", "check", "invoicing_async", "sandbox", "tests", "benchmarks", "docs")
     session.run("ruff", "format", "--check", "invoicing_async", "sandbox")
@@ -37,7 +51,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python="3.12")
 def typing(session: nox.Session) -> None:
-    """mypy --strict on the package."""
+    """Type check (mypy --strict) of both packages."""
     session.install("-e", ".[typing]", "-e", "./sandbox")
     session.run("mypy")
 

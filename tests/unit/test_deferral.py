@@ -461,7 +461,7 @@ async def test_the_backlog_counts_warns_and_is_shown_by_the_command(sb, tmp_path
 async def test_the_qr_command_prints_a_receipt_from_the_outbox(sb, tmp_path):
     """`invoicing-async qr --key K --outbox F`: the offline QR while the sale waits, the
     provider's qrCodeString once transmitted."""
-    from test_qr import ZBARIMG, decode  # noqa: PLC0415
+    from qrtools import ZBARIMG, decode  # noqa: PLC0415
 
     if ZBARIMG is None:
         pytest.skip("zbarimg (zbar-tools) not installed")

@@ -19,7 +19,7 @@ from invoicing_async import InvoicingClient, LedgerError, UnexpectedStatusError
 from invoicing_async.outbox import SqliteOutbox
 from invoicing_sandbox import Sandbox
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def test_base_url_without_the_environment_path_says_so():

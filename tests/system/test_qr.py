@@ -10,32 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import re
-import shutil
 import subprocess
 import sys
 import urllib.parse
 
 import pytest
+from qrtools import decode, needs_zbar
 from sandboxtools import client_for
 
 from invoicing_async import DocumentResult, qr
 from invoicing_sandbox import Sandbox, sample_invoice
-
-ZBARIMG = shutil.which("zbarimg")
-needs_zbar = pytest.mark.skipif(ZBARIMG is None, reason="zbarimg (zbar-tools) not installed")
-
-
-def decode(path) -> str:
-    """What zbar reads in the image at ``path`` (raw bytes, as UTF-8)."""
-    assert ZBARIMG is not None
-    done = subprocess.run(
-        [ZBARIMG, "--raw", "-q", "-Sbinary", str(path)],
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.decode("utf-8").removesuffix("\n")
 
 
 def pbm(matrix: list[list[bool]], path, scale: int = 4) -> None:

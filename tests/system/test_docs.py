@@ -24,7 +24,7 @@ from invoicing_async import InvoicingError, OutcomeStatus, ProviderKeyError, doc
 from invoicing_async.testing import instant_retries
 from invoicing_sandbox import Fault, Sandbox, sample_invoice
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 EXAMPLES = DOCS / "examples"
 PAGES = sorted(DOCS.rglob("*.rst"))

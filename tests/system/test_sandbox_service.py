@@ -18,7 +18,7 @@ import pytest
 from invoicing_async import InvoicingClient, TransportError, document_key
 from invoicing_sandbox import SANDBOX_CLIENT_ID, Fault, Sandbox, sample_invoice
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def test_default_sandbox_accepts_default_samples():

@@ -141,7 +141,7 @@ def test_docs_list_every_required_field():
     from invoicing_sandbox._rules import REQUIRED_FIELDS  # noqa: PLC0415
 
     assert REQUIRED_FIELDS == REQUIRED
-    docs = Path(__file__).resolve().parent.parent / "docs"
+    docs = Path(__file__).resolve().parents[2] / "docs"
     for page in ("reference/sandbox.rst", "guides/testing.rst"):
         text = (docs / page).read_text(encoding="utf-8")
         for path in REQUIRED:

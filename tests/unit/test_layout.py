@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 #: Each package and the directory it lives in (the client, and the sandbox's distribution).
 PACKAGES = {"invoicing_async": ROOT, "invoicing_sandbox": ROOT / "sandbox"}
 
