@@ -15,13 +15,13 @@ import asyncio
 import contextlib
 import functools
 import os
-import warnings
 from typing import TYPE_CHECKING, Any
 
 from . import _calls as ops
 from . import _protocol as proto
 from ._batch import Batch, BatchOptions, collect
 from ._delivery import Delivery
+from ._deprecation import deprecated
 from ._documents import Document, Prepared, SendOptions, describe, document_key
 from ._env import client_arguments
 from ._errors import InvoicingError
@@ -275,7 +275,7 @@ class InvoicingClient:
 
         .. deprecated:: 0.3.0 single calls and batches prepare documents themselves.
         """
-        _deprecated("InvoicingClient.prepare()")
+        deprecated("InvoicingClient.prepare()", _PREPARED)
         [body] = await self._preparer.prepare_many([(document, encrypted)])
         if isinstance(body, InvoicingError):
             raise body
@@ -288,7 +288,7 @@ class InvoicingClient:
 
         .. deprecated:: 0.3.0 single calls and batches prepare documents themselves.
         """
-        _deprecated("InvoicingClient.prepare_many()")
+        deprecated("InvoicingClient.prepare_many()", _PREPARED)
         bodies = await self._preparer.prepare_many([(doc, encrypted) for doc in documents])
         return [body if isinstance(body, InvoicingError) else body[0] for body in bodies]
 
@@ -306,7 +306,10 @@ class InvoicingClient:
         .. deprecated:: 0.3.0 use :meth:`submit_secure` / :meth:`submit_json` (bytes
            are sent as they are), which also retry safely.
         """
-        _deprecated("InvoicingClient.send_prepared()")
+        deprecated(
+            "InvoicingClient.send_prepared()",
+            "submit_secure()/submit_json() send bytes as they are, and retry safely",
+        )
         return await self._session.send_body(
             payload,
             encrypted=encrypted,
@@ -686,13 +689,8 @@ class InvoicingClient:
         return await self._session.token()
 
 
-def _deprecated(name: str, instead: str = "", *, depth: int = 1) -> None:
-    """Warn that ``name`` is deprecated, at the caller ``depth`` frames above the method."""
-    warnings.warn(
-        f"{name} is deprecated and will be removed in the next release{instead}",
-        DeprecationWarning,
-        stacklevel=2 + depth,
-    )
+#: Why the client's preparing methods are deprecated.
+_PREPARED = "single calls and batches prepare documents themselves"
 
 
 def _ledger_argument(
@@ -704,7 +702,7 @@ def _ledger_argument(
         return ledger
     if ledger is not None:
         raise TypeError("give ledger= only (journal= is its deprecated name)")
-    _deprecated("the journal= argument", ": use ledger=", depth=2)
+    deprecated("the journal= argument", "use ledger=", depth=2)
     return journal
 
 

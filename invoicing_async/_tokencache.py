@@ -37,11 +37,11 @@ import copy
 import logging
 import random
 import time
-import warnings
 from collections.abc import Awaitable, Callable
 
 import attrs
 
+from ._deprecation import deprecated
 from ._errors import ClientStateError, CredentialsError, InvoicingError
 from ._log import auth as log
 from ._models import AccessToken
@@ -260,7 +260,7 @@ class TokenCache:
         .. deprecated:: 0.3.0 the cache's workings are private; use
            :meth:`InvoicingClient.token() <invoicing_async.InvoicingClient.token>`.
         """
-        _deprecated("peek")
+        deprecated("TokenCache.peek()", _PRIVATE)
         return self._peek(key)
 
     def fresh(self, key: CredentialsKey) -> AccessToken | None:
@@ -268,7 +268,7 @@ class TokenCache:
 
         .. deprecated:: 0.3.0 see :meth:`peek`.
         """
-        _deprecated("fresh")
+        deprecated("TokenCache.fresh()", _PRIVATE)
         return self._fresh(key)
 
     async def get(self, key: CredentialsKey, fetch: Fetch) -> AccessToken:
@@ -276,7 +276,7 @@ class TokenCache:
 
         .. deprecated:: 0.3.0 see :meth:`peek`.
         """
-        _deprecated("get")
+        deprecated("TokenCache.get()", _PRIVATE)
         return await self._get(key, fetch)
 
     def invalidate(self, key: CredentialsKey, token: AccessToken) -> None:
@@ -284,7 +284,7 @@ class TokenCache:
 
         .. deprecated:: 0.3.0 see :meth:`peek`; :meth:`clear` forgets every token.
         """
-        _deprecated("invalidate")
+        deprecated("TokenCache.invalidate()", _PRIVATE)
         self._invalidate(key, token)
 
     async def recover(
@@ -294,7 +294,7 @@ class TokenCache:
 
         .. deprecated:: 0.3.0 see :meth:`peek`.
         """
-        _deprecated("recover")
+        deprecated("TokenCache.recover()", _PRIVATE)
         return await self._recover(key, refused, fetch)
 
     def confirm(self, key: CredentialsKey, token: AccessToken) -> None:
@@ -302,7 +302,7 @@ class TokenCache:
 
         .. deprecated:: 0.3.0 see :meth:`peek`.
         """
-        _deprecated("confirm")
+        deprecated("TokenCache.confirm()", _PRIVATE)
         self._confirm(key, token)
 
     def clear(self) -> None:
@@ -433,13 +433,8 @@ class TokenCache:
         return await fetch(refresh_with)
 
 
-def _deprecated(method: str) -> None:
-    warnings.warn(
-        f"TokenCache.{method}() is deprecated: the cache's workings are private (clients "
-        "use it); it will be removed in the next release",
-        DeprecationWarning,
-        stacklevel=3,
-    )
+#: Why the cache's machinery methods are deprecated.
+_PRIVATE = "the cache's workings are private: clients use it (clear() and requests() stay)"
 
 
 def _same(known: AccessToken | None, token: AccessToken) -> bool:

@@ -10,8 +10,9 @@
 from __future__ import annotations
 
 import importlib
-import warnings
 from typing import Any
+
+from ._deprecation import deprecated
 
 __all__: list[str] = []
 
@@ -27,10 +28,8 @@ def __getattr__(name: str) -> Any:
             "(from a checkout: pip install -e ./sandbox), then import invoicing_sandbox"
         ) from None
     value = getattr(package, name)
-    warnings.warn(
-        f"invoicing_async.sandbox.{name} is deprecated: import it from invoicing_sandbox "
-        "(the invoicing-async-sandbox distribution)",
-        DeprecationWarning,
-        stacklevel=2,
+    deprecated(
+        f"invoicing_async.sandbox.{name}",
+        "import it from invoicing_sandbox (the invoicing-async-sandbox distribution)",
     )
     return value

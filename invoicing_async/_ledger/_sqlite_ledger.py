@@ -16,10 +16,10 @@ import datetime as dt
 import functools
 import os
 import time
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from invoicing_async._deprecation import deprecated
 from invoicing_async._errors import LedgerError
 from invoicing_async._outcomes import OutcomeStatus
 
@@ -273,57 +273,52 @@ class Ledger:
 
         .. deprecated:: 0.3.0 the batch's machinery is private.
         """
-        _deprecated("file")
+        deprecated("Ledger.file", _PRIVATE)
         return self._file
 
     async def acquire(self) -> None:
         """.. deprecated:: 0.3.0 the batch's machinery is private."""
-        _deprecated("acquire")
+        deprecated("Ledger.acquire", _PRIVATE)
         await self._acquire()
 
     def release(self) -> None:
         """.. deprecated:: 0.3.0 the batch's machinery is private."""
-        _deprecated("release")
+        deprecated("Ledger.release", _PRIVATE)
         self._release()
 
     async def lookup(self, keys: Sequence[str]) -> dict[str, LedgerEntry]:
         """.. deprecated:: 0.3.0 use :meth:`get` or :meth:`entries`."""
-        _deprecated("lookup")
+        deprecated("Ledger.lookup", _PRIVATE)
         return await self._lookup(keys)
 
     def will_send(self, keys: Sequence[str]) -> None:
         """.. deprecated:: 0.3.0 the batch's machinery is private."""
-        _deprecated("will_send")
+        deprecated("Ledger.will_send", _PRIVATE)
         self._will_send(keys)
 
     async def sending(self, key: str, index: int = 0) -> None:  # noqa: ARG002
         """.. deprecated:: 0.3.0 the batch's machinery is private."""
-        _deprecated("sending")
+        deprecated("Ledger.sending", _PRIVATE)
         await self._sending(key)
 
     def unmark(self) -> None:
         """.. deprecated:: 0.3.0 the batch's machinery is private."""
-        _deprecated("unmark")
+        deprecated("Ledger.unmark", _PRIVATE)
         self._unmark()
 
     def settled(self, outcome: Outcome, fingerprint: str | None) -> None:
         """.. deprecated:: 0.3.0 the batch's machinery is private."""
-        _deprecated("settled")
+        deprecated("Ledger.settled", _PRIVATE)
         self._settled(outcome, fingerprint)
 
     async def flush(self) -> None:
         """.. deprecated:: 0.3.0 closing the ledger commits what is queued."""
-        _deprecated("flush")
+        deprecated("Ledger.flush", _PRIVATE)
         await self._file.flush()
 
 
-def _deprecated(name: str) -> None:
-    warnings.warn(
-        f"Ledger.{name} is deprecated: a batch's machinery is private (open, read, mark "
-        "and close a ledger); it will be removed in the next release",
-        DeprecationWarning,
-        stacklevel=3,
-    )
+#: Why the batch's hooks on a ledger are deprecated.
+_PRIVATE = "a batch's machinery is private: open, read, mark and close a ledger"
 
 
 class _LedgerJournal:

@@ -12,7 +12,6 @@ import contextlib
 import random
 import secrets
 import time
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -376,20 +375,6 @@ class Sandbox:
         .. versionadded:: 0.1.0
         """
         return self._provider.requests
-
-    @property
-    def journal(self) -> list[RequestRecord]:
-        """Deprecated name of :attr:`requests`.
-
-        .. deprecated:: 0.1.0
-           "Journal" is the client's write-ahead log; use :attr:`requests`.
-        """
-        warnings.warn(
-            "Sandbox.journal is deprecated: use Sandbox.requests",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return self.requests
 
     @property
     def stats(self) -> SandboxStats:

@@ -95,3 +95,16 @@ async def test_ledger_batch_hooks_still_answer(tmp_path):
         with pytest.warns(DeprecationWarning, match=r"Ledger\.release"):
             ledger.release()
         assert await ledger.get("id:b") is None
+
+
+def test_the_sandbox_old_place_answers_with_the_new_package():
+    """``from invoicing_async.sandbox import Sandbox`` still works (the sandbox is its own
+    package now), with a warning pointing at the caller's line."""
+    import invoicing_sandbox  # noqa: PLC0415
+
+    from invoicing_async import sandbox  # noqa: PLC0415
+
+    with pytest.warns(DeprecationWarning, match="invoicing_sandbox") as caught:
+        old = sandbox.Sandbox
+    assert old is invoicing_sandbox.Sandbox
+    assert caught[0].filename == __file__

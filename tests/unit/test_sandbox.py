@@ -446,16 +446,6 @@ async def test_run_forever_serves_until_stopped():
 # --- the façade's own promises -----------------------------------------------------------------
 
 
-async def test_journal_is_a_deprecated_name_of_requests(sb):
-    """Sandbox.journal still answers, with a DeprecationWarning, the same as requests."""
-    async with client_for(sb) as client:
-        await client.submit_json(invoice(sb, 1))
-    with pytest.warns(DeprecationWarning, match="Sandbox.requests"):
-        journal = sb.journal
-    assert journal == sb.requests
-    assert [r.path for r in journal] == ["/oauth/token", "/Invoice/json"]
-
-
 async def test_without_duplicate_detection_a_resent_document_is_committed_again():
     """duplicate_detection=False answers a re-sent document 201 with a new mark and
     counts the commits, like a provider without duplicate detection.
