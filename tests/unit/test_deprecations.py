@@ -101,7 +101,6 @@ def test_the_sandbox_old_place_answers_with_the_new_package():
     """``from invoicing_async.sandbox import Sandbox`` still works (the sandbox is its own
     package now), with a warning pointing at the caller's line."""
     import invoicing_sandbox  # noqa: PLC0415
-
     from invoicing_async import sandbox  # noqa: PLC0415
 
     with pytest.warns(DeprecationWarning, match="invoicing_sandbox") as caught:
