@@ -29,6 +29,7 @@ from aiohttp import web
 from invoicing_async._pgp import OpenPGPError
 
 from ._faults import Fault
+from ._gate import Gate
 from ._inspect import PREFIX
 from ._replies import METHOD_NOT_ALLOWED, Reply, error_reply, fault_reply, mangled, undecryptable
 
@@ -66,8 +67,10 @@ class Server:
         max_body_size: int,
         max_in_flight: int | None = None,
         inspector: Inspector | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self._provider = provider
+        self._gate = gate or Gate()
         self._inspector = inspector
         self._max_in_flight = max_in_flight
         self._documents_in_flight = 0
@@ -220,6 +223,7 @@ class Server:
             return await self._send(request, overload, None, exchange)
         self._documents_in_flight += 1
         try:
+            await self._gate.enter(self._stopping)  # a test may hold requests here
             return await self._process_document(request, environment, exchange, encrypted=encrypted)
         finally:
             self._documents_in_flight -= 1

@@ -22,6 +22,7 @@ from invoicing_async._pgp import Decryptor, ProviderKey
 
 from ._app import Server
 from ._faults import DEFAULT_RANDOM_KINDS, Fault, FaultPlan
+from ._gate import Gate
 from ._inspect import Inspector
 from ._keys import Algorithm, cached_keypair, public_half
 from ._provider import Provider
@@ -154,6 +155,7 @@ class Sandbox:
             raise ValueError("max_in_flight must be at least 1")
         self._max_in_flight = max_in_flight
         self._faults = FaultPlan()
+        self._gate = Gate()
         self._material: _KeyMaterial | None = None
         self._server: Server | None = None
         self._port = 0
@@ -196,6 +198,7 @@ class Sandbox:
             max_body_size=self._max_body_size,
             max_in_flight=self._max_in_flight,
             inspector=inspector,
+            gate=self._gate,
         )
         self._port = await server.start(self._host, self._requested_port, context)
         self._server = server
@@ -393,6 +396,7 @@ class Sandbox:
         """
         self._provider.reset()
         self._faults.clear()
+        self._gate.release()
 
     def script(self, *faults: Fault | None) -> None:
         """Queue faults for the next document requests, in arrival order (``None``: none)."""
@@ -429,6 +433,61 @@ class Sandbox:
         .. versionadded:: 0.2.0
         """
         self._faults.set_latency(seconds, jitter)
+
+    def hold(self, *, after: int = 0) -> None:
+        """Hold document requests before processing them, until :meth:`release`.
+
+        The next ``after`` requests pass; the following ones wait (nothing committed),
+        counted by :attr:`held`. For tests that must act while a batch is certainly
+        still running (an interrupt, a kill, a restart): a gate, not a latency that hopes
+        to be long enough. :meth:`reset` and :meth:`close` release them too.
+
+        .. versionadded:: 0.3.0
+        """
+        self._gate.hold(after)
+
+    def release(self) -> None:
+        """Let the held document requests go on (and commit), and the later ones pass.
+
+        .. versionadded:: 0.3.0
+        """
+        self._gate.release()
+
+    @property
+    def held(self) -> int:
+        """Document requests waiting at the gate (see :meth:`hold`).
+
+        .. versionadded:: 0.3.0
+        """
+        return self._gate.held
+
+    async def wait_held(self, count: int = 1) -> None:
+        """Return once at least ``count`` document requests are held (see :meth:`hold`).
+
+        .. versionadded:: 0.3.0
+        """
+        await self._gate.wait_held(count)
+
+    def set_token_lag(self, seconds: float, *, nodes: int = 2) -> None:
+        """Be a provider of ``nodes`` nodes that learn a new token ``seconds`` late.
+
+        Requests (token grants included) alternate between the nodes; a token is known
+        at once to the node that issued it and to the others ``seconds`` later, like a
+        replicated token store. With ``nodes=1`` a new token is unknown everywhere for
+        that long (as ``token_propagation_delay``). Stays through :meth:`reset`.
+
+        .. versionadded:: 0.3.0
+        """
+        self._provider.tokens.replicate(nodes, seconds)
+
+    def set_token_revocation(self, after: float | None) -> None:
+        """Revoke every access token issued from now on ``after`` seconds after its issue.
+
+        ``None`` turns it off. Stays through :meth:`reset`.
+
+        .. versionadded:: 0.3.0
+        """
+        self._provider.tokens.revoke_after(after)
 
     def expire_tokens(self) -> None:
         """Make every access token issued so far expired (to test 401 recovery)."""
