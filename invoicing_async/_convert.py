@@ -370,4 +370,3 @@ def outcome_from_dict(data: Mapping[str, Any]) -> Outcome:
         attempts=int(data.get("attempts") or 0),
         replayed=data.get("replayed") is True,
     )
-
