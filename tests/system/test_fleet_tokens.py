@@ -76,8 +76,8 @@ async def test_cold_fleet_of_8_processes_x_500_coroutines_makes_one_token_reques
         assert not any(r["warnings"] for r in found)
 
 
-async def soak(redis_url, seconds, *, stop_redis=None):
-    async with Sandbox(key_algorithm="cv25519", expires_in=2) as sb:
+async def soak(redis_url, seconds, *, stop_redis=None, lifetime=2):
+    async with Sandbox(key_algorithm="cv25519", expires_in=lifetime) as sb:
         workers = await start_fleet(sb, redis_url, "soak", seconds)
         go(workers)
         started = time.monotonic()
@@ -144,6 +144,51 @@ async def test_redis_stopped_mid_run_fails_no_invoice(redis_server):
     assert all(
         sum("Redis token store is unavailable" in w for w in ws) == 1 for ws in warned
     ), warned
+
+
+def fleet_bound(elapsed: float, lifetime: float) -> float:
+    """Token requests a sharing fleet makes: about one and a half per lifetime (renewed a
+    third ahead, with jitter), plus the first."""
+    return 1.8 * elapsed / lifetime + 3
+
+
+async def restart_soak(redis_server, seconds, *, lifetime, restart_at):
+    """The fleet submits for ``seconds``; Redis is restarted, empty, ``restart_at`` in."""
+    redis_server.flush()
+
+    async def restart(started: float) -> None:
+        await asyncio.sleep(restart_at)
+        await asyncio.to_thread(redis_server.stop)
+        await asyncio.to_thread(redis_server.start)  # no persistence: empty
+
+    try:
+        sb, found, elapsed = await soak(
+            redis_server.url, seconds, stop_redis=restart, lifetime=lifetime
+        )
+    finally:
+        if redis_server.process is None:
+            redis_server.start()
+    assert assert_no_failures(found) > 0
+    requests = sb.stats.token_requests
+    print(json.dumps({"token_requests": requests, "per_process": [r["requests"] for r in found]}))
+    # At most one extra request per process for the outage.
+    assert requests <= fleet_bound(elapsed, lifetime) + FLEET, (requests, elapsed)
+    return found
+
+
+async def test_redis_restarted_empty_the_fleet_shares_tokens_again(redis_server):
+    """Eight processes submit for 9 s with 2-second tokens; Redis is restarted (empty)
+    3 s in: no invoice fails, and once Redis answers the fleet is back to about one
+    token request per renewal, at most one extra request per process for the outage
+    (before: every process kept renewing on its own)."""
+    await restart_soak(redis_server, 9.0, lifetime=2, restart_at=3.0)
+
+
+@pytest.mark.slow
+async def test_redis_restarted_empty_the_fleet_shares_tokens_again_soak(redis_server):
+    """The issue's run: 30 s with 6-second tokens, Redis restarted (empty) 10 s in
+    (before: 31 token requests where a fleet sharing makes about 8)."""
+    await restart_soak(redis_server, 30.0, lifetime=6, restart_at=10.0)
 
 
 async def test_sigkilled_lock_holder_delays_the_others_by_at_most_the_lock_ttl(redis_url):
