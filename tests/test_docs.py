@@ -20,7 +20,13 @@ import pytest
 from aiohttp import test_utils
 
 import invoicing_async
-from invoicing_async import InvoicingError, OutcomeStatus, ProviderKeyError, document_key
+from invoicing_async import (
+    InvoicingError,
+    OutcomeStatus,
+    ProviderKey,
+    ProviderKeyError,
+    document_key,
+)
 from invoicing_async.sandbox import Fault, Sandbox, sample_invoice
 from invoicing_async.testing import instant_retries
 
@@ -146,6 +152,32 @@ async def test_pos_backend_reports_refused_credentials_as_502(pos):
     response = await till.post("/invoices", json=sample_invoice(1, issuer_vat="094019245"))
     assert response.status == 502
     assert sandbox.commit_count == 0
+
+
+async def test_pos_backend_reports_a_key_the_provider_cannot_decrypt_for_as_503(caplog):
+    """The backend encrypts to a key the provider does not hold (it rotated its key): the
+    till is told to retry later (503) and an operator is told (an ERROR line), never
+    asked to fix the invoice (422); nothing is committed."""
+    example = load("pos_backend")
+    from invoicing_async.sandbox import cached_keypair  # noqa: PLC0415
+
+    async with Sandbox(key_algorithm="cv25519") as sandbox:
+        wrong = ProviderKey.from_armored(cached_keypair("rsa2048").public_armored)
+        settings = example.Settings(
+            sandbox.base_url, sandbox.client_id, sandbox.client_secret, wrong
+        )
+        app = example.create_app(settings)
+        async with test_utils.TestClient(test_utils.TestServer(app)) as till:
+            invoice = sample_invoice(3, issuer_vat=sandbox.client_id)
+            response = await till.post("/invoices", json=invoice)
+            assert response.status == 503
+            assert (await response.json())["retry"] is True
+        assert sandbox.commit_count == 0
+    assert any(
+        r.levelname == "ERROR" and isinstance(r.exc_info[1], ProviderKeyError)
+        for r in caplog.records
+        if r.exc_info
+    )
 
 
 def test_pos_backend_settings_refuse_a_swapped_key_file(tmp_path):

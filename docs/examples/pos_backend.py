@@ -9,6 +9,7 @@ sandbox and plays a till: ``python docs/examples/pos_backend.py``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from invoicing_async import (
     InvoicingClient,
     InvoicingError,
     ProviderKey,
+    ProviderKeyError,
     TokenCache,
     UnknownOutcomeError,
     ValidationError,
@@ -31,6 +33,8 @@ from invoicing_async.sandbox import Sandbox, sample_invoice
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
+
+log = logging.getLogger("pos_backend")
 
 
 # region settings
@@ -105,6 +109,14 @@ async def post_invoice(request: web.Request) -> web.Response:
                 text="duplicate without the original record"
             ) from None
         return web.json_response(receipt(exc.result), status=200)
+    except ProviderKeyError:
+        # Our copy of the provider's key cannot be used, or the provider cannot decrypt
+        # what was encrypted to it (it rotated its key): configuration, not the invoice.
+        # An operator must look; the same invoice goes through once the key is fixed.
+        log.exception("invoicing is misconfigured: the provider key")
+        return web.json_response(
+            {"error": "invoicing is misconfigured", "retry": True}, status=503
+        )
     except ValidationError as exc:
         # A definite refusal: fix the invoice; sending it again will not help.
         return web.json_response({"error": exc.message}, status=422)
