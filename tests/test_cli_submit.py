@@ -13,10 +13,12 @@ import json
 import os
 import pty
 import re
+import select
 import signal
 import struct
 import sys
 import termios
+import threading
 import time
 
 import pytest
@@ -159,7 +161,8 @@ async def test_every_record_names_its_source(sandbox, tmp_path):
 
 def _pty_run(args, env, columns, *, stdin_tty=False, timeout=120.0, stop=None):
     """Run the command with stderr (and optionally stdin) on a pseudo-terminal of
-    ``columns``; returns (exit status, stdout, what the terminal received)."""
+    ``columns``; returns (exit status, stdout, what the terminal received). ``stop``,
+    looked at every 50 ms and after each output, says when to press Ctrl-C."""
     import subprocess  # noqa: PLC0415
 
     master, slave = pty.openpty()
@@ -175,13 +178,14 @@ def _pty_run(args, env, columns, *, stdin_tty=False, timeout=120.0, stop=None):
     screen = b""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        screen += chunk
+        if select.select([master], [], [], 0.05)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            screen += chunk
         if stop is not None and stop(screen):
             process.send_signal(signal.SIGINT)
             stop = None
@@ -232,25 +236,32 @@ async def test_ctrl_c_says_how_to_resume_and_the_rerun_replays_the_journal(sandb
     """Ctrl-C mid-run: exit 130, a summary and how to resume; the same command again
     skips what the journal settled (counted apart from what is sent now) and commits
     every invoice exactly once."""
-    sandbox.set_latency(0.2)
+    # Four requests pass, then the provider holds them: the batch is certainly still
+    # running when Ctrl-C arrives (a latency only hoped it would be).
+    sandbox.hold(after=4)
     docs = sample_invoices(40, lines=1)
     source = tmp_path / "docs.jsonl"
     source.write_text("".join(json.dumps(d) + "\n" for d in docs))
     journal, output = tmp_path / "run.journal", tmp_path / "out.jsonl"
     args = ("submit", "--json", "--concurrency", "2", str(source),
             "--journal", str(journal), "--output", str(output))  # fmt: skip
+    interrupt = threading.Event()
 
-    def enough(screen: bytes) -> bool:
-        return output.exists() and len(output.read_text().splitlines()) >= 4
+    async def press_ctrl_c_once_both_requests_wait() -> None:
+        await sandbox.wait_held(2)
+        interrupt.set()
 
-    code, _, screen = await asyncio.to_thread(_pty_run, args, sandbox.env, 100, stop=enough)
+    pressing = asyncio.ensure_future(press_ctrl_c_once_both_requests_wait())
+    code, _, screen = await asyncio.to_thread(
+        _pty_run, args, sandbox.env, 100, stop=lambda _screen: interrupt.is_set()
+    )
+    await pressing
     assert code == 130, screen
     assert "To resume, run the same command again" in screen
     assert str(journal) in screen
-    first = sandbox.commit_count
-    assert 4 <= first < 40
+    assert sandbox.commit_count == 4
 
-    sandbox.set_latency(0)
+    sandbox.release()  # the two held requests are processed now, their client gone
     code, _, stderr = await run(*args, env=sandbox.env)
     assert code == 0, stderr
     # What the first run settled: its output lines, and any outcome recorded in the
