@@ -223,7 +223,6 @@ class Server:
             return await self._send(request, overload, None, exchange)
         self._documents_in_flight += 1
         try:
-            await self._gate.enter(self._stopping)  # a test may hold requests here
             return await self._process_document(request, environment, exchange, encrypted=encrypted)
         finally:
             self._documents_in_flight -= 1
@@ -239,6 +238,7 @@ class Server:
         except web.HTTPRequestEntityTooLarge:
             reply = error_reply(413, "the request body is too large")
             return await self._send(request, reply, fault, exchange)
+        await self._gate.enter(self._stopping)  # received: a test may hold it here
         early = await self._before(request, fault, exchange)
         if early is not None:
             return early
