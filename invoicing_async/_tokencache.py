@@ -264,11 +264,16 @@ class TokenCache:
     async def _aged(self, token: AccessToken) -> None:
         """Until ``token`` is ``propagation_delay`` old.
 
-        Age is read on the cache's clock, which a test may move: looked at again at
-        least every quarter second.
+        Age is read on the cache's clock, which a test may move (looked at again at
+        least every quarter second) or freeze: the wait never outlasts the time the
+        clock said was left when it began.
         """
-        while (wait := token.obtained_at + self._propagation - self._clock()) > 0:  # noqa: ASYNC110  (a clock, not an event)
-            await asyncio.sleep(min(wait, 0.25))
+        loop = asyncio.get_running_loop()
+        left = token.obtained_at + self._propagation - self._clock()
+        until = loop.time() + left
+        while left > 0 and (now := loop.time()) < until:
+            await asyncio.sleep(min(left, until - now, 0.25))
+            left = token.obtained_at + self._propagation - self._clock()
 
     def _invalidate(self, key: CredentialsKey, token: AccessToken) -> None:
         """Drop ``token`` from this cache, unless it was already replaced.

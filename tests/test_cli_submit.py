@@ -36,6 +36,15 @@ def command(*args: str) -> list[str]:
     return [sys.executable, "-m", "invoicing_async", *args]
 
 
+#: The command with Ctrl-C (SIGINT) answered as in a terminal, whatever this process
+#: inherited: a suite started in the background by a shell without job control ignores
+#: SIGINT, and so would the command (Python keeps an ignored SIGINT ignored).
+WITH_CTRL_C = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'invoicing-async'; runpy.run_module('invoicing_async', run_name='__main__')"
+)
+
+
 def environ(extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("INVOICING_")}
     env.pop("COLUMNS", None)
@@ -168,7 +177,7 @@ def _pty_run(args, env, columns, *, stdin_tty=False, timeout=120.0, stop=None):
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     process = subprocess.Popen(
-        command(*args),
+        command(*args) if stop is None else [sys.executable, "-c", WITH_CTRL_C, *args],
         env=environ(env),
         stdin=slave if stdin_tty else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
