@@ -209,8 +209,12 @@ class PostgresStore:
                 ) from None
         return self._pool
 
-    async def _run(self, operation: Callable[[Any], Awaitable[T]]) -> T:
-        """``operation(connection)`` on a pooled connection, in a transaction.
+    async def _run(
+        self, operation: Callable[[Any], Awaitable[T]], *, transaction: bool = False
+    ) -> T:
+        """``operation(connection)`` on a pooled connection, in a transaction if asked.
+
+        One statement needs none: it is a transaction of its own.
 
         A deadlock or serialization failure runs it again (a few times, after a short
         random pause); a lost or refused connection is ``LedgerError("unavailable")``.
@@ -221,8 +225,11 @@ class PostgresStore:
             attempt += 1
             pool = await self.pool()
             try:
-                async with pool.acquire() as connection, connection.transaction():
-                    return await operation(connection)
+                async with pool.acquire() as connection:
+                    if not transaction:
+                        return await operation(connection)
+                    async with connection.transaction():
+                        return await operation(connection)
             except asyncpg.PostgresError as exc:
                 if exc.sqlstate in _RETRIED and attempt < _ATTEMPTS:
                     await asyncio.sleep(random.uniform(0, 0.02 * attempt))
@@ -254,14 +261,14 @@ class PostgresStore:
                     reason="unreadable",
                 )
 
-        await self._run(create)
+        await self._run(create, transaction=True)
 
     async def insert(self, documents: Sequence[Ready], connection: Any = None) -> None:
         rows = [(d.key, d.body, d.encrypted, d.fingerprint) for d in documents]
         if connection is not None:  # the caller's transaction
             await connection.executemany(_INSERT, rows)
             return
-        await self._run(lambda own: own.executemany(_INSERT, rows))
+        await self._run(lambda own: own.executemany(_INSERT, rows), transaction=True)
 
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:
         return await self._run(lambda connection: _rows(connection.fetch(sql, *args)))
