@@ -72,8 +72,10 @@ class _Decisive(Breaker):
     def __init__(self) -> None:
         super().__init__(None)
 
-    def record(self, error: InvoicingError | None) -> None:
-        if error is not None and self.error is None and classify(error) in _DECISIVE:
+    def record(self, error: InvoicingError | None, kind: Kind | None = None) -> None:
+        if error is None or self.error is not None:
+            return
+        if (kind if kind is not None else classify(error)) in _DECISIVE:
             self.error = error
 
     def trip(self, error: InvoicingError) -> None:  # pragma: no cover - record never trips it

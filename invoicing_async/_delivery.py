@@ -15,7 +15,11 @@ in the safety table every operation shares (:mod:`._safety`):
   earlier run may have made, is its commit (``ACCEPTED``), else a ``DUPLICATE``; an
   ambiguous failure is re-sent unless ``RetryPolicy.resend_ambiguous`` forbids it;
 * once an attempt may have been committed, an ending that says "not sent" says
-  ``UNKNOWN`` instead, and a held document stays held whatever a re-send is answered.
+  ``UNKNOWN`` instead, and a held document stays held whatever a re-send is answered;
+* a 401 that the access token may have caused while no new token may be requested
+  (``REAUTH``: the re-authentication cooldown) is waited out only by a delivery with a
+  deadline that leaves the time; any other delivery takes it as an ``AUTH`` answer, its
+  error saying why no new token was tried.
 
 Retries stop at ``max_attempts`` (a 429 in a batch costs a quarter attempt: the batch
 halves its concurrency meanwhile), at the deadline (no backoff outlives it), when the
@@ -99,6 +103,10 @@ class Kind(enum.Enum):
     REFUSED = "refused"
     #: 401/403 to the document: the API key or the issuer's VAT number.
     AUTH = "authentication"
+    #: 401 that the access token may have caused (a provider may revoke tokens), while no
+    #: new token may be requested yet: the re-authentication cooldown. Retried after the
+    #: cooldown within a deadline, else an ``AUTH`` answer.
+    REAUTH = "authentication, no new token yet"
     #: 404/405/415 or a redirect: the base URL or path is wrong.
     MISCONFIGURED = "misconfigured"
     #: Nothing can be sent: refused credentials, an unusable provider key (also one the
@@ -149,6 +157,7 @@ RULES: dict[Kind, Rule] = {
     Kind.THROTTLED: Rule(_N, retry=True, may_hold=False, breaker=Blame.NONE),
     Kind.REFUSED: Rule(_R, retry=False, may_hold=False, breaker=Blame.NONE),
     Kind.AUTH: Rule(_R, retry=False, may_hold=False, breaker=Blame.CONFIG),
+    Kind.REAUTH: Rule(_R, retry=True, may_hold=False, breaker=Blame.NONE),
     Kind.MISCONFIGURED: Rule(_N, retry=False, may_hold=False, breaker=Blame.CONFIG),
     Kind.STOP: Rule(_N, retry=False, may_hold=False, breaker=Blame.STOP),
 }
@@ -169,7 +178,7 @@ def classify(error: InvoicingError) -> Kind:
     if certainly_not_processed(error):  # 429, 503
         return Kind.THROTTLED
     if isinstance(error, AuthenticationError):
-        return Kind.AUTH
+        return Kind.AUTH if error.reauth_in is None else Kind.REAUTH
     if isinstance(error, UnexpectedStatusError) or (
         isinstance(error, MalformedResponseError)
         and error.status is not None
@@ -216,9 +225,14 @@ class Breaker:
         self._run = 0
         self.error: InvoicingError | None = None
 
-    def record(self, error: InvoicingError | None) -> None:
-        """One answer (``None``: a success), judged by :data:`RULES`."""
-        blame = Blame.NONE if error is None else RULES[classify(error)].breaker
+    def record(self, error: InvoicingError | None, kind: Kind | None = None) -> None:
+        """One answer (``None``: a success), judged by :data:`RULES` as ``kind``.
+
+        ``kind`` is the answer's classification unless given (a refined one).
+        """
+        if error is not None and kind is None:
+            kind = classify(error)
+        blame = Blame.NONE if kind is None else RULES[kind].breaker
         if blame is Blame.NONE or error is None:
             self._run = 0
             return
@@ -270,7 +284,7 @@ class _NoBreaker(Breaker):
     def __init__(self) -> None:
         super().__init__(None)
 
-    def record(self, error: InvoicingError | None) -> None:
+    def record(self, error: InvoicingError | None, kind: Kind | None = None) -> None:
         pass
 
 
@@ -336,8 +350,9 @@ class Delivery:
             outcome = await self._attempt(send, shared)
             if outcome is not None:
                 return outcome
-            retry_after = getattr(self.last_error, "retry_after", None)
-            delay = self.policy.delay(self.attempts, retry_after=retry_after, rng=rng)
+            delay = self.policy.delay(
+                self.attempts, retry_after=_wait_for(self.last_error), rng=rng
+            )
             if self.deadline is not None and _now() + delay >= self.deadline:
                 return self.give_up("deadline")
             log.info(
@@ -403,9 +418,11 @@ class Delivery:
     def _answered(self, error: InvoicingError, shared: Shared) -> Outcome | None:
         """A failed attempt (a 409 included): the outcome it decides, or ``None`` to retry."""
         kind = classify(error)
+        if kind is Kind.REAUTH and not self._may_wait(error):
+            kind = Kind.AUTH  # no time to wait for a new token: the answer, said why
         rule = RULES[kind]
         self.last_error = error
-        shared.breaker.record(error)
+        shared.breaker.record(error, kind)
         if kind in (Kind.HELD, Kind.HELD_UNREADABLE):
             assert isinstance(error, DuplicateDocumentError)  # noqa: S101  (classify says so)
             ours = duplicate_means_success(self.safety, after_own_attempt=self.maybe_committed)
@@ -427,6 +444,11 @@ class Delivery:
         if self._spent >= self.policy.max_attempts:
             return self.give_up("attempts")
         return None
+
+    def _may_wait(self, error: InvoicingError) -> bool:
+        """Whether the deadline leaves time to wait for the next token (``REAUTH``)."""
+        wait = _wait_for(error)
+        return self.deadline is not None and wait is not None and _now() + wait < self.deadline
 
     def _end_held(
         self,
@@ -513,6 +535,18 @@ class Delivery:
         return Outcome(
             index=self.index, key=self.key, status=status, attempts=self.attempts, **fields
         )
+
+
+#: Past the end of a re-authentication cooldown: the token cache's clock and the loop's
+#: may tick apart by this much.
+_REAUTH_MARGIN = 0.05
+
+
+def _wait_for(error: InvoicingError | None) -> float | None:
+    """The wait an error asks for: ``Retry-After``, or until a new token may be forced."""
+    if isinstance(error, AuthenticationError) and error.reauth_in is not None:
+        return error.reauth_in + _REAUTH_MARGIN
+    return getattr(error, "retry_after", None)
 
 
 def _now() -> float:

@@ -140,6 +140,14 @@ class AuthenticationError(InvoicingError):
 
     :ivar error: the OAuth ``error`` code (e.g. ``invalid_request``) when given.
     :ivar error_description: the provider's ``error_description`` when given.
+    :ivar reauth_in: for a 401 to a document that the access token may have caused,
+        when no new token may be requested yet (at most one per
+        :attr:`TokenCache.reauth_cooldown <invoicing_async.TokenCache.reauth_cooldown>`):
+        the seconds until one may. ``None`` otherwise. A batch with a ``deadline`` (a
+        single call with a ``timeout``) waits that long and sends the document again
+        when the time allows.
+
+    .. versionchanged:: 0.3.0 ``reauth_in``.
     """
 
     def __init__(
@@ -150,10 +158,12 @@ class AuthenticationError(InvoicingError):
         body: Mapping[str, Any] | None = None,
         error: str | None = None,
         error_description: str | None = None,
+        reauth_in: float | None = None,
     ) -> None:
         super().__init__(message, status=status, body=body)
         self.error = error
         self.error_description = error_description
+        self.reauth_in = reauth_in
 
 
 class CredentialsError(AuthenticationError):

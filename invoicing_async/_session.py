@@ -40,8 +40,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Session"]
 
-#: Retries of one request after 401s (a replaced token, a forced new one, a young one).
-_MAX_401_RETRIES = 3
+#: Retries of one request after 401s (a replaced token, a young one waited for, a forced
+#: new one, that one waited for): each token is waited for once, and forced once per
+#: cooldown, so a chain is short; this is a safety net.
+_MAX_401_RETRIES = 4
 
 
 class Session:
@@ -128,9 +130,9 @@ class Session:
                 time_stamp=time_stamp,
             )
 
-        response = await self._authorized(build, timeout=timeout)
+        response, reauth_in = await self._authorized(build, timeout=timeout)
         result: DocumentResult = self._checked(
-            lambda r: proto.parse_document_response(r, encrypted=encrypted), response
+            lambda r: proto.parse_document_response(r, encrypted=encrypted), response, reauth_in
         )
         secrets = self._secrets()
         return redact_record(result, secrets) if mentions(response.body, secrets) else result
@@ -164,7 +166,8 @@ class Session:
                 content_type=content_type,
             )
 
-        return await self._authorized(build, timeout=timeout)
+        response, _ = await self._authorized(build, timeout=timeout)
+        return response
 
     def known_secrets(self) -> list[str]:
         """The API key and the tokens in use lately: never to be handed on."""
@@ -184,32 +187,37 @@ class Session:
 
     async def _authorized(
         self, build: Callable[[AccessToken], proto.Request], *, timeout: float | None
-    ) -> proto.Response:
+    ) -> tuple[proto.Response, float | None]:
         """Send with a token; after a 401 a new token may cure, retry (see the cache).
 
-        Whether a 401 is the token's fault is decided by
-        :meth:`~invoicing_async.TokenCache.recover`, per credentials for every caller of
-        the cache: a replaced token is swapped for the current one, a new token is
-        forced at most once per cooldown, and a 401 after that is the request's answer.
+        Whether a 401 is the token's fault is decided by the cache
+        (:meth:`~invoicing_async.TokenCache._recover`), per credentials for every
+        caller: a replaced token is swapped for the current one, a young one is retried
+        once it is old enough for every node of the provider to know it, a new token is
+        forced at most once per cooldown.
+
+        Returns the response, and, for a 401 to the token this request started with
+        when the cooldown allowed no new one, the seconds until one may be requested
+        (``None`` otherwise: a 401 after a new token is the request's own answer).
         """
-        token = await self._token_within(timeout)
+        first = token = await self._token_within(timeout)
         response = await self._transport.send(build(token), timeout=timeout)
-        waited = False
         for _ in range(_MAX_401_RETRIES):
             if response.status != 401:
                 break
             retry_with = await self._recover(token, timeout)
-            if retry_with is None or (waited and retry_with.value == token.value):
+            if retry_with is None:
                 break
-            # The same token back: the cache waited for a young token to propagate; once.
-            waited = waited or retry_with.value == token.value
             auth_log.debug("401: retrying with an access token")
             token = retry_with
             response = await self._transport.send(build(token), timeout=timeout)
         if response.status != 401:
             # The provider knows this token.
             self._cache._confirm(self._credentials, token)  # noqa: SLF001
-        return response
+            return response, None
+        if token.value != first.value:
+            return response, None  # refused with a token renewed for it: the answer
+        return response, self._cache._reauth_in(self._credentials)  # noqa: SLF001
 
     async def _recover(self, refused: AccessToken, timeout: float | None) -> AccessToken | None:
         """The cache's verdict on a 401, in the call's time budget (see :meth:`_token_within`)."""
@@ -299,11 +307,35 @@ class Session:
             else:
                 return token
 
-    def _checked(self, parse: Callable[[proto.Response], Any], response: proto.Response) -> Any:
+    def _checked(
+        self,
+        parse: Callable[[proto.Response], Any],
+        response: proto.Response,
+        reauth_in: float | None = None,
+    ) -> Any:
         try:
             return parse(response)
+        except AuthenticationError as exc:
+            error = redact_error(exc, self._secrets())
+            if reauth_in is not None and isinstance(error, AuthenticationError):
+                error = self._no_new_token(error, reauth_in)
+            raise error from None
         except InvoicingError as exc:
             raise redact_error(exc, self._secrets()) from None
+
+    def _no_new_token(self, error: AuthenticationError, reauth_in: float) -> AuthenticationError:
+        """A 401 that may be the token's fault, when no new token may be requested yet."""
+        cooldown = self._cache.reauth_cooldown
+        return AuthenticationError(
+            f"{error.message} (the access token may be at fault, a provider may revoke "
+            f"tokens, but a 401 may force a new one only once per reauth_cooldown "
+            f"({cooldown:g} s): the next in {reauth_in:.1f} s)",
+            status=error.status,
+            body=error.body,
+            error=error.error,
+            error_description=error.error_description,
+            reauth_in=reauth_in,
+        )
 
     def _secrets(self) -> list[str]:
         secrets = [self._client_secret, *self._recent_secrets]

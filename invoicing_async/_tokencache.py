@@ -85,8 +85,9 @@ class TokenCache:
         request's own answer. Token requests caused by 401s stay at one per cooldown
         however many requests are refused.
     :param propagation_delay: seconds a multi-node provider may take to accept a token it
-        has just issued. A 401 to a token this young that was fetched because of a 401 is
-        retried once the token is this old, instead of being taken as the answer.
+        has just issued on all its nodes. A 401 to a token this young is retried once the
+        token is this old, instead of being taken as the answer, even when another node
+        has accepted the token already.
 
     .. versionadded:: 0.1.0
     .. versionchanged:: 0.2.0
@@ -118,6 +119,14 @@ class TokenCache:
     def clock(self) -> Callable[[], float]:
         """The clock expiry is read against."""
         return self._clock
+
+    @property
+    def reauth_cooldown(self) -> float:
+        """Seconds between two new tokens forced by 401s (see the class docstring).
+
+        .. versionadded:: 0.3.0
+        """
+        return self._cooldown
 
     @property
     def store(self) -> TokenStore:
@@ -182,12 +191,16 @@ class TokenCache:
           provider has accepted it from someone or it is ``propagation_delay`` old.
         - No 401 forced a new token for these credentials within ``reauth_cooldown``:
           force one now (single flight: every caller shares it) and retry with it.
-        - Otherwise the 401 is the request's answer (``None``), unless the token is
-          younger than ``propagation_delay`` and the provider has not accepted it yet
-          (a multi-node provider may not know it): then retry once it has, or once the
-          token is that old.
+        - A sibling process stored a newer token: retry with it.
+        - ``refused`` is younger than ``propagation_delay``: a node of a multi-node
+          provider may not know it yet, *whichever node accepted it already*; retry with
+          it once it is that old.
+        - Otherwise ``None``: no new token may be requested before the cooldown ends
+          (:meth:`_reauth_in` says when).
 
         .. versionadded:: 0.2.0
+        .. versionchanged:: 0.3.0 a 401 to a young token is retried even after the
+           provider accepted it (another node may not know it yet).
         """
         entry = self._entries.setdefault(key, _Entry())
         current = entry.token
@@ -206,13 +219,19 @@ class TokenCache:
         if stored is not None and stored.value != refused.value and now < stored.unusable_at:
             self._adopt(entry, stored)  # a sibling process replaced it
             return stored
-        if _same(entry.confirmed, refused) or now >= refused.obtained_at + self._propagation:
-            return None
-        log.debug(
-            "a 401 to a token %.1f s old: retrying once it is known", now - refused.obtained_at
-        )
-        await self._settled(entry, refused)
-        return await self._get(key, fetch)
+        if now < refused.obtained_at + self._propagation:
+            # Whichever node accepted it already: another may not know it yet.
+            log.debug(
+                "a 401 to a token %.1f s old: retrying once it is known", now - refused.obtained_at
+            )
+            await self._aged(refused)
+            return refused
+        return None
+
+    def _reauth_in(self, key: CredentialsKey) -> float:
+        """Seconds until a 401 may force a new token for ``key`` again (0: now)."""
+        entry = self._entries.get(key)
+        return 0.0 if entry is None else max(0.0, entry.reauth_not_before - self._clock())
 
     def _confirm(self, key: CredentialsKey, token: AccessToken) -> None:
         """Note that the provider accepted ``token`` (it answered other than 401).
@@ -241,6 +260,20 @@ class TokenCache:
                 await asyncio.wait_for(asyncio.shield(waiting), wait)
             except asyncio.TimeoutError:
                 return
+
+    async def _aged(self, token: AccessToken) -> None:
+        """Until ``token`` is ``propagation_delay`` old.
+
+        Age is read on the cache's clock, which a test may move (looked at again at
+        least every quarter second) or freeze: the wait never outlasts the time the
+        clock said was left when it began.
+        """
+        loop = asyncio.get_running_loop()
+        left = token.obtained_at + self._propagation - self._clock()
+        until = loop.time() + left
+        while left > 0 and (now := loop.time()) < until:
+            await asyncio.sleep(min(left, until - now, 0.25))
+            left = token.obtained_at + self._propagation - self._clock()
 
     def _invalidate(self, key: CredentialsKey, token: AccessToken) -> None:
         """Drop ``token`` from this cache, unless it was already replaced.

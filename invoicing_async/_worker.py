@@ -9,6 +9,14 @@ nothing, and does not send). A heartbeat extends the leases; a worker that dies 
 extending them, and another worker claims the entries when they expire: a request that
 may have left is re-sent with ``maybe_committed``, so the provider's ``409`` makes it
 ``accepted`` and the document is committed once.
+
+A worker is a daemon: when the outbox database goes away (a restart, a failover, a lost
+connection: :class:`~invoicing_async.LedgerError` with reason ``unavailable``), the
+batch in progress ends, and the worker waits for the database with capped backoff
+(one WARNING per outage, one INFO when it answers again), puts back the entries it held
+(their requests are re-sent, answered ``409`` if they were committed) and goes on. It
+ends only when cancelled (a stop signal), on a configuration failure, or when
+``stop_when_empty`` finds nothing left.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import asyncio
 import collections
 import contextlib
 import functools
+import random
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -136,7 +145,8 @@ class Claims:
                 try:
                     await self._store.extend(list(self._leases), self._seconds)
                 except Exception as exc:  # noqa: BLE001  (a missed beat: the leases may expire)
-                    log.warning("outbox: cannot extend the leases: %s", exc)
+                    # An outage is told once, by the worker; a missed beat alone is harmless.
+                    log.debug("outbox: cannot extend the leases: %s", exc)
 
     # --- the journal's hooks -----------------------------------------------------------------
 
@@ -192,13 +202,22 @@ class Claims:
         self._settles = [f for f in self._settles if not f.done()]
         self._check()
 
-    async def release(self, delay: float = 0.0) -> None:
-        """Put back every entry still held (never sent, or interrupted)."""
+    async def release(self, delay: float = 0.0) -> list[str]:
+        """Put back every entry still held (never sent, or interrupted).
+
+        Returns the leases that could not be put back (the database is unavailable):
+        put them back once it answers, or let them expire.
+        """
         leases = list(self._leases)
         self.held.clear()
         self._leases.clear()
         if leases:
-            await self._store.release(leases, delay)
+            try:
+                await asyncio.shield(self._store.release(leases, delay))
+            except Exception as exc:  # noqa: BLE001  (best effort: leases expire anyway)
+                log.debug("outbox: cannot put the entries held back: %s", exc)
+                return leases
+        return []
 
     def _drop(self, lease: str) -> None:
         left = self._leases.get(lease, 0) - 1
@@ -263,23 +282,25 @@ async def run_worker(
     """
     counts: collections.Counter[OutcomeStatus] = collections.Counter()
     pause = poll
+    orphaned: list[str] = []  # leases held when the database went away
     while True:
         claims = Claims(store, seconds=lease, policy=retry, hooks=hooks)
         batch = client._batch(BatchOptions(concurrency=concurrency, retry=retry), claims)  # noqa: SLF001
-        heartbeat = asyncio.ensure_future(claims.heartbeat())
-        documents = claims.feed(batch, size=concurrency, poll=poll, stop_when_empty=stop_when_empty)
         try:
-            async with contextlib.aclosing(batch.run(documents)) as outcomes:
-                async for outcome in outcomes:
-                    counts[outcome.status] += 1
-            await claims.flush()
-        finally:
-            heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
-            delay = 0.0 if batch.stopped is None else pause
-            with contextlib.suppress(Exception):  # best effort: leases expire anyway
-                await asyncio.shield(claims.release(delay))
+            if orphaned:
+                await store.release(orphaned, 0.0)
+                orphaned = []
+            orphaned += await _round(
+                claims, batch, counts, size=concurrency, poll=poll,
+                stop_when_empty=stop_when_empty, pause=pause,
+            )  # fmt: skip
+            empty = stop_when_empty and batch.stopped is None and await store.remaining() == 0
+        except LedgerError as exc:
+            if exc.reason != "unavailable":
+                raise
+            orphaned += await claims.release()
+            await _wait_for(store, exc)
+            continue
         if batch.stopped is not None:
             if stop_when_empty:
                 log.warning("outbox worker stops: %s", batch.stopped)
@@ -289,5 +310,60 @@ async def run_worker(
             pause = min(max(pause * 2, 1.0), 60.0)
             continue
         pause = poll
-        if stop_when_empty and await store.remaining() == 0:
+        if empty:
             return dict(counts)
+
+
+async def _round(
+    claims: Claims,
+    batch: Batch,
+    counts: collections.Counter[OutcomeStatus],
+    *,
+    size: int,
+    poll: float,
+    stop_when_empty: bool,
+    pause: float,
+) -> list[str]:
+    """One batch over the entries claimed; the leases that could not be put back.
+
+    Entries still held at the end go back at once, or after ``pause`` when the batch's
+    breaker opened.
+    """
+    heartbeat = asyncio.ensure_future(claims.heartbeat())
+    documents = claims.feed(batch, size=size, poll=poll, stop_when_empty=stop_when_empty)
+    try:
+        async with contextlib.aclosing(batch.run(documents)) as outcomes:
+            async for outcome in outcomes:
+                counts[outcome.status] += 1
+        await claims.flush()
+    finally:
+        heartbeat.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await heartbeat
+    return await claims.release(0.0 if batch.stopped is None else pause)
+
+
+#: The longest wait between two looks at an unavailable outbox database.
+_MAX_BACKOFF = 5.0
+
+
+async def _wait_for(store: Store, error: LedgerError) -> None:
+    """Wait until the outbox database answers again: one WARNING, one INFO."""
+    log.warning(
+        "the outbox database is unavailable (%s); the worker waits for it, and the entries "
+        "it held are sent again once it answers",
+        error,
+    )
+    delay = 0.1
+    while True:
+        await asyncio.sleep(random.uniform(delay / 2, delay))  # jitter: a fleet spreads out
+        try:
+            await store.remaining()
+        except LedgerError as exc:
+            if exc.reason != "unavailable":
+                raise
+            log.debug("the outbox database is still unavailable: %s", exc)
+            delay = min(delay * 2, _MAX_BACKOFF)
+        else:
+            log.info("the outbox database answers again: the worker goes on")
+            return

@@ -32,7 +32,12 @@ How it stays correct with many processes on many hosts:
 * **Redis down or slow.** Every Redis call has a timeout; on any failure the process
   falls back to its in-process single flight (one WARNING until Redis answers again) and
   tries Redis again after ``retry_after`` seconds. An extra token request is acceptable,
-  a failed invoice is not.
+  a failed invoice is not. Meanwhile a process renews with client credentials: the
+  refresh token it knows is the fleet's, which a sibling may have rotated already.
+* **Redis back.** Sharing resumes with the next call: a call that meets a connection
+  the restart closed is tried once more on a new one, and the pool's idle connections
+  are dropped after a failure, so stale connections cost no fallback (and no token
+  request) once Redis answers. A restarted, empty Redis is filled by the next renewal.
 
 This is the only module that imports :mod:`redis`.
 
@@ -50,6 +55,9 @@ import typing as _typing
 
 import attrs as _attrs
 import redis.asyncio as _aioredis
+from redis.asyncio.retry import Retry as _Retry
+from redis.backoff import NoBackoff as _NoBackoff
+from redis.exceptions import ConnectionError as _ConnectionError
 from redis.exceptions import RedisError as _RedisError
 
 from . import _sharedtoken as _shared
@@ -121,7 +129,12 @@ class RedisTokenStore:
         del encryption_key
         if isinstance(redis, str):
             self._redis = _aioredis.Redis.from_url(
-                redis, socket_timeout=timeout, socket_connect_timeout=timeout
+                redis,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                # Once more on a new connection: a pooled one may have died with a restart.
+                retry=_Retry(_NoBackoff(), 1),
+                retry_on_error=[_ConnectionError],
             )
             self._owned = True
         else:
@@ -191,7 +204,7 @@ class RedisTokenStore:
     ) -> AccessToken:
         """A stored token newer than ``stale``, or one fetched under the fleet's lock."""
         if self._bypassed():
-            return await renew(stale)
+            return await renew(None)  # the fleet's refresh token may be rotated: see below
         names = _shared.KeyNames.of(self._prefix, key)
         try:
             while True:
@@ -216,7 +229,10 @@ class RedisTokenStore:
                 await self._wait(names)
         except _TroubleError as exc:
             self._trouble(exc)
-            return await renew(stale)
+            # Client credentials: the refresh token known here is the fleet's, and a
+            # sibling renewing without Redis too may have rotated it (a refused refresh
+            # would cost a second request).
+            return await renew(None)
 
     async def discard(self, key: CredentialsKey, token: AccessToken) -> None:
         """Delete the stored token if it is ``token`` (a newer one is kept)."""
@@ -333,6 +349,7 @@ class RedisTokenStore:
         try:
             result = await _asyncio.wait_for(awaitable, timeout or self._timeout)
         except (_RedisError, OSError, _asyncio.TimeoutError) as exc:
+            await self._drop_idle_connections()
             raise _TroubleError(type(exc).__name__) from exc
         if self._degraded:
             self._degraded = False
@@ -352,6 +369,18 @@ class RedisTokenStore:
         if token is None:
             return None
         return _Stored(token, int(generation))
+
+    async def _drop_idle_connections(self) -> None:
+        """Close the pool's idle connections.
+
+        After a restart of Redis they are all dead, and each would cost a failure (and a
+        fallback) of its own.
+        """
+        pool = getattr(self._redis, "connection_pool", None)
+        if pool is None:
+            return
+        with _contextlib.suppress(_RedisError, OSError, _asyncio.TimeoutError):
+            await _asyncio.wait_for(pool.disconnect(inuse_connections=False), self._timeout)
 
     def _bypassed(self) -> bool:
         return self._degraded and _time.monotonic() < self._bypass_until

@@ -70,13 +70,21 @@ class PostgresServer:
                 )
             shutil.chown(self.root, USER)
         self._run("initdb", "-D", str(self.data), "-U", USER, "--auth=trust", "-E", "UTF8")
+        self.start()
+        return self
+
+    def start(self) -> None:
+        """Start the server (again) on its port; returns once it accepts connections."""
         options = (
             f"-c listen_addresses=127.0.0.1 -c port={self.port} "
             f"-c unix_socket_directories={self.root} -c fsync=off -c max_connections=100"
         )
         log = self.root / "server.log"
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(log), "-w", "start")
-        return self
+
+    def stop(self) -> None:
+        """Stop the server at once, as a crash would (``pg_ctl stop -m immediate``)."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
 
     def sql(self, statement: str) -> None:
         """Run one statement as the superuser (psql over the Unix socket)."""
@@ -90,5 +98,5 @@ class PostgresServer:
 
     def __exit__(self, *exc_info: object) -> None:
         with contextlib.suppress(RuntimeError, subprocess.SubprocessError):
-            self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+            self.stop()
         shutil.rmtree(self.root, ignore_errors=True)

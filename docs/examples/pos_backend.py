@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import tempfile
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from invoicing_async import (
     DuplicateDocumentError,
     InvoicingClient,
     InvoicingError,
+    ProviderKeyError,
     TokenCache,
     UnknownOutcomeError,
     ValidationError,
@@ -32,6 +34,8 @@ from invoicing_sandbox import Sandbox, sample_invoice
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
+
+log = logging.getLogger("pos_backend")
 
 
 # region client
@@ -79,6 +83,14 @@ async def post_invoice(request: web.Request) -> web.Response:
                 text="duplicate without the original record"
             ) from None
         return web.json_response(receipt(exc.result), status=200)
+    except ProviderKeyError:
+        # Our copy of the provider's key cannot be used, or the provider cannot decrypt
+        # what was encrypted to it (it rotated its key): configuration, not the invoice.
+        # An operator must look; the same invoice goes through once the key is fixed.
+        log.exception("invoicing is misconfigured: the provider key")
+        return web.json_response(
+            {"error": "invoicing is misconfigured", "retry": True}, status=503
+        )
     except ValidationError as exc:
         # A definite refusal: fix the invoice; sending it again will not help.
         return web.json_response({"error": exc.message}, status=422)

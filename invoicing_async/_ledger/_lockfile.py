@@ -41,6 +41,14 @@ class LockFile:
             except OSError:
                 holder = file.read().strip() or "unknown"
                 file.close()
+                if holder == str(os.getpid()):
+                    raise LedgerError(
+                        f"the ledger {ledger} is in use by another batch of this process "
+                        f"(pid {holder}): one ledger serves one batch at a time; give "
+                        "concurrent batches a ledger file each, or run them one after the "
+                        "other",
+                        reason="locked",
+                    ) from None
                 raise LedgerError(
                     f"the ledger {ledger} is in use by another process (pid {holder}); two "
                     "runs on one ledger would send every document twice: wait for it to end",

@@ -7,13 +7,23 @@ lease id (fencing): once another worker has claimed a row, the first one can nei
 mark it sending nor overwrite the newer outcome. Schema creation is idempotent and
 serialised by an advisory lock, so every worker may call it at start.
 
+A worker writes several rows at once from concurrent tasks (marking requests sent,
+settling outcomes, extending leases): every multi-row write locks its rows in the order
+of their ids first, so two writes can never wait for each other in a circle; a deadlock
+or serialization failure that happens anyway (40P01, 40001) is retried. A lost
+connection, a database restarting or refusing connections is
+:class:`~invoicing_async.LedgerError` with reason ``unavailable``: the worker waits for
+the database and goes on (:mod:`invoicing_async._worker`).
+
 asyncpg is imported when an outbox is first used: the extra
 ``invoicing-async[postgres]`` installs it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import asyncio
+import random
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from invoicing_async._errors import LedgerError
 from invoicing_async._outcomes import OutcomeStatus
@@ -23,11 +33,20 @@ from ._entry import IN_FLIGHT, PENDING, LedgerEntry, entry_from_row
 from ._store import Claim, Settlement, make_claim
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
     from ._enqueue import Ready
 
 __all__ = ["TABLE", "PostgresStore"]
+
+T = TypeVar("T")
+
+#: deadlock_detected, serialization_failure: the transaction was rolled back, run it again.
+_RETRIED = frozenset({"40P01", "40001"})
+_ATTEMPTS = 5
+#: Operator intervention (a shutdown, a crash, starting up) and too many connections:
+#: the database is there, or will be, but not now. Class 08 (connection exceptions) too.
+_UNAVAILABLE = frozenset({"57P01", "57P02", "57P03", "53300"})
 
 TABLE = "invoicing_outbox"
 SCHEMA_VERSION = 1
@@ -82,11 +101,24 @@ FROM chosen WHERE o.id = chosen.id
 RETURNING o.id, o.key, o.document, o.encrypted, o.status, o.ambiguous, o.sending, o.claims,
     o.outcome
 """  # noqa: S608
+
+
+def _in_id_order(where: str, statement: str) -> str:
+    """``statement``, which joins ``locked``: the rows ``where`` selects, locked by id.
+
+    Locking in one order (ids, ascending) is what keeps concurrent writes out of a
+    deadlock: none can hold a row another one waits for while it waits for one of its.
+    """
+    lock = f"SELECT id FROM {TABLE} WHERE {where} ORDER BY id FOR UPDATE"  # noqa: S608
+    return f"WITH locked AS MATERIALIZED ({lock}) {statement}"
+
+
 # A final refusal of content that was replaced while in flight (enqueued again, changed)
 # is not final for the new content: the entry goes back to be sent.
 _STALE = "(t.fingerprint IS NOT NULL AND o.doc_fingerprint IS DISTINCT FROM t.fingerprint)"
-_SETTLE = f"""
-UPDATE {TABLE} AS o SET
+_SETTLE = _in_id_order(
+    "id = ANY($1::bigint[])",
+    f"""UPDATE {TABLE} AS o SET
     state = CASE WHEN {_STALE} THEN 'pending' ELSE t.state END, status = t.status,
     final = t.final AND NOT {_STALE},
     ambiguous = o.ambiguous OR t.ambiguous, sending = false, fingerprint = t.fingerprint,
@@ -95,10 +127,39 @@ UPDATE {TABLE} AS o SET
     updated_at = now()
 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::boolean[],
     $7::text[], $8::integer[], $9::text[], $10::float8[])
-    AS t(id, lease, state, status, final, ambiguous, fingerprint, attempts, outcome, delay)
-WHERE o.id = t.id AND o.lease = t.lease AND o.state = 'in_flight'
-RETURNING o.id
-"""  # noqa: S608
+    AS t(id, lease, state, status, final, ambiguous, fingerprint, attempts, outcome, delay),
+    locked
+WHERE o.id = t.id AND o.id = locked.id AND o.lease = t.lease AND o.state = 'in_flight'
+RETURNING o.id""",  # noqa: S608
+)
+_MARK_SENDING = _in_id_order(
+    "id = ANY($1::bigint[])",
+    f"UPDATE {TABLE} AS o SET sending = true, updated_at = now() "  # noqa: S608
+    "FROM unnest($1::bigint[], $2::text[]) AS t(id, lease), locked "
+    "WHERE o.id = t.id AND o.id = locked.id AND o.lease = t.lease AND o.state = 'in_flight' "
+    "RETURNING o.id",
+)
+_LEASED = "lease = ANY($1::text[]) AND state = 'in_flight'"
+_EXTEND = _in_id_order(
+    _LEASED,
+    f"UPDATE {TABLE} AS o SET lease_until = now() + make_interval(secs => $2) "  # noqa: S608
+    "FROM locked WHERE o.id = locked.id RETURNING o.id",
+)
+_RELEASE = _in_id_order(
+    _LEASED,
+    f"UPDATE {TABLE} AS o SET state = 'pending', lease = NULL, lease_until = NULL, "  # noqa: S608
+    "available_at = now() + make_interval(secs => $2), updated_at = now() "
+    "FROM locked WHERE o.id = locked.id RETURNING o.id",
+)
+_RETRY = _in_id_order(
+    "key = ANY($1::text[]) AND state != 'in_flight'",
+    f"UPDATE {TABLE} AS o SET state = 'pending', final = false, available_at = now(), "  # noqa: S608
+    "updated_at = now() FROM locked WHERE o.id = locked.id RETURNING o.id",
+)
+_FORGET = _in_id_order(
+    "key = ANY($1::text[])",
+    f"DELETE FROM {TABLE} AS o USING locked WHERE o.id = locked.id RETURNING o.id",  # noqa: S608
+)
 
 
 def _driver() -> Any:
@@ -142,12 +203,40 @@ class PostgresStore:
                 self._pool = await asyncpg.create_pool(
                     self._dsn, min_size=1, max_size=self._pool_size
                 )
-            except (OSError, asyncpg.PostgresError) as exc:
-                raise LedgerError(
-                    f"cannot connect to the outbox database: {type(exc).__name__}: {exc}",
-                    reason="unreadable",
+            except Exception as exc:  # noqa: BLE001  (asyncpg's errors, OSError, timeouts: typed)
+                raise _failure(
+                    asyncpg, exc, "cannot connect to the outbox database", otherwise="unreadable"
                 ) from None
         return self._pool
+
+    async def _run(
+        self, operation: Callable[[Any], Awaitable[T]], *, transaction: bool = False
+    ) -> T:
+        """``operation(connection)`` on a pooled connection, in a transaction if asked.
+
+        One statement needs none: it is a transaction of its own.
+
+        A deadlock or serialization failure runs it again (a few times, after a short
+        random pause); a lost or refused connection is ``LedgerError("unavailable")``.
+        """
+        asyncpg = _driver()
+        attempt = 0
+        while True:
+            attempt += 1
+            pool = await self.pool()
+            try:
+                async with pool.acquire() as connection:
+                    if not transaction:
+                        return await operation(connection)
+                    async with connection.transaction():
+                        return await operation(connection)
+            except asyncpg.PostgresError as exc:
+                if exc.sqlstate in _RETRIED and attempt < _ATTEMPTS:
+                    await asyncio.sleep(random.uniform(0, 0.02 * attempt))
+                    continue
+                raise _failure(asyncpg, exc, "cannot use the outbox") from None
+            except (OSError, asyncio.TimeoutError, asyncpg.InterfaceError) as exc:
+                raise _failure(asyncpg, exc, "cannot use the outbox") from None
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -156,8 +245,8 @@ class PostgresStore:
 
     async def setup(self) -> None:
         """Create (or migrate) the table and its indexes; safe to call from every worker."""
-        pool = await self.pool()
-        async with pool.acquire() as connection, connection.transaction():
+
+        async def create(connection: Any) -> None:
             await connection.execute("SELECT pg_advisory_xact_lock(hashtext($1))", TABLE)
             await connection.execute(_SCHEMA)
             version = await connection.fetchval(f"SELECT max(version) FROM {TABLE}_schema")  # noqa: S608
@@ -172,18 +261,21 @@ class PostgresStore:
                     reason="unreadable",
                 )
 
+        await self._run(create, transaction=True)
+
     async def insert(self, documents: Sequence[Ready], connection: Any = None) -> None:
         rows = [(d.key, d.body, d.encrypted, d.fingerprint) for d in documents]
         if connection is not None:  # the caller's transaction
             await connection.executemany(_INSERT, rows)
             return
-        pool = await self.pool()
-        async with pool.acquire() as own, own.transaction():
-            await own.executemany(_INSERT, rows)
+        await self._run(lambda own: own.executemany(_INSERT, rows), transaction=True)
 
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:
-        pool = await self.pool()
-        return list(await pool.fetch(sql, *args))
+        return await self._run(lambda connection: _rows(connection.fetch(sql, *args)))
+
+    async def ping(self) -> None:
+        """Raise ``LedgerError`` unless the database answers."""
+        await self._fetch("SELECT 1")
 
     # --- the worker's side ----------------------------------------------------------------
 
@@ -205,20 +297,11 @@ class PostgresStore:
         ]
 
     async def extend(self, leases: Sequence[str], seconds: float) -> None:
-        await self._fetch(
-            f"UPDATE {TABLE} SET lease_until = now() + make_interval(secs => $2) "  # noqa: S608
-            "WHERE lease = ANY($1::text[]) AND state = 'in_flight' RETURNING id",
-            list(leases),
-            float(seconds),
-        )
+        await self._fetch(_EXTEND, list(leases), float(seconds))
 
     async def mark_sending(self, items: Sequence[tuple[Any, str]]) -> set[Any]:
         rows = await self._fetch(
-            f"UPDATE {TABLE} AS o SET sending = true, updated_at = now() "  # noqa: S608
-            "FROM unnest($1::bigint[], $2::text[]) AS t(id, lease) "
-            "WHERE o.id = t.id AND o.lease = t.lease AND o.state = 'in_flight' RETURNING o.id",
-            [row_id for row_id, _ in items],
-            [lease for _, lease in items],
+            _MARK_SENDING, [row_id for row_id, _ in items], [lease for _, lease in items]
         )
         return {row["id"] for row in rows}
 
@@ -234,21 +317,13 @@ class PostgresStore:
         return {row["id"] for row in rows}
 
     async def release(self, leases: Sequence[str], delay: float) -> None:
-        await self._fetch(
-            f"UPDATE {TABLE} SET state = 'pending', lease = NULL, lease_until = NULL, "  # noqa: S608
-            "available_at = now() + make_interval(secs => $2), updated_at = now() "
-            "WHERE lease = ANY($1::text[]) AND state = 'in_flight' RETURNING id",
-            list(leases),
-            float(delay),
-        )
+        await self._fetch(_RELEASE, list(leases), float(delay))
 
     async def remaining(self) -> int:
-        pool = await self.pool()
-        return int(
-            await pool.fetchval(
-                f"SELECT count(*) FROM {TABLE} WHERE state IN ('pending', 'in_flight')"  # noqa: S608
-            )
+        rows = await self._fetch(
+            f"SELECT count(*) FROM {TABLE} WHERE state IN ('pending', 'in_flight')"  # noqa: S608
         )
+        return int(rows[0][0])
 
     # --- reading and marking --------------------------------------------------------------
 
@@ -284,17 +359,28 @@ class PostgresStore:
         return {str(row[0]): int(row[1]) for row in rows}
 
     async def retry(self, keys: Sequence[str]) -> int:
-        rows = await self._fetch(
-            f"UPDATE {TABLE} SET state = 'pending', final = false, available_at = now(), "  # noqa: S608
-            "updated_at = now() WHERE key = ANY($1::text[]) AND state != 'in_flight' "
-            "RETURNING id",
-            list(keys),
-        )
-        return len(rows)
+        return len(await self._fetch(_RETRY, list(keys)))
 
     async def forget(self, keys: Sequence[str]) -> int:
-        rows = await self._fetch(
-            f"DELETE FROM {TABLE} WHERE key = ANY($1::text[]) RETURNING id",  # noqa: S608
-            list(keys),
-        )
-        return len(rows)
+        return len(await self._fetch(_FORGET, list(keys)))
+
+
+async def _rows(fetching: Awaitable[Any]) -> list[Any]:
+    return list(await fetching)
+
+
+def _failure(
+    asyncpg: Any, error: BaseException, what: str, *, otherwise: str = "write_failed"
+) -> LedgerError:
+    """The ``LedgerError`` for a failure of the database: ``unavailable`` if it may pass."""
+    sqlstate = getattr(error, "sqlstate", None) or ""
+    transient = (
+        isinstance(error, (OSError, asyncio.TimeoutError, asyncpg.InterfaceError))
+        or sqlstate.startswith("08")
+        or sqlstate in _UNAVAILABLE
+        or sqlstate in _RETRIED
+    )
+    return LedgerError(
+        f"{what}: {type(error).__name__}: {error}",
+        reason="unavailable" if transient else otherwise,
+    )

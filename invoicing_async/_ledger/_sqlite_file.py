@@ -12,6 +12,11 @@ Waiting callers are woken when the commit that holds their work is done; the oth
 (``write``, ``post``) learn of a failure at their next call. After a failed write (disk
 full, I/O error) the file refuses everything with :class:`~invoicing_async.LedgerError`:
 what was committed before stays, and nothing later is claimed to be durable.
+
+Another connection holding the write lock for longer than the busy timeout (an
+application's transaction that enqueues into an outbox, a backup) is not a failure:
+nothing was written yet, so the writer waits for the lock with capped backoff (one
+WARNING while it waits, one INFO when it has it) and goes on.
 """
 
 from __future__ import annotations
@@ -67,10 +72,15 @@ _ROWS = 256  # statements nobody waits for, gathered before a hand-over
 _DELAY = 0.1  # seconds such statements wait for company at most
 _ROWS_PER_INSERT = 64  # rows per multi-row statement at most (64 x 8 < 999 parameters)
 _STOP = object()
+#: Seconds a statement waits for another connection's lock before SQLite says "busy".
+BUSY_TIMEOUT = 30.0
+_SQLITE_BUSY = 5  # sqlite3.SQLITE_BUSY from Python 3.11 on
+#: The longest pause between two tries for the lock after that.
+_BUSY_BACKOFF = 1.0
 
 
 def connect(
-    path: Path, *, durable: bool, timeout: float = 30.0, create: bool = True
+    path: Path, *, durable: bool, timeout: float | None = None, create: bool = True
 ) -> sqlite3.Connection:
     """Open (creating 0600 if missing) and check a ledger file; the schema is created.
 
@@ -91,7 +101,10 @@ def connect(
     os.close(fd)
     try:
         connection = sqlite3.connect(
-            path, timeout=timeout, isolation_level=None, check_same_thread=False
+            path,
+            timeout=BUSY_TIMEOUT if timeout is None else timeout,
+            isolation_level=None,
+            check_same_thread=False,
         )
         version = connection.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
@@ -135,6 +148,7 @@ class LedgerFile:
         self._thread: threading.Thread | None = None
         self._lock = LockFile(path)
         self._failure: LedgerError | None = None
+        self._closing = threading.Event()  # ends a wait for another connection's lock
         self._loop: asyncio.AbstractEventLoop | None = None
         # What the event loop gathered since the last hand-over: (sql, parameters) rows
         # and (operation, future) calls, in order. Handed to the thread as one item once
@@ -163,6 +177,7 @@ class LedgerFile:
             return
         self._loop = asyncio.get_running_loop()
         self._failure = None
+        self._closing.clear()
         ready: asyncio.Future[None] = self._loop.create_future()
         self._thread = threading.Thread(
             target=self._run, args=(ready,), name=f"ledger {self.path.name}", daemon=True
@@ -243,6 +258,7 @@ class LedgerFile:
                 await self.flush()
         finally:
             self._hand_over()
+            self._closing.set()
             self._queue.put(_STOP)
             await asyncio.get_running_loop().run_in_executor(None, thread.join)
             self._thread = None
@@ -303,7 +319,7 @@ class LedgerFile:
             results: list[tuple[asyncio.Future[Any], Any]] = []
             if work and self._failure is None:
                 try:
-                    connection.execute("BEGIN IMMEDIATE")
+                    self._begin(connection)
                     results = _apply(connection, work)
                     connection.execute("COMMIT")
                 except Exception as exc:  # noqa: BLE001  (any failure stops the writer, typed)
@@ -322,6 +338,42 @@ class LedgerFile:
             if results:
                 with contextlib.suppress(RuntimeError):  # the loop is closed: no one waits
                     loop.call_soon_threadsafe(_settle_all, results, failure)
+
+    def _begin(self, connection: sqlite3.Connection) -> None:
+        """``BEGIN IMMEDIATE``, waiting as long as another connection holds the lock.
+
+        Nothing is written before the lock is ours, so waiting is always safe; only
+        closing the file ends the wait (with the "busy" error).
+        """
+        delay, waited = 0.05, False
+        while True:
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:  # noqa: PERF203  (a wait, not a hot loop)
+                if not _busy(exc) or self._closing.is_set():
+                    raise
+                if not waited:
+                    log.warning(
+                        "the ledger %s is locked by another connection (%s): waiting for it",
+                        self.path,
+                        exc,
+                    )
+                    waited = True
+                self._closing.wait(delay)
+                delay = min(delay * 2, _BUSY_BACKOFF)
+            else:
+                if waited:
+                    log.info("the ledger %s is no longer locked: writing again", self.path)
+                return
+
+
+def _busy(error: sqlite3.OperationalError) -> bool:
+    """SQLite's "database is locked" / "database is busy": another connection's lock."""
+    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None:
+        return bool(code & 0xFF == _SQLITE_BUSY)
+    text = str(error)
+    return "database is locked" in text or "database is busy" in text
 
 
 @attrs.frozen

@@ -29,6 +29,7 @@ from aiohttp import web
 from invoicing_async._pgp import OpenPGPError
 
 from ._faults import Fault
+from ._gate import Gate
 from ._inspect import PREFIX
 from ._operations import ROUTES as OPERATION_ROUTES
 from ._operations import OperationCall, UploadedFile
@@ -71,9 +72,11 @@ class Server:
         max_in_flight: int | None = None,
         inspector: Inspector | None = None,
         operations: Operations | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self._provider = provider
         self._operations = operations
+        self._gate = gate or Gate()
         self._inspector = inspector
         self._max_in_flight = max_in_flight
         self._documents_in_flight = 0
@@ -332,6 +335,7 @@ class Server:
         except web.HTTPRequestEntityTooLarge:
             reply = error_reply(413, "the request body is too large")
             return await self._send(request, reply, fault, exchange)
+        await self._gate.enter(self._stopping)  # received: a test may hold it here
         early = await self._before(request, fault, exchange)
         if early is not None:
             return early

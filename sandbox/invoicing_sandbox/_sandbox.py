@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ._app import Server
 from ._environ import client_variables
 from ._faults import DEFAULT_RANDOM_KINDS, Fault, FaultPlan
+from ._gate import Gate
 from ._inspect import Inspector
 from ._keys import Algorithm, KeyMaterial, cached_keypair, key_material
 from ._operations import Operations
@@ -152,6 +153,7 @@ class Sandbox:
             raise ValueError("max_in_flight must be at least 1")
         self._max_in_flight = max_in_flight
         self._faults = FaultPlan()
+        self._gate = Gate()
         self._material: KeyMaterial | None = None
         self._server: Server | None = None
         self._port = 0
@@ -197,6 +199,7 @@ class Sandbox:
             max_in_flight=self._max_in_flight,
             inspector=inspector,
             operations=self._operations,
+            gate=self._gate,
         )
         self._port = await server.start(self._host, self._requested_port, context)
         self._server = server
@@ -431,6 +434,7 @@ class Sandbox:
         self._provider.reset()
         self._operations.reset()
         self._faults.clear()
+        self._gate.release()
 
     def script(self, *faults: Fault | None) -> None:
         """Queue faults for the next document requests, in arrival order (``None``: none)."""
@@ -527,6 +531,61 @@ class Sandbox:
         .. versionadded:: 0.3.0
         """
         return self._server.outage.hits if self._server is not None else 0
+
+    def hold(self, *, after: int = 0) -> None:
+        """Hold document requests before processing them, until :meth:`release`.
+
+        The next ``after`` requests pass; the following ones wait (nothing committed),
+        counted by :attr:`held`. For tests that must act while a batch is certainly
+        still running (an interrupt, a kill, a restart): a gate, not a latency that hopes
+        to be long enough. :meth:`reset` and :meth:`close` release them too.
+
+        .. versionadded:: 0.3.0
+        """
+        self._gate.hold(after)
+
+    def release(self) -> None:
+        """Let the held document requests go on (and commit), and the later ones pass.
+
+        .. versionadded:: 0.3.0
+        """
+        self._gate.release()
+
+    @property
+    def held(self) -> int:
+        """Document requests waiting at the gate (see :meth:`hold`).
+
+        .. versionadded:: 0.3.0
+        """
+        return self._gate.held
+
+    async def wait_held(self, count: int = 1) -> None:
+        """Return once at least ``count`` document requests are held (see :meth:`hold`).
+
+        .. versionadded:: 0.3.0
+        """
+        await self._gate.wait_held(count)
+
+    def set_token_lag(self, seconds: float, *, nodes: int = 2) -> None:
+        """Be a provider of ``nodes`` nodes that learn a new token ``seconds`` late.
+
+        Requests (token grants included) alternate between the nodes; a token is known
+        at once to the node that issued it and to the others ``seconds`` later, like a
+        replicated token store. With ``nodes=1`` a new token is unknown everywhere for
+        that long (as ``token_propagation_delay``). Stays through :meth:`reset`.
+
+        .. versionadded:: 0.3.0
+        """
+        self._provider.tokens.replicate(nodes, seconds)
+
+    def set_token_revocation(self, after: float | None) -> None:
+        """Revoke every access token issued from now on ``after`` seconds after its issue.
+
+        ``None`` turns it off. Stays through :meth:`reset`.
+
+        .. versionadded:: 0.3.0
+        """
+        self._provider.tokens.revoke_after(after)
 
     def expire_tokens(self) -> None:
         """Make every access token issued so far expired (to test 401 recovery)."""

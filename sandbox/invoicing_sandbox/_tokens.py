@@ -14,10 +14,19 @@ be tested over real HTTP:
 * ``propagation_delay``: a new access token is unknown to the provider (401
   ``invalid_token``) for that many seconds after issue, as with replication lag;
 * ``revoke_on_issue``: issuing an access token revokes the client's earlier ones.
+
+Two more, set on a running sandbox (:meth:`Tokens.replicate`, :meth:`Tokens.revoke_after`):
+
+* ``nodes``: the provider has that many nodes and requests (token grants included)
+  alternate between them; a new token is known at once to the node that issued it and
+  to the others ``propagation_delay`` seconds later (with one node, the token is unknown
+  everywhere for that long);
+* ``revoke_after``: every access token is revoked that many seconds after its issue.
 """
 
 from __future__ import annotations
 
+import itertools
 import secrets
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +51,9 @@ class _Token:
     client_id: str
     expires_at: float
     known_at: float = float("-inf")
+    #: The node that issued it (it knows the token at once); -1: every node waits.
+    node: int = -1
+    revoked_at: float = float("inf")
 
 
 def _invalid_client(description: str) -> Reply:
@@ -71,7 +83,26 @@ class Tokens:
         self._refresh_expires_in = refresh_expires_in
         self.propagation_delay = propagation_delay
         self.revoke_on_issue = revoke_on_issue
+        self.nodes = 1
+        self.revoke_delay: float | None = None
+        self._next_node = itertools.count()
         self.reset()
+
+    def replicate(self, nodes: int, delay: float) -> None:
+        """``nodes`` nodes that learn a token issued by another one ``delay`` s late."""
+        if nodes < 1 or delay < 0:
+            raise ValueError("nodes must be at least 1 and the delay not negative")
+        self.nodes, self.propagation_delay = nodes, delay
+
+    def revoke_after(self, seconds: float | None) -> None:
+        """Revoke every access token issued from now on ``seconds`` after its issue."""
+        if seconds is not None and seconds < 0:
+            raise ValueError("seconds must not be negative")
+        self.revoke_delay = seconds
+
+    def _node(self) -> int:
+        """The node this request reaches: they take turns."""
+        return next(self._next_node) % self.nodes
 
     def reset(self) -> None:
         """Forget every token."""
@@ -130,8 +161,14 @@ class Tokens:
             ]:
                 del self._access[value]
         access, refresh = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        revoke = self.revoke_delay
         self._access[access] = _Token(
-            environment, client_id, now + self._expires_in, now + self.propagation_delay
+            environment,
+            client_id,
+            now + self._expires_in,
+            now + self.propagation_delay,
+            node=self._node() if self.nodes > 1 else -1,
+            revoked_at=now + revoke if revoke is not None else float("inf"),
         )
         self._refresh[refresh] = _Token(environment, client_id, now + self._refresh_expires_in)
         expires_in = self._expires_in
@@ -153,10 +190,17 @@ class Tokens:
             return None, reply
         token = self._access.get(value.strip())
         now = self._clock()
-        if token is None or token.environment != environment or now < token.known_at:
+        node = self._node() if self.nodes > 1 else -1
+        # Unknown while young: everywhere with one node, else but where it was issued.
+        unknown_here = (
+            token is not None and now < token.known_at and (token.node < 0 or token.node != node)
+        )
+        if token is None or token.environment != environment or unknown_here:
             return None, error_reply(
                 401, "the access token is not valid", headers=_BEARER_CHALLENGE
             )
+        if now >= token.revoked_at:
+            return None, error_reply(401, "the access token was revoked", headers=_BEARER_CHALLENGE)
         if now >= token.expires_at:
             expired = "the access token has expired"
             return None, error_reply(401, expired, headers=_BEARER_CHALLENGE)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import ledgertools
 import pytest
+from sandboxtools import until
 
 from invoicing_async import InvoicingClient, OutcomeStatus, RetryPolicy, TokenCache
 from invoicing_sandbox import Fault, Sandbox, sample_invoices
@@ -171,21 +172,20 @@ async def test_sigkill_mid_batch_then_resume(tmp_path, kill_after):
     count = 120
     journal = tmp_path / "batch.db"
     async with Sandbox(key_algorithm="cv25519") as sb:
-        # Slow every request a little (and lose some answers) so the kill lands mid-batch.
+        # Lose some answers (each document meets at most one fault, so at most two
+        # requests each); after 2 * kill_after requests the provider holds the rest, so
+        # the kill certainly lands mid-batch.
         sb.random_faults(
-            rate=1.0,
-            seed=kill_after,
-            kinds=(Fault.latency(0.02), Fault.latency(0.02), Fault.commit_then_drop()),
-            max_per_document=1,
+            rate=0.3, seed=kill_after, kinds=(Fault.commit_then_drop(),), max_per_document=1
         )
+        sb.hold(after=2 * kill_after)
         process = await start_submitter(sb, tmp_path, journal, count)
-        for _ in range(2000):
-            await asyncio.sleep(0.01)
-            if journal.exists() and len(settled_keys(journal)) >= kill_after:
-                break
+        while not (journal.exists() and len(settled_keys(journal)) >= kill_after):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)  # the ledger's state, polled: it only grows
         process.send_signal(signal.SIGKILL)
         await process.wait()
-        await asyncio.sleep(0.3)  # let the sandbox finish the killed run's requests
+        sb.release()  # the killed run's held requests go on, their client gone
+        await until(lambda: not sb._inflight)
         settled_before = settled_keys(journal)
         assert 0 < len(settled_before) < count
         requests_before = len(sb.requests)

@@ -150,6 +150,35 @@ async def test_pos_backend_reports_refused_credentials_as_502(pos):
     assert sandbox.commit_count == 0
 
 
+async def test_pos_backend_reports_a_key_the_provider_cannot_decrypt_for_as_503(
+    caplog, tmp_path
+):
+    """The backend encrypts to a key the provider does not hold (it rotated its key): the
+    till is told to retry later (503) and an operator is told (an ERROR line), never
+    asked to fix the invoice (422); nothing is committed."""
+    example = load("pos_backend")
+    from invoicing_sandbox import cached_keypair  # noqa: PLC0415
+
+    async with Sandbox(key_algorithm="cv25519") as sandbox:
+        environ = sandbox.client_variables(tmp_path)
+        wrong = tmp_path / "rotated-away.asc"
+        wrong.write_text(cached_keypair("rsa2048").public_armored, encoding="ascii")
+        environ["INVOICING_PROVIDER_KEY"] = str(wrong)
+        del environ["INVOICING_PROVIDER_FINGERPRINT"]
+        app = example.create_app(environ)
+        async with test_utils.TestClient(test_utils.TestServer(app)) as till:
+            invoice = sample_invoice(3, issuer_vat=sandbox.client_id)
+            response = await till.post("/invoices", json=invoice)
+            assert response.status == 503
+            assert (await response.json())["retry"] is True
+        assert sandbox.commit_count == 0
+    assert any(
+        r.levelname == "ERROR" and isinstance(r.exc_info[1], ProviderKeyError)
+        for r in caplog.records
+        if r.exc_info
+    )
+
+
 async def test_pos_backend_refuses_a_swapped_key_file(tmp_path):
     """The app's client comes from `InvoicingClient.from_env()`, which pins the provider
     key: a key file with another fingerprint stops the app at start-up, before anything

@@ -82,3 +82,39 @@ async def test_fleet_of_three_workers_one_killed_soak(tmp_path, postgres_dsn):
     """The issue's soak: 2,000 invoices, seeded faults, three workers, one SIGKILLed
     mid-run and restarted: every invoice committed exactly once, every entry accepted."""
     await soak(tmp_path, postgres_dsn, 2000, seed=12)
+
+
+async def test_three_workers_ride_out_a_postgres_restart(tmp_path, postgres_server, postgres_dsn):
+    """Three workers drain 1,500 invoices; the database is stopped (``pg_ctl stop -m
+    immediate``, a crash) while each has requests out, and started again 2 s later on
+    the same port: all three keep running and finish, every invoice is committed once
+    and every entry ends accepted; each worker says once (WARNING) that the outbox
+    database is unavailable and once (INFO) that it answers again (before: all three
+    exited with ``LedgerError: cannot write the outbox: connection was closed``)."""
+    count = 1500
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        documents = sample_invoices(count, issuer_vat=sb.client_id, lines=1)
+        async with PostgresOutbox(postgres_dsn) as outbox:
+            keys = await outbox.enqueue(documents)
+        key_file = sb.write_public_key(tmp_path / "provider.asc")
+        # A third of the requests pass, then the provider holds them: the workers are
+        # certainly mid-run, with claims and requests out, when the database goes.
+        sb.hold(after=count // 3)
+        workers = [await start_worker(sb, postgres_dsn, key_file) for _ in range(3)]
+        await sb.wait_held(3)
+        await asyncio.to_thread(postgres_server.stop)
+        sb.release()  # their answers arrive while the database is down
+        await asyncio.sleep(2)  # the length of the outage
+        await asyncio.to_thread(postgres_server.start)
+        for worker in workers:
+            out, err = await asyncio.wait_for(worker.communicate(), 600)
+            log = err.decode()
+            assert worker.returncode == 0, log[-3000:]
+            assert out.decode().startswith("done "), out
+            assert log.count("WARNING invoicing_async.ledger: the outbox database is unavailable") == 1, log
+            assert log.count("INFO invoicing_async.ledger: the outbox database answers again") == 1, log
+        assert sb.commit_count == count
+        assert all(c.commits == 1 for c in sb.committed.values())
+        async with PostgresOutbox(postgres_dsn) as outbox:
+            assert await outbox.counts() == {"accepted": count}
+            assert (await outbox.status(keys[0])).final

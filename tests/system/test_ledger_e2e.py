@@ -133,7 +133,7 @@ async def test_a_second_process_on_the_same_ledger_is_refused(tmp_path):
     invoice exactly once, even without duplicate detection."""
     ledger = tmp_path / "batch.db"
     async with Sandbox(key_algorithm="cv25519", duplicate_detection=False) as sb:
-        sb.random_faults(rate=1.0, seed=1, kinds=(Fault.latency(0.05),))
+        sb.hold(after=3)  # the first run is certainly still sending while the second tries
         key_file = sb.write_public_key(tmp_path / "provider.asc")
         args = [sys.executable, str(SCRIPT), sb.base_url, sb.client_id, str(key_file)]
         env = {**os.environ, "INVOICING_API_KEY": sb.client_secret}
@@ -141,8 +141,7 @@ async def test_a_second_process_on_the_same_ledger_is_refused(tmp_path):
             *args, str(ledger), "120", "4", env=env,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
-        while len(sb.committed) < 3:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
+        await sb.wait_held(1)
         requests = len(sb.requests)
         second = await asyncio.create_subprocess_exec(
             *args, str(ledger), "120", "4", env=env,
@@ -153,6 +152,7 @@ async def test_a_second_process_on_the_same_ledger_is_refused(tmp_path):
         assert b"LedgerError" in error
         assert b"in use by another process" in error
         assert first.returncode is None, "the first run must still be sending"
+        sb.release()
         out, error = await asyncio.wait_for(first.communicate(), 120)
         assert first.returncode == 0, error.decode()
         assert out.decode().startswith("done 120 not-ok 0 ")

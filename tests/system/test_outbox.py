@@ -14,7 +14,7 @@ import pytest
 from invoicing_async import InvoicingClient, OutcomeStatus, RetryPolicy, ValidationError
 from invoicing_async.outbox import PENDING, PostgresOutbox, SqliteOutbox, open_outbox
 from invoicing_async.testing import instant_retries
-from invoicing_sandbox import Fault, Sandbox, sample_invoices
+from invoicing_sandbox import Sandbox, sample_invoices
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -90,15 +90,16 @@ async def test_refused_credentials_leave_entries_pending_not_final(outbox):
 
 async def drain_while(outbox, sb, key, during):
     """Run a worker until the outbox is empty; ``during()`` runs while ``key`` is in
-    flight (the sandbox holds its request: a latency fault)."""
+    flight (the sandbox holds its request until ``during()`` is done)."""
+    sb.hold()
     with instant_retries():
         async with InvoicingClient(sb.base_url, sb.client_id, sb.client_secret) as client:
             worker = asyncio.ensure_future(
                 outbox.run_worker(client, concurrency=2, stop_when_empty=True, poll=0.02)
             )
-            while (await outbox.status(key)).status != "in_flight":  # noqa: ASYNC110
-                await asyncio.sleep(0.005)
+            await sb.wait_held(1)
             await during()
+            sb.release()
             await asyncio.wait_for(worker, 30)
 
 
@@ -110,7 +111,6 @@ async def test_a_corrected_invoice_enqueued_while_in_flight_is_sent_after_the_re
         [invoice] = sample_invoices(1, issuer_vat=sb.client_id, lines=1)
         invoice["Summaries"]["TotalGrossValue"] = -1
         [key] = await outbox.enqueue([invoice], encrypted=False)
-        sb.script(Fault.latency(0.3))
 
         async def correct():
             invoice["Summaries"]["TotalGrossValue"] = 12.4
@@ -132,7 +132,6 @@ async def test_an_identical_invoice_enqueued_while_in_flight_is_not_sent_twice(o
     async with Sandbox(key_algorithm="cv25519") as sb:
         invoices = sample_invoices(1, issuer_vat=sb.client_id, lines=1)
         [key] = await outbox.enqueue(invoices, encrypted=False)
-        sb.script(Fault.latency(0.3))
 
         async def again():
             assert await outbox.enqueue(invoices, encrypted=False) == [key]

@@ -4,7 +4,8 @@ A provider that never answers (``Fault.hang``) or answers one byte at a time
 (``Fault.trickle``, which resets every per-read timer) must not hold a request longer
 than the timeout the caller set: the client's ``timeout=`` for single calls,
 ``RetryPolicy(attempt_timeout=)`` per attempt and ``deadline=`` for a whole batch. Bounds
-are generous (timeout + 2 s): they prove the timeout is honoured, not how precisely.
+are generous (timeout + 5 s): they prove the timeout is honoured (the alternative is
+the client's 120 s, or a trickle's minutes), not how precisely, on a loaded machine too.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from invoicing_async import (
 )
 from invoicing_sandbox import Fault, Sandbox, sample_invoice, sample_invoices
 
-SLACK = 2.0
+SLACK = 5.0
 SLOW_TRICKLE = Fault.trickle(0.25, chunk_size=1)  # ~1 KB record: minutes to send
 
 

@@ -387,6 +387,26 @@ async def test_401_to_a_token_just_issued_is_retried_once_it_is_older(clock):
     clock.now += 0.05
     assert await again is fresh
     assert await cache._recover(KEY, fresh, fetch) is None  # now it is the answer
+    assert cache._reauth_in(KEY) == pytest.approx(30 - 0.05)
+    assert len(fetch.calls) == 2
+
+
+async def test_401_to_a_young_token_is_retried_even_after_another_node_accepted_it(clock):
+    """A multi-node provider: one node accepted the new token (confirmed), another
+    answers 401 because it does not know it yet. That 401 is retried once the token is
+    propagation_delay old, never taken as the answer while the token is younger
+    (before: a token accepted once made every later 401 final)."""
+    cache = TokenCache(clock=clock, reauth_cooldown=30, propagation_delay=1.5)
+    fetch = Fetcher(clock)
+    old = await cache._get(KEY, fetch)
+    token = await cache._recover(KEY, old, fetch)  # a 401 forced a new token
+    cache._confirm(KEY, token)  # node A accepted it
+    clock.now += 0.5
+    retry = asyncio.create_task(cache._recover(KEY, token, fetch))  # node B refused it
+    await asyncio.sleep(0.01)
+    assert not retry.done()
+    clock.now += 1.0
+    assert await retry is token
     assert len(fetch.calls) == 2
 
 
@@ -394,7 +414,7 @@ async def test_a_replaced_token_is_retried_once_the_provider_accepted_it(clock):
     """Requests refused with a token another caller already replaced wait for the new
     token to be accepted by the provider (or to be propagation_delay old) before their
     retry: the forcing caller's retry goes first, and its success releases the rest."""
-    cache = TokenCache(clock=clock, reauth_cooldown=30, propagation_delay=30)
+    cache = TokenCache(clock=clock, reauth_cooldown=30, propagation_delay=20)
     fetch = Fetcher(clock)
     old = await cache._get(KEY, fetch)
     new = await cache._recover(KEY, old, fetch)  # the first 401 forces a new token
@@ -403,6 +423,11 @@ async def test_a_replaced_token_is_retried_once_the_provider_accepted_it(clock):
     assert not any(t.done() for t in waiting)
     cache._confirm(KEY, new)  # the forcing caller's retry was accepted
     assert {t.value for t in await asyncio.gather(*waiting)} == {new.value}
-    # Confirmed: a 401 to it now is the request's answer, at once.
-    assert await cache._recover(KEY, new, fetch) is None
+    # Accepted by one node, but young: a 401 to it is not the answer yet.
+    late = asyncio.create_task(cache._recover(KEY, new, fetch))
+    await asyncio.sleep(0.01)
+    assert not late.done()
+    clock.now += 20
+    assert await late is new
+    assert await cache._recover(KEY, new, fetch) is None  # old, within the cooldown
     assert len(fetch.calls) == 2

@@ -344,14 +344,21 @@ async def test_cancellation_records_in_flight_as_unknown(tmp_path):
     documents in flight as unknown."""
     path = tmp_path / "batch.db"
 
+    in_flight = 0
+    all_out = asyncio.Event()
+
     class Slow(FakeProvider):
         async def send(self, prepared, **kwargs):
+            nonlocal in_flight
+            in_flight += 1
+            if in_flight == 4:
+                all_out.set()
             await asyncio.sleep(3600)
 
     task = asyncio.ensure_future(
         run(Slow(), [doc(n) for n in range(10)], ledger=path, concurrency=4)
     )
-    await asyncio.sleep(0.2)
+    await all_out.wait()  # four requests out, none answered
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -188,13 +188,14 @@ async def test_a_foreign_record_is_never_accepted(duplicate):
 
 
 async def test_a_retry_after_beyond_the_deadline_gives_up_without_sleeping():
-    """No sleep outlives the deadline: a 429 asking for 60 s with 1 s left ends now."""
+    """No sleep outlives the deadline: a 429 asking for 600 s with 60 s left ends now,
+    not after a sleep until the deadline."""
     loop = asyncio.get_running_loop()
     started = loop.time()
-    outcome = await delivery(policy=RetryPolicy(), deadline=started + 1).run(
-        script(RateLimitError("slow", status=429, retry_after=60))
+    outcome = await delivery(policy=RetryPolicy(), deadline=started + 60).run(
+        script(RateLimitError("slow", status=429, retry_after=600))
     )
-    assert loop.time() - started < 0.5
+    assert loop.time() - started < 30
     assert outcome.status is OutcomeStatus.NOT_SENT
 
 
@@ -300,3 +301,40 @@ async def test_retries_and_give_ups_are_logged_with_key_and_attempt(caplog):
     [gave_up] = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert "id:X-7" in gave_up.getMessage()
     assert "after 4 attempt(s)" in gave_up.getMessage()
+
+
+# --- a 401 while no new token may be requested (the re-authentication cooldown) -------------
+
+COOLDOWN_401 = AuthenticationError("token refused", status=401, reauth_in=0.05)
+
+
+async def test_a_401_in_the_reauth_cooldown_is_waited_out_within_a_deadline():
+    """A 401 that the token may have caused, while no new token may be requested for
+    0.05 s: a delivery whose deadline leaves the time waits that long and sends again
+    (accepted); the wait is the cooldown, not a backoff; the breaker is not fed."""
+    loop = asyncio.get_running_loop()
+    send = script(COOLDOWN_401, OWN)
+    policy = RetryPolicy(base_delay=3600, max_delay=3600, circuit_breaker=1)
+    state = shared(policy)
+    started = loop.time()
+    outcome = await delivery(policy=policy, deadline=started + 60).run(send, shared=state)
+    assert outcome.status is OutcomeStatus.ACCEPTED
+    assert outcome.attempts == 2
+    assert loop.time() - started < 30  # the 0.05 s cooldown, not the 3600 s backoff
+    assert state.breaker.error is None
+
+
+async def test_a_401_in_the_reauth_cooldown_without_time_to_wait_is_the_answer_and_says_why():
+    """Without a deadline (or with one too close to wait the cooldown out), the same 401
+    is the document's answer: rejected, its error saying when a new token may be
+    requested, and counted by the breaker like any 401 to a document."""
+    policy = RetryPolicy(circuit_breaker=1)
+    for deadline in (None, asyncio.get_running_loop().time() + 10):  # 10 s < the 30 s wait
+        state = shared(policy)
+        blocked = AuthenticationError("token refused", status=401, reauth_in=30.0)
+        outcome = await delivery(policy=policy, deadline=deadline).run(
+            script(blocked), shared=state
+        )
+        assert outcome.status is OutcomeStatus.REJECTED
+        assert outcome.error.reauth_in == 30.0
+        assert state.breaker.error is not None

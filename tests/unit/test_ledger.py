@@ -43,7 +43,7 @@ async def test_a_second_sender_on_one_ledger_is_refused_at_once(tmp_path):
     first = Ledger(path)
     await first._acquire()
     second = Ledger(path)
-    with pytest.raises(LedgerError, match="in use by another process") as caught:
+    with pytest.raises(LedgerError, match="in use by another batch of this process") as caught:
         await second._acquire()
     assert caught.value.reason == "locked"
     async with Ledger(path) as reader:

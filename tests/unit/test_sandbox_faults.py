@@ -197,17 +197,17 @@ async def test_hang_ends_with_the_clients_timeout(sb):
         started = time.perf_counter()
         with pytest.raises(TransportError) as caught:
             await once(client, invoice(sb, 1))
-        assert time.perf_counter() - started < 2.0
+        assert time.perf_counter() - started < 10  # the timeout, not a hang
     assert caught.value.maybe_sent
     assert sb.commit_count == 0
 
 
 async def test_commit_survives_the_client_leaving():
     """A client that times out during a slow commit leaves the document committed:
-    the handler is not cancelled, and close() waits for it.
+    the handler is not cancelled, and close() (which ends the delay) waits for it.
     """
     async with Sandbox() as sb:
-        sb.script(Fault.latency(0.3))
+        sb.script(Fault.latency(60))
         async with client_for(sb, timeout=0.1) as client:
             with pytest.raises(TransportError):
                 await once(client, invoice(sb, 1))

@@ -1,7 +1,8 @@
 """One process of a fleet sharing tokens through Redis; the fleet tests start eight.
 
 Usage: fleet_worker.py MODE BASE_URL CLIENT_ID REDIS_URL WORKER [SECONDS]
-The API key is read from INVOICING_API_KEY. The worker prints ``ready`` once its client
+The API key is read from INVOICING_API_KEY; FLEET_LOCK_TTL and FLEET_REDIS_TIMEOUT set the
+store's lock TTL (1 s) and Redis timeout (0.5 s), short to make outages quick to test. The worker prints ``ready`` once its client
 exists, waits for a line on stdin (the start signal, so the fleet starts together), runs,
 and prints one JSON line with what it saw.
 
@@ -72,7 +73,12 @@ async def main() -> None:
     seconds = float(sys.argv[6]) if len(sys.argv) > 6 else 0.0
     warnings = Counter()
     logging.getLogger("invoicing_async").addHandler(warnings)
-    store = RedisTokenStore(redis_url, lock_ttl=1.0, timeout=0.5, retry_after=0.5)
+    store = RedisTokenStore(
+        redis_url,
+        lock_ttl=float(os.environ.get("FLEET_LOCK_TTL", "1.0")),
+        timeout=float(os.environ.get("FLEET_REDIS_TIMEOUT", "0.5")),
+        retry_after=0.5,
+    )
     async with (
         store,
         InvoicingClient(

@@ -1,13 +1,15 @@
 """One outbox worker process for the fleet soak: drains a PostgreSQL outbox, then exits.
 
 Usage: outbox_worker.py DSN BASE_URL CLIENT_ID KEY_FILE LEASE
-The API key is read from INVOICING_API_KEY. Prints ``done {json counts}``.
+The API key is read from INVOICING_API_KEY. Prints ``done {json counts}``; the ledger
+area's log lines (INFO and up: outages of the outbox database) go to stderr.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sys
 
@@ -16,6 +18,11 @@ from invoicing_async.outbox import PostgresOutbox
 
 
 async def main() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    ledger = logging.getLogger("invoicing_async.ledger")
+    ledger.addHandler(handler)
+    ledger.setLevel(logging.INFO)
     dsn, base_url, client_id, key_file, lease = sys.argv[1:6]
     policy = RetryPolicy(base_delay=0.005, max_delay=0.05, max_attempts=8, attempt_timeout=5)
     async with PostgresOutbox(dsn) as outbox, InvoicingClient(
