@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 import types
 import uuid
@@ -60,6 +61,17 @@ def _restore_backoff():
     """A test that switches backoff off with the public hook does not leak it to others."""
     yield
     set_instant_retries(False)
+
+
+@pytest.fixture(autouse=True)
+def _restore_library_logging():
+    """A test that runs the command in this process (``main([...])``) configures the
+    library's logger as a command does (its own handler on stderr, no propagation): put
+    it back, so later tests' log capture sees the library's records."""
+    logger = logging.getLogger("invoicing_async")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    yield
+    logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
 
 
 def pytest_addoption(parser):
