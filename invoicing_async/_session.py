@@ -202,12 +202,15 @@ class Session:
         """
         first = token = await self._token_within(timeout)
         response = await self._transport.send(build(token), timeout=timeout)
+        waited_for: set[str] = set()  # each token is waited for once per request
         for _ in range(_MAX_401_RETRIES):
             if response.status != 401:
                 break
             retry_with = await self._recover(token, timeout)
-            if retry_with is None:
+            if retry_with is None or retry_with.value in waited_for:
                 break
+            if retry_with.value == token.value:
+                waited_for.add(token.value)  # the cache waited for it to propagate
             auth_log.debug("401: retrying with an access token")
             token = retry_with
             response = await self._transport.send(build(token), timeout=timeout)
@@ -220,10 +223,15 @@ class Session:
         return response, self._cache._reauth_in(self._credentials)  # noqa: SLF001
 
     async def _recover(self, refused: AccessToken, timeout: float | None) -> AccessToken | None:
-        """The cache's verdict on a 401, in the call's time budget (see :meth:`_token_within`)."""
+        """The cache's verdict on a 401, in the call's time budget (see :meth:`_token_within`).
+
+        A budget that ends while the cache waits for a young token to be known leaves
+        the 401 as the answer (``None``): the request was sent and answered.
+        """
         return await self._within(
             self._cache._recover(self._credentials, refused, self._token_request),  # noqa: SLF001
             timeout,
+            answered=True,
         )
 
     async def _token_within(self, timeout: float | None) -> AccessToken:
@@ -243,7 +251,7 @@ class Session:
 
     @staticmethod
     async def _within(
-        work: Awaitable[AccessToken | None], timeout: float | None
+        work: Awaitable[AccessToken | None], timeout: float | None, *, answered: bool = False
     ) -> AccessToken | None:
         # asyncio.wait, not wait_for: wait_for on 3.10/3.11 can swallow a cancellation
         # that arrives as the token does, and a cancelled batch would keep running.
@@ -255,6 +263,8 @@ class Session:
             raise
         if not done:
             fetch.cancel()
+            if answered:
+                return None  # the call's time is up: the answer it has is the answer
             raise TransportError(
                 "timed out waiting for an access token, nothing sent", maybe_sent=False
             )

@@ -108,7 +108,9 @@ class Leaks:
 def make_client(sb: Sandbox, clock: FakeClock, **kwargs) -> InvoicingClient:
     env = sb.environment(client_id=TIN)
     kwargs.setdefault("provider_key", sb.provider_key)
-    kwargs.setdefault("token_cache", TokenCache(clock=clock))
+    # The clock stands still: every token would stay young (propagation_delay) forever,
+    # and each 401 wait out the allowance. Secrets are the subject here, not that wait.
+    kwargs.setdefault("token_cache", TokenCache(clock=clock, propagation_delay=0))
     return InvoicingClient(env.base_url, TIN, SENTINEL_KEY, **kwargs)
 
 

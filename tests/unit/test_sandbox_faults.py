@@ -22,7 +22,7 @@ from invoicing_async import (
     TransportError,
     document_key,
 )
-from invoicing_async.testing import set_instant_retries
+from invoicing_async.testing import instant_retries, set_instant_retries
 from invoicing_sandbox import DEFAULT_RANDOM_KINDS, Fault, Sandbox
 from invoicing_sandbox._faults import FaultPlan
 
@@ -306,7 +306,7 @@ async def test_random_faults_differ_by_seed():
             sb.random_faults(0.5, seed=seed, kinds=(Fault.status(500),), max_per_document=1)
             async with client_for(sb) as client:
                 for n in range(30):
-                    with contextlib.suppress(ServerError):
+                    with contextlib.suppress(ServerError), instant_retries():
                         await client.submit_json(invoice(sb, n))
             patterns.append([r.fault for r in sb.requests if r.identity])
     assert patterns[0] != patterns[1]

@@ -21,6 +21,7 @@ from invoicing_async import (
     InvoicingClient,
     InvoicingError,
     MalformedResponseError,
+    RetryPolicy,
     TransportError,
 )
 from invoicing_async.testing import set_instant_retries
@@ -90,7 +91,8 @@ async def test_private_ca_is_refused_by_default_as_not_sent(ca):
     async with HttpsProvider(ca) as provider:  # noqa: SIM117  (the client needs its port)
         async with InvoicingClient(provider.base_url, TIN, "key", token_attempts=1) as client:
             with pytest.raises(TransportError) as caught:
-                await client.submit_json({"n": 1})
+                # One attempt: the error's kind is the subject, not the retries' backoff.
+                await client.submit_json({"n": 1}, retry=RetryPolicy(max_attempts=1))
     assert caught.value.maybe_sent is False
     assert "certificate" in str(caught.value)
     assert provider.hits == []
