@@ -1,12 +1,18 @@
 """Compare two checkouts of the library on the same invoices: ``submit_many`` throughput.
 
-``python -m benchmarks.compare OLD NEW [--mode json|pgp] [--rounds 4] [--count 3000]
-[--latency 0]`` runs ``submit_many(concurrency=64)`` once per round and tree, the trees
-interleaved (the machine is shared: drift hits both alike), each run a fresh interpreter
-with ``PYTHONPATH=<tree>``, against one provider process (``_provider.py``). Every run
-sends the same invoices, written once to a JSON file: trees whose ``sample_invoice``
-differ would otherwise not compare the library alone. It prints docs/s and client CPU
-per document for each run, and the medians.
+``python -m benchmarks.compare OLD NEW [--mode json|pgp|ledger|single-json|single-pgp]
+[--rounds 4] [--count 3000] [--latency 0]`` runs one job once per round and tree, the
+trees interleaved (the machine is shared: drift hits both alike), each run a fresh
+interpreter with ``PYTHONPATH=<tree>``, against one provider process (``_provider.py``):
+
+- ``json``, ``pgp``: ``submit_many(concurrency=64)``;
+- ``ledger``: the same, JSON, journaled in a fresh ledger file;
+- ``single-json``, ``single-pgp``: one ``submit_json``/``submit_secure`` call after
+  another, as a POS awaits one per sale (docs/s is then calls/s).
+
+Every run sends the same invoices, written once to a JSON file: trees whose
+``sample_invoice`` differ would otherwise not compare the library alone. It prints
+docs/s and client CPU per document for each run, and the medians.
 
 For example, against the first release in a worktree::
 
@@ -28,11 +34,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 CONCURRENCY = 64
 
 
-async def _child(url: str, mode: str, documents: list[object], armored_key: str) -> None:
+async def _child(url: str, mode: str, documents: list[Any], armored_key: str) -> None:
     # Only the tree's own library and the standard library: the old tree may lack what
     # the benchmarks' helpers import.
     from invoicing_async import InvoicingClient, ProviderKey  # noqa: PLC0415
@@ -40,14 +50,32 @@ async def _child(url: str, mode: str, documents: list[object], armored_key: str)
     key = ProviderKey.from_armored(armored_key)
     async with InvoicingClient(url, "094019245", "bench-api-key", provider_key=key) as client:
         await client.token()
-        started, cpu = time.perf_counter(), time.process_time()
-        outcomes = await client.submit_many(
-            documents, concurrency=CONCURRENCY, encrypted=mode == "pgp"
-        )
-        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        with tempfile.TemporaryDirectory() as work:
+            started, cpu = time.perf_counter(), time.process_time()
+            if mode.startswith("single-"):
+                send = client.submit_secure if mode == "single-pgp" else client.submit_json
+                for document in documents:
+                    await send(document)
+                outcomes = []
+            else:
+                # 0.3 renamed journal= to ledger= (the old name is a deprecated alias).
+                name = "ledger" if "ledger" in _parameters(client.submit_many) else "journal"
+                journal: dict[str, Any] = (
+                    {name: Path(work) / "bench.ledger"} if mode == "ledger" else {}
+                )
+                outcomes = await client.submit_many(
+                    documents, concurrency=CONCURRENCY, encrypted=mode == "pgp", **journal
+                )
+            seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     if not all(outcome.ok for outcome in outcomes):
         raise AssertionError("not every invoice was accepted")
     print(json.dumps({"rate": len(documents) / seconds, "cpu_us": cpu / len(documents) * 1e6}))
+
+
+def _parameters(function: Callable[..., object]) -> set[str]:
+    import inspect  # noqa: PLC0415
+
+    return set(inspect.signature(function).parameters)
 
 
 def _run(tree: Path, url: str, mode: str, invoices: Path) -> dict[str, float]:
@@ -66,7 +94,9 @@ def _run(tree: Path, url: str, mode: str, invoices: Path) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.compare")
     parser.add_argument("trees", nargs=2, type=Path, help="two checkouts: old, new")
-    parser.add_argument("--mode", choices=["json", "pgp"], default="json")
+    parser.add_argument(
+        "--mode", choices=["json", "pgp", "ledger", "single-json", "single-pgp"], default="json"
+    )
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--count", type=int, default=3000)
     parser.add_argument("--latency", type=float, default=0.0, help="provider latency (s)")
