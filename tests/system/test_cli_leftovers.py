@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
@@ -111,14 +112,27 @@ def test_port_in_use_is_one_line_saying_to_use_port_0(tmp_path):
 
 
 def _abandoned_request(base_url: str, token: str, api_key: str) -> None:
-    """A document request whose client dies after sending half of the body."""
+    """A document request whose client dies after sending half of the body.
+
+    The client waits for ``100 Continue`` first: the sandbox has then dispatched the
+    request to its handler. A client that dies sooner may be gone before the server
+    reads the request at all (aiohttp then drops it unseen, and logs nothing).
+    """
     host, port = base_url.split("//")[1].split("/", maxsplit=1)[0].split(":")
     head = (
         f"POST /test/Invoice/json HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-        f"Authorization: Bearer {token}\r\nAPIKey: {api_key}\r\nContent-Length: 1000\r\n\r\n"
+        f"Authorization: Bearer {token}\r\nAPIKey: {api_key}\r\nContent-Length: 1000\r\n"
+        "Expect: 100-continue\r\n\r\n"
     )
-    with socket.create_connection((host, int(port))) as connection:
-        connection.sendall(head.encode() + b'{"Series": "A",')
+    with socket.create_connection((host, int(port)), timeout=60) as connection:
+        connection.sendall(head.encode())
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = connection.recv(1024)
+            assert chunk, answer
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 100"), answer
+        connection.sendall(b'{"Series": "A",')
 
 
 def test_killed_clients_are_quiet_and_out_keeps_the_provider_key(tmp_path):
@@ -146,10 +160,17 @@ def test_killed_clients_are_quiet_and_out_keeps_the_provider_key(tmp_path):
             _abandoned_request(found["INVOICING_BASE_URL"], token, found["INVOICING_API_KEY"])
         assert process.stderr is not None
         seen = []  # the request log (-v): wait for the twenty lines, then stop it
-        while sum("-> client gone" in line for line in seen) < 20:
-            line = process.stderr.readline()
-            assert line, "".join(seen)
-            seen.append(line)
+        # A watchdog, not a wait: if a line never comes, the sandbox is killed, the read
+        # ends, and the test fails showing the log instead of hanging.
+        watchdog = threading.Timer(60, process.kill)
+        watchdog.start()
+        try:
+            while sum("-> client gone" in line for line in seen) < 20:
+                line = process.stderr.readline()
+                assert line, "".join(seen)
+                seen.append(line)
+        finally:
+            watchdog.cancel()
         process.send_signal(signal.SIGINT)
         stdout, rest = process.communicate(timeout=60)
         stderr = "".join(seen) + rest
