@@ -8,8 +8,8 @@ breaker). :meth:`Delivery.run` is the loop single calls and batches share; a bat
 passes the :class:`Shared` state of its documents (retry budget, breaker, adaptive
 in-flight limit), a single call none.
 
-Two refinements the table cannot express alone, both the rule of a deduplicated write
-in the safety table every operation shares (:mod:`._safety`):
+Three refinements the table cannot express alone, the first two the rule of a
+deduplicated write in the safety table every operation shares (:mod:`._safety`):
 
 * a 409 (``HELD``) answering this document's own earlier attempt, or an attempt an
   earlier run may have made, is its commit (``ACCEPTED``), else a ``DUPLICATE``; an
