@@ -95,7 +95,8 @@ async def test_waiters_are_woken_by_pubsub_not_by_polling(stores):
     holder = TokenCache(stores(poll_interval=30, lock_ttl=60))
     waiter = TokenCache(stores(poll_interval=30, lock_ttl=60))
     first = asyncio.create_task(holder._get(KEY, grants))
-    await asyncio.sleep(0.1)
+    while not grants.calls:  # the holder took the lock and is fetching
+        await asyncio.sleep(0.01)
     second = asyncio.create_task(waiter._get(KEY, grants))
     await asyncio.sleep(0.1)
     assert not second.done()
