@@ -2,7 +2,28 @@
 
 from __future__ import annotations
 
+import sys
+
 from invoicing_async import InvoicingError
+
+#: Python code that answers Ctrl-C (SIGINT) with KeyboardInterrupt, as in a terminal,
+#: whatever the process inherited: a suite started in the background by a shell without
+#: job control ignores SIGINT, its children inherit that, and Python keeps an ignored
+#: SIGINT ignored (asyncio's ``remove_signal_handler`` in an earlier in-process test
+#: turns it back on, so without this a child's Ctrl-C depends on the tests before it).
+_CTRL_C = "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+
+
+def module_with_ctrl_c(module: str, prog: str, *args: str) -> list[str]:
+    """The command line of ``python -m module args`` (``sys.argv[0]`` ``prog``) with Ctrl-C."""
+    code = f"sys.argv[0] = {prog!r}; runpy.run_module({module!r}, run_name='__main__')"
+    return [sys.executable, "-c", _CTRL_C + code, *args]
+
+
+def script_with_ctrl_c(path: str, *args: str) -> list[str]:
+    """The command line of ``python path args`` with Ctrl-C."""
+    code = "sys.argv.pop(0); runpy.run_path(sys.argv[0], run_name='__main__')"
+    return [sys.executable, "-c", _CTRL_C + code, path, *args]
 
 
 async def once(client, document, *, encrypted=False, timeout=None):

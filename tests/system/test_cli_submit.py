@@ -22,6 +22,7 @@ import threading
 import time
 
 import pytest
+from helpers import module_with_ctrl_c
 
 from invoicing_async import document_key
 from invoicing_sandbox import Fault, Sandbox, sample_invoice, sample_invoices
@@ -35,14 +36,6 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 def command(*args: str) -> list[str]:
     return [sys.executable, "-m", "invoicing_async", *args]
 
-
-#: The command with Ctrl-C (SIGINT) answered as in a terminal, whatever this process
-#: inherited: a suite started in the background by a shell without job control ignores
-#: SIGINT, and so would the command (Python keeps an ignored SIGINT ignored).
-WITH_CTRL_C = (
-    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-    "sys.argv[0] = 'invoicing-async'; runpy.run_module('invoicing_async', run_name='__main__')"
-)
 
 
 def environ(extra: dict[str, str]) -> dict[str, str]:
@@ -177,7 +170,9 @@ def _pty_run(args, env, columns, *, stdin_tty=False, timeout=120.0, stop=None):
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     process = subprocess.Popen(
-        command(*args) if stop is None else [sys.executable, "-c", WITH_CTRL_C, *args],
+        command(*args)
+        if stop is None
+        else module_with_ctrl_c("invoicing_async", "invoicing-async", *args),
         env=environ(env),
         stdin=slave if stdin_tty else subprocess.DEVNULL,
         stdout=subprocess.PIPE,

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import test_utils
+from helpers import script_with_ctrl_c
 
 import invoicing_async
 from invoicing_async import InvoicingError, OutcomeStatus, ProviderKeyError, document_key
@@ -242,8 +243,9 @@ async def test_interrupted_batch_prints_a_summary_and_resumes(tmp_path):
         source.write_text("".join(json.dumps(i) + "\n" for i in invoices))
         env = {k: v for k, v in os.environ.items() if not k.startswith("INVOICING_")}
         env.update(sandbox.client_variables(tmp_path))
-        command = [sys.executable, str(EXAMPLES / "interrupted_batch.py"), str(source),
-                   str(tmp_path / "batch.db")]  # fmt: skip
+        command = script_with_ctrl_c(
+            str(EXAMPLES / "interrupted_batch.py"), str(source), str(tmp_path / "batch.db")
+        )
         for sig in (signal.SIGINT, signal.SIGTERM):
             sandbox.hold(after=5)
             status, stderr = await _interrupt_while_held(command, env, 5, sig, sandbox)

@@ -12,6 +12,7 @@ import time
 
 import pytest
 import redis.asyncio as aioredis
+from sandboxtools import until
 
 from invoicing_async import AccessToken, CredentialsError, TokenCache
 from invoicing_async._tokencache import CredentialsKey
@@ -95,8 +96,7 @@ async def test_waiters_are_woken_by_pubsub_not_by_polling(stores):
     holder = TokenCache(stores(poll_interval=30, lock_ttl=60))
     waiter = TokenCache(stores(poll_interval=30, lock_ttl=60))
     first = asyncio.create_task(holder._get(KEY, grants))
-    while not grants.calls:  # the holder took the lock and is fetching
-        await asyncio.sleep(0.01)
+    await asyncio.wait_for(until(lambda: grants.calls), 10)  # the holder is fetching
     second = asyncio.create_task(waiter._get(KEY, grants))
     await asyncio.sleep(0.1)
     assert not second.done()
