@@ -215,11 +215,16 @@ async def _interrupt_while_held(
         *command, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
     assert process.stdout is not None
-    for _ in range(lines):
-        assert await asyncio.wait_for(process.stdout.readline(), 60)
-    await asyncio.wait_for(sandbox.wait_held(1), 60)
-    process.send_signal(sig)
-    _, stderr = await asyncio.wait_for(process.communicate(), 60)
+    try:
+        for _ in range(lines):
+            assert await asyncio.wait_for(process.stdout.readline(), 60)
+        await asyncio.wait_for(sandbox.wait_held(1), 60)
+        process.send_signal(sig)
+        _, stderr = await asyncio.wait_for(process.communicate(), 60)
+    finally:
+        if process.returncode is None:  # a failed test leaves no process behind
+            process.kill()
+            await process.communicate()
     return process.returncode or 0, stderr.decode()
 
 
