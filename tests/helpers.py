@@ -9,8 +9,8 @@ from invoicing_async import InvoicingError
 #: Python code that answers Ctrl-C (SIGINT) with KeyboardInterrupt, as in a terminal,
 #: whatever the process inherited: a suite started in the background by a shell without
 #: job control ignores SIGINT, its children inherit that, and Python keeps an ignored
-#: SIGINT ignored (asyncio's ``remove_signal_handler`` in an earlier in-process test
-#: turns it back on, so without this a child's Ctrl-C depends on the tests before it).
+#: SIGINT ignored (started under GNU ``timeout`` instead, they do not: how the suite was
+#: started must not decide whether a child's Ctrl-C test passes).
 _CTRL_C = "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
 
 

@@ -37,7 +37,6 @@ def command(*args: str) -> list[str]:
     return [sys.executable, "-m", "invoicing_async", *args]
 
 
-
 def environ(extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("INVOICING_")}
     env.pop("COLUMNS", None)
