@@ -206,12 +206,13 @@ async def _serve(sb: Sandbox, args: argparse.Namespace, directory: Path) -> None
         sb.random_faults(rate=args.faults, seed=args.fault_seed)
     if args.latency or args.latency_jitter:
         sb.set_latency(args.latency, jitter=args.latency_jitter)
-    _announce(sb, args, directory)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+    # Announced once Ctrl-C stops it: the banner says "press Ctrl-C to stop".
+    _announce(sb, args, directory)
     await stop.wait()
 
 

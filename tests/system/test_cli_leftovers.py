@@ -17,6 +17,8 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from invoicing_async import InvoicingClient, ProviderKey
 from invoicing_sandbox import sample_invoices
 
@@ -47,7 +49,11 @@ def sandbox_service(*args: str, env: dict[str, str], cwd: Path):
         finally:
             if process.poll() is None:
                 process.send_signal(signal.SIGINT)
-            process.wait(timeout=60)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()  # then the test fails, instead of waiting for ever
+                raise
 
 
 def variables(banner: list[str]) -> dict[str, str]:
@@ -185,3 +191,31 @@ def test_killed_clients_are_quiet_and_out_keeps_the_provider_key(tmp_path):
         assert variables(banner)["INVOICING_PROVIDER_FINGERPRINT"] == key.fingerprint
     assert (out / "provider.asc").read_text() == first_key
     assert oct((out / "provider-secret.asc").stat().st_mode & 0o777) == "0o600"
+
+
+def test_ctrl_c_at_the_first_line_of_the_banner_stops_the_sandbox(tmp_path):
+    """The banner ends "press Ctrl-C to stop": Ctrl-C works from its first line on, also
+    for a sandbox started in the background (SIGINT inherited ignored, as from a shell
+    without job control). Before, the banner came first and the handlers after it: a
+    SIGINT in between was ignored, and the sandbox served on."""
+    code = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+        "sys.argv[0] = 'invoicing-async'; runpy.run_module('invoicing_async', run_name='__main__')"
+    )
+    command = [sys.executable, "-c", code, "sandbox", "--port", "0", "--key-algorithm", "cv25519"]
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=environ(tmp_path), cwd=tmp_path,
+    ) as process:  # fmt: skip
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        assert first.startswith("base URL:"), first
+        process.send_signal(signal.SIGINT)
+        try:
+            stdout, stderr = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            pytest.fail("the SIGINT sent at the banner's first line was ignored")
+    assert process.returncode == 0, stderr
+    assert "sandbox stopped after" in stdout
