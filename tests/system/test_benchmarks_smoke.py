@@ -6,15 +6,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_quick_pgp_benchmark_exits_0_and_writes_a_table(tmp_path):
-    """`python -m benchmarks --quick --only pgp` exits 0 and writes RESULTS.rst holding the
-    PGP table (into a temporary directory, so the committed results stay untouched).
-    """
+def _run(*args: str) -> str:
+    """``python -m <args>`` from the project root: its stdout, once it exited 0."""
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--only", "pgp", "--output", str(tmp_path)],
+        [sys.executable, "-m", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -22,7 +22,21 @@ def test_quick_pgp_benchmark_exits_0_and_writes_a_table(tmp_path):
         check=False,
     )
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
-    results = (tmp_path / "RESULTS.rst").read_text(encoding="utf-8")
+    return completed.stdout
+
+
+def _quick(only: str, output: Path) -> str:
+    """``python -m benchmarks --quick --only <only>``: the RESULTS.rst it wrote in ``output``
+    (a temporary directory, so the committed results stay untouched)."""
+    _run("benchmarks", "--quick", "--only", only, "--output", str(output))
+    return (output / "RESULTS.rst").read_text(encoding="utf-8")
+
+
+def test_quick_pgp_benchmark_exits_0_and_writes_a_table(tmp_path):
+    """`python -m benchmarks --quick --only pgp` exits 0 and writes RESULTS.rst holding the
+    PGP table.
+    """
+    results = _quick("pgp", tmp_path)
     assert "PGP stage" in results
     assert "library encrypt()" in results
     assert "+===" in results  # a grid table, not just a heading
@@ -32,42 +46,29 @@ def test_quick_ledger_benchmark_exits_0_and_checks_its_three_targets(tmp_path):
     """`python -m benchmarks --quick --only ledger` (small counts, one round) exits 0 and
     writes the ledger's table with its three targets: memory, throughput, resume.
     """
-    completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--only", "ledger", "--output",
-         str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
-    )  # fmt: skip
-    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
-    results = (tmp_path / "RESULTS.rst").read_text(encoding="utf-8")
+    results = _quick("ledger", tmp_path)
     assert "The SQLite ledger" in results
     assert "journaled peak growth" in results
     assert "journaled ÷ unjournaled throughput" in results
     assert "resume from 20,000 entries" in results
 
 
-def test_compare_runs_two_trees_on_the_same_invoices():
-    """`python -m benchmarks.compare A B` runs each tree and prints the medians (here the
-    project against itself, a handful of invoices, one round)."""
-    completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.compare", str(ROOT), str(ROOT), "--count", "40",
-         "--rounds", "1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
-    )  # fmt: skip
-    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
-    assert completed.stdout.count("docs/s") == 3  # two runs and the medians
-    assert "median:" in completed.stdout
+@pytest.mark.parametrize("mode", ["json", "ledger", "single-pgp"])
+def test_compare_runs_two_trees_on_the_same_invoices(mode):
+    """`python -m benchmarks.compare A B --mode M` runs each tree and prints the medians
+    (here the project against itself, a handful of invoices, one round): a batch, a
+    journaled batch, single calls."""
+    stdout = _run(
+        "benchmarks.compare", str(ROOT), str(ROOT), "--mode", mode, "--count", "40", "--rounds", "1"
+    )
+    assert stdout.count("docs/s") == 3  # two runs and the medians
+    assert "median:" in stdout
 
 
 def test_quick_single_call_benchmark_exits_0_and_checks_both_providers(tmp_path):
     """`python -m benchmarks --quick --only single` exits 0 and writes the single-call
     table, with its target checked against the instant and the 20 ms provider."""
-    completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--only", "single", "--output",
-         str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
-    )  # fmt: skip
-    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
-    results = (tmp_path / "RESULTS.rst").read_text(encoding="utf-8")
+    results = _quick("single", tmp_path)
     assert "A single call" in results
     assert "submit_secure p50 ÷ raw aiohttp (instant provider)" in results
     assert "submit_secure p50 ÷ raw aiohttp (20 ms provider)" in results
