@@ -260,8 +260,3 @@ class Cert:
     def armored(self) -> str:
         """The certificate, ASCII-armored."""
         return armor(self.binary(), "PUBLIC KEY BLOCK").decode("ascii")
-
-
-def standard(primary: str = "ed25519", sub: str = "cv25519", **binding: object) -> Cert:
-    """A key as GnuPG makes it: primary, user id, one encryption subkey, all dated T0."""
-    return Cert(key(primary)).user_id().subkey(key(sub), **binding)

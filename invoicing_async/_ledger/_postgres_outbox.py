@@ -273,10 +273,6 @@ class PostgresStore:
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:
         return await self._run(lambda connection: _rows(connection.fetch(sql, *args)))
 
-    async def ping(self) -> None:
-        """Raise ``LedgerError`` unless the database answers."""
-        await self._fetch("SELECT 1")
-
     # --- the worker's side ----------------------------------------------------------------
 
     async def claim(self, limit: int, lease: str, seconds: float) -> list[Claim]:
