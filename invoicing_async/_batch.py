@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from ._delivery import Breaker, Budget, Delivery, Kind, Shared, classify
+from ._delivery import Breaker, Budget, Delivery, Kind, ReauthWaits, Shared, classify
 from ._documents import (
     Identity,
     Prepared,
@@ -150,6 +150,7 @@ class Batch:
             Budget(options.retry),
             Breaker(options.retry.circuit_breaker),
             Limiter(self._workers),
+            reauth=ReauthWaits(options.retry.reauth_waits),
         )
         self._deadline = (
             None

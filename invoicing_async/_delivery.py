@@ -74,6 +74,7 @@ __all__ = [
     "Budget",
     "Delivery",
     "Kind",
+    "ReauthWaits",
     "Rule",
     "Send",
     "Shared",
@@ -101,11 +102,12 @@ class Kind(enum.Enum):
     THROTTLED = "throttled"
     #: A definite refusal of the document (400, 413, 422).
     REFUSED = "refused"
-    #: 401/403 to the document: the API key or the issuer's VAT number.
+    #: 401/403 even with a token fetched for this request: the API key, or the issuer's
+    #: VAT number. Not a judgement of the document: it ends ``NOT_SENT``.
     AUTH = "authentication"
     #: 401 that the access token may have caused (a provider may revoke tokens), while no
-    #: new token may be requested yet: the re-authentication cooldown. Retried after the
-    #: cooldown within a deadline, else an ``AUTH`` answer.
+    #: new token may be requested yet: the re-authentication cooldown. Waited out (within
+    #: a deadline, and a batch's re-authentication waits), else an ``AUTH`` answer.
     REAUTH = "authentication, no new token yet"
     #: 404/405/415 or a redirect: the base URL or path is wrong.
     MISCONFIGURED = "misconfigured"
@@ -156,8 +158,8 @@ RULES: dict[Kind, Rule] = {
     Kind.NOT_SENT: Rule(_N, retry=True, may_hold=False, breaker=Blame.NONE),
     Kind.THROTTLED: Rule(_N, retry=True, may_hold=False, breaker=Blame.NONE),
     Kind.REFUSED: Rule(_R, retry=False, may_hold=False, breaker=Blame.NONE),
-    Kind.AUTH: Rule(_R, retry=False, may_hold=False, breaker=Blame.CONFIG),
-    Kind.REAUTH: Rule(_R, retry=True, may_hold=False, breaker=Blame.NONE),
+    Kind.AUTH: Rule(_N, retry=False, may_hold=False, breaker=Blame.CONFIG),
+    Kind.REAUTH: Rule(_N, retry=True, may_hold=False, breaker=Blame.NONE),
     Kind.MISCONFIGURED: Rule(_N, retry=False, may_hold=False, breaker=Blame.CONFIG),
     Kind.STOP: Rule(_N, retry=False, may_hold=False, breaker=Blame.STOP),
 }
@@ -256,6 +258,40 @@ class Breaker:
             log.warning("stopping the batch: %s", error)
 
 
+class ReauthWaits:
+    """The re-authentication cooldowns a batch waits out (``REAUTH`` answers).
+
+    Every document that meets a 401 while no new token may be requested waits for the
+    same moment: the end of the cooldown. Those waits form one *window*, however many
+    documents join it, so a provider that revokes every token within a second costs
+    one window per cooldown, never one per document. After ``limit`` windows in a row
+    without a document answered in between (:meth:`progress`), documents stop waiting:
+    a 401 that new tokens do not cure is no longer the token's fault.
+    """
+
+    #: Windows closer than this are one (the cache's and the loop's clocks differ a little).
+    _SAME = 0.25
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._windows = 0
+        self._until = float("-inf")
+
+    def enter(self, until: float) -> bool:
+        """Whether a document may wait until ``until`` (loop time) for a new token."""
+        if until <= self._until + self._SAME:
+            return True
+        if self._windows >= self._limit:
+            return False
+        self._windows += 1
+        self._until = until
+        return True
+
+    def progress(self) -> None:
+        """A document was answered with a token: the run of fruitless windows ends."""
+        self._windows = 0
+
+
 @attrs.frozen
 class Shared:
     """What the documents of one batch share (a single call shares nothing)."""
@@ -265,6 +301,8 @@ class Shared:
     limiter: Limiter | None
     #: What a 429 costs of ``max_attempts``: a batch adapts its concurrency meanwhile.
     throttled_cost: float = 0.25
+    #: ``None``: wait for a new token only within a deadline (a single call).
+    reauth: ReauthWaits | None = None
 
 
 class _Unlimited(Budget):
@@ -291,6 +329,12 @@ class _NoBreaker(Breaker):
 #: A single call's shared state: no budget, no breaker, no limit, a 429 costs in full.
 SINGLE = Shared(_Unlimited(), _NoBreaker(), None, throttled_cost=1.0)
 
+#: Answers the provider gave to a token it accepted.
+_TOKEN_ACCEPTED = frozenset({Kind.HELD, Kind.HELD_UNREADABLE, Kind.FOREIGN, Kind.REFUSED})
+
+#: Answers that end a delivery ``NOT_SENT`` (or ``UNKNOWN``), and why (a key of :data:`_WHY`).
+_ENDS = {Kind.STOP: "stop", Kind.MISCONFIGURED: "configuration", Kind.AUTH: "credentials"}
+
 #: Why a delivery stops trying, as its log line and error say it.
 _WHY = {
     "attempts": "no attempts left",
@@ -299,6 +343,7 @@ _WHY = {
     "stop": "the batch stopped",
     "no re-sends": "re-sending after an ambiguous failure is off",
     "configuration": "the provider refuses the configuration",
+    "credentials": "the provider refused the credentials or the issuer (a new token did not help)",
     "refused on re-send": "a re-send for the record was refused",
     "lease lost": "another worker took the entry over",
 }
@@ -391,6 +436,8 @@ class Delivery:
                 overload = None if isinstance(exc, DuplicateDocumentError) else exc
                 return self._answered(self._own(exc), shared)
             self._sending, answered = False, True
+            if shared.reauth is not None:
+                shared.reauth.progress()
             mismatch = self._foreign(record, 201)
             return self._answered(mismatch, shared) if mismatch else self._end_held(_A, record)
         finally:
@@ -418,11 +465,13 @@ class Delivery:
     def _answered(self, error: InvoicingError, shared: Shared) -> Outcome | None:
         """A failed attempt (a 409 included): the outcome it decides, or ``None`` to retry."""
         kind = classify(error)
-        if kind is Kind.REAUTH and not self._may_wait(error):
+        if kind is Kind.REAUTH and not self._may_wait(error, shared):
             kind = Kind.AUTH  # no time to wait for a new token: the answer, said why
         rule = RULES[kind]
         self.last_error = error
         shared.breaker.record(error, kind)
+        if kind in _TOKEN_ACCEPTED and shared.reauth is not None:
+            shared.reauth.progress()
         if kind in (Kind.HELD, Kind.HELD_UNREADABLE):
             assert isinstance(error, DuplicateDocumentError)  # noqa: S101  (classify says so)
             ours = duplicate_means_success(self.safety, after_own_attempt=self.maybe_committed)
@@ -437,7 +486,7 @@ class Delivery:
             if not may_resend(self.safety, maybe_sent=True, resend_ambiguous=resend):
                 return self.give_up("no re-sends")
         if not rule.retry:
-            why = {Kind.STOP: "stop", Kind.MISCONFIGURED: "configuration"}.get(kind)
+            why = _ENDS.get(kind)
             return self.give_up(why, error) if why else self._rejected(error)
         if kind is Kind.THROTTLED:
             self._spent -= 1 - shared.throttled_cost
@@ -445,10 +494,21 @@ class Delivery:
             return self.give_up("attempts")
         return None
 
-    def _may_wait(self, error: InvoicingError) -> bool:
-        """Whether the deadline leaves time to wait for the next token (``REAUTH``)."""
+    def _may_wait(self, error: InvoicingError, shared: Shared) -> bool:
+        """Whether to wait for the next token (``REAUTH``).
+
+        Within the deadline, and the batch's re-authentication waits; a single call
+        waits only within a deadline.
+        """
         wait = _wait_for(error)
-        return self.deadline is not None and wait is not None and _now() + wait < self.deadline
+        if wait is None:
+            return False
+        until = _now() + wait
+        if self.deadline is not None and until >= self.deadline:
+            return False
+        if shared.reauth is None:
+            return self.deadline is not None
+        return shared.reauth.enter(until)
 
     def _end_held(
         self,

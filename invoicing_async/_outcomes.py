@@ -53,12 +53,14 @@ class OutcomeStatus(enum.Enum):
     ACCEPTED = "accepted"
     #: 409 on the first attempt: the document was sent before this batch.
     DUPLICATE = "duplicate"
-    #: A definite refusal (400, persistent 401, a document that cannot be serialised).
+    #: A definite refusal of the document (400, 413, 422, a document that cannot be
+    #: serialised). Never a 401 or 403: credentials are not the document's fault.
     REJECTED = "rejected"
     #: It may or may not have been committed: retries were exhausted on an ambiguous failure.
     UNKNOWN = "unknown"
     #: Certainly not committed, but not refused either: every attempt failed before reaching
-    #: the provider (connection refused, rate limited), or the deadline or retry budget ran
+    #: the provider (connection refused, rate limited), the provider refused the
+    #: credentials rather than the document (401/403), or the deadline or retry budget ran
     #: out before it was sent. Safe to submit again later.
     NOT_SENT = "not_sent"
 
@@ -117,6 +119,16 @@ class RetryPolicy:
     #: end ``NOT_SENT``. ``None``: never. Refused credentials, a missing or expired
     #: provider key and a closed client stop a batch at once, whatever this says.
     circuit_breaker: int | None = 10
+    #: Re-authentication cooldowns a batch waits out in a row with no document answered
+    #: in between. A 401 that a revoked access token may have caused, while no new token
+    #: may be requested yet (``TokenCache(reauth_cooldown=...)``), makes the document
+    #: wait for the next token: every document that meets it waits for the same one, so
+    #: a provider that revokes tokens within a second costs one wait per cooldown. After
+    #: this many such waits without progress, those documents end ``NOT_SENT``. A
+    #: single call waits only within its ``timeout``.
+    #:
+    #: .. versionadded:: 0.4.0
+    reauth_waits: int = 3
 
     def delay(
         self,

@@ -196,19 +196,23 @@ class Session:
         once it is old enough for every node of the provider to know it, a new token is
         forced at most once per cooldown.
 
-        Returns the response, and, for a 401 to the token this request started with
-        when the cooldown allowed no new one, the seconds until one may be requested
-        (``None`` otherwise: a 401 after a new token is the request's own answer).
+        Returns the response, and, for a 401 to a token the provider accepted before
+        (it may have been revoked since) when the cooldown allowed no new one, the
+        seconds until one may be requested (``None`` otherwise: a 401 to a token fetched
+        for this request, or to one never accepted, is the request's own answer).
         """
-        first = token = await self._token_within(timeout)
+        token = await self._token_within(timeout)
         response = await self._transport.send(build(token), timeout=timeout)
         waited_for: set[str] = set()  # each token is waited for once per request
+        forced: set[str] = set()  # tokens this request's own 401s made the cache fetch
         for _ in range(_MAX_401_RETRIES):
             if response.status != 401:
                 break
-            retry_with = await self._recover(token, timeout)
+            retry_with, forced_now = await self._recover(token, timeout)
             if retry_with is None or retry_with.value in waited_for:
                 break
+            if forced_now:
+                forced.add(retry_with.value)
             if retry_with.value == token.value:
                 waited_for.add(token.value)  # the cache waited for it to propagate
             auth_log.debug("401: retrying with an access token")
@@ -218,21 +222,33 @@ class Session:
             # The provider knows this token.
             self._cache._confirm(self._credentials, token)  # noqa: SLF001
             return response, None
-        if token.value != first.value:
-            return response, None  # refused with a token renewed for it: the answer
+        if token.value in forced or not self._cache._was_confirmed(self._credentials, token):  # noqa: SLF001
+            # Refused with a token fetched for this very request, or one the provider
+            # never accepted (after any wait for it to be known): the request's answer.
+            return response, None
+        # A token the provider accepted before may have been revoked since (a provider
+        # may end sessions): the answer is a new token's, once the cooldown allows one.
         return response, self._cache._reauth_in(self._credentials)  # noqa: SLF001
 
-    async def _recover(self, refused: AccessToken, timeout: float | None) -> AccessToken | None:
+    async def _recover(
+        self, refused: AccessToken, timeout: float | None
+    ) -> tuple[AccessToken | None, bool]:
         """The cache's verdict on a 401, in the call's time budget (see :meth:`_token_within`).
 
         A budget that ends while the cache waits for a young token to be known leaves
-        the 401 as the answer (``None``): the request was sent and answered.
+        the 401 as the answer (``None``): the request was sent and answered. The flag
+        says whether this call forced the new token.
         """
-        return await self._within(
-            self._cache._recover(self._credentials, refused, self._token_request),  # noqa: SLF001
-            timeout,
-            answered=True,
-        )
+        forced = False
+
+        async def recover() -> AccessToken | None:
+            nonlocal forced
+            cache = self._cache
+            token, forced = await cache._recovery(self._credentials, refused, self._token_request)  # noqa: SLF001
+            return token
+
+        found = await self._within(recover(), timeout, answered=True)
+        return found, forced and found is not None
 
     async def _token_within(self, timeout: float | None) -> AccessToken:
         """A token for a call, in the call's time budget.

@@ -186,6 +186,19 @@ class TokenCache:
     ) -> AccessToken | None:
         """After a 401 to a request sent with ``refused``: a token to retry with, or ``None``.
 
+        See :meth:`_recovery`, which also says whether the token was forced.
+        """
+        token, _ = await self._recovery(key, refused, fetch)
+        return token
+
+    async def _recovery(
+        self, key: CredentialsKey, refused: AccessToken, fetch: Fetch
+    ) -> tuple[AccessToken | None, bool]:
+        """After a 401 to a request sent with ``refused``: a token to retry with, or ``None``.
+
+        And whether this call forced that token (a 401 to it is then the request's own
+        answer: a token fetched for it was refused too).
+
         - ``refused`` was replaced meanwhile, or is being replaced (here or, with a
           shared store, by a sibling process): retry with the new token, once the
           provider has accepted it from someone or it is ``propagation_delay`` old.
@@ -207,26 +220,31 @@ class TokenCache:
         if current is None or current.value != refused.value:
             token = await self._get(key, fetch)  # replaced, or being replaced
             await self._settled(entry, token)
-            return token
+            return token, False
         now = self._clock()
         if now >= entry.reauth_not_before:
             entry.reauth_not_before = now + self._cooldown
             log.debug("a 401 may be the token's fault: fetching a new one (%s)", key.client_id)
             entry.token = None
             await self._store.discard(key, refused)
-            return await self._get(key, fetch)
+            return await self._get(key, fetch), True
         stored = await self._store.load(key, clock=self._clock)
         if stored is not None and stored.value != refused.value and now < stored.unusable_at:
             self._adopt(entry, stored)  # a sibling process replaced it
-            return stored
+            return stored, False
         if now < refused.obtained_at + self._propagation:
             # Whichever node accepted it already: another may not know it yet.
             log.debug(
                 "a 401 to a token %.1f s old: retrying once it is known", now - refused.obtained_at
             )
             await self._aged(refused)
-            return refused
-        return None
+            return refused, False
+        return None, False
+
+    def _was_confirmed(self, key: CredentialsKey, token: AccessToken) -> bool:
+        """Whether the provider accepted ``token`` (the last token it accepted is it)."""
+        entry = self._entries.get(key)
+        return entry is not None and _same(entry.confirmed, token)
 
     def _reauth_in(self, key: CredentialsKey) -> float:
         """Seconds until a 401 may force a new token for ``key`` again (0: now)."""

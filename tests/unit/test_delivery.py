@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import attrs
 import pytest
 
 from invoicing_async import (
@@ -29,7 +30,7 @@ from invoicing_async import (
     UnknownOutcomeError,
     ValidationError,
 )
-from invoicing_async._delivery import Breaker, Budget, Delivery, Shared
+from invoicing_async._delivery import Breaker, Budget, Delivery, ReauthWaits, Shared
 from invoicing_async._documents import Identity
 from invoicing_async._limiter import Limiter
 
@@ -78,7 +79,7 @@ RESET = TransportError("reset after sending", maybe_sent=True)
         ([MalformedResponseError("m", status=201), OWN], OutcomeStatus.ACCEPTED, 2),
         ([REFUSED, RateLimitError("r", status=429), OWN], OutcomeStatus.ACCEPTED, 3),
         ([ValidationError("v", status=400)], OutcomeStatus.REJECTED, 1),
-        ([AuthenticationError("vat", status=401)], OutcomeStatus.REJECTED, 1),
+        ([AuthenticationError("vat", status=401)], OutcomeStatus.NOT_SENT, 1),
         ([UnexpectedStatusError("404", status=404)], OutcomeStatus.NOT_SENT, 1),
         ([CredentialsError("creds", status=400)], OutcomeStatus.NOT_SENT, 1),
         ([RESET, ClientStateError("closed")], OutcomeStatus.UNKNOWN, 2),
@@ -324,10 +325,11 @@ async def test_a_401_in_the_reauth_cooldown_is_waited_out_within_a_deadline():
     assert state.breaker.error is None
 
 
-async def test_a_401_in_the_reauth_cooldown_without_time_to_wait_is_the_answer_and_says_why():
-    """Without a deadline (or with one too close to wait the cooldown out), the same 401
-    is the document's answer: rejected, its error saying when a new token may be
-    requested, and counted by the breaker like any 401 to a document."""
+async def test_a_401_in_the_reauth_cooldown_without_time_to_wait_is_not_sent_and_says_why():
+    """Without a deadline in a single call (or with a deadline too close to wait the
+    cooldown out), the same 401 ends the document ``not_sent`` — never ``rejected``:
+    the provider refused a token, not the document — its error saying when a new token
+    may be requested, and counted by the breaker like any 401 to a document."""
     policy = RetryPolicy(circuit_breaker=1)
     for deadline in (None, asyncio.get_running_loop().time() + 10):  # 10 s < the 30 s wait
         state = shared(policy)
@@ -335,6 +337,29 @@ async def test_a_401_in_the_reauth_cooldown_without_time_to_wait_is_the_answer_a
         outcome = await delivery(policy=policy, deadline=deadline).run(
             script(blocked), shared=state
         )
-        assert outcome.status is OutcomeStatus.REJECTED
+        assert outcome.status is OutcomeStatus.NOT_SENT
         assert outcome.error.reauth_in == 30.0
         assert state.breaker.error is not None
+
+
+async def test_a_batch_waits_out_reauth_cooldowns_as_windows_shared_by_its_documents():
+    """In a batch without a deadline, documents that meet a 401 in the cooldown wait
+    for the next token. All documents waiting for the same moment share one window,
+    so a burst of 401s costs one wait of the batch's ``reauth_waits``; after that many
+    windows in a row with nothing answered between, documents end ``not_sent``, and an
+    answered document starts the count again."""
+    waits = ReauthWaits(2)
+    assert all(waits.enter(10.0) for _ in range(100))  # one window, however many wait
+    assert waits.enter(20.0)  # a second window
+    assert not waits.enter(30.0)  # a third, with nothing answered since: no more waits
+    assert waits.enter(20.1)  # joining the window already open is still allowed
+    waits.progress()
+    assert waits.enter(30.0)
+
+    state = attrs.evolve(shared(), reauth=ReauthWaits(1))
+    outcome = await delivery().run(script(COOLDOWN_401, OWN), shared=state)
+    assert (outcome.status, outcome.attempts) == (OutcomeStatus.ACCEPTED, 2)
+    state = attrs.evolve(shared(), reauth=ReauthWaits(0))
+    outcome = await delivery().run(script(COOLDOWN_401, OWN), shared=state)
+    assert (outcome.status, outcome.attempts) == (OutcomeStatus.NOT_SENT, 1)
+    assert outcome.error is COOLDOWN_401
