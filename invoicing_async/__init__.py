@@ -38,9 +38,10 @@ if TYPE_CHECKING:
     from ._ledger._sqlite_ledger import Ledger
     from ._models import AccessToken, DocumentResult, DocumentStatus
     from ._operations import OperationResult
-    from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
+    from ._outcomes import BatchProgress, Outcome, OutcomeStatus
     from ._pgp import ProviderKey
     from ._receipts import Backlog, DeferralReason, DeferredOutcome, DeferredReceipt
+    from ._retry import RetryPolicy
     from ._safety import Safety
     from ._tokencache import TokenCache
     from ._tokenstore import CredentialsKey, MemoryTokenStore, TokenStore
@@ -123,7 +124,7 @@ _HOMES = {
     "ProviderKeyError": "._errors",
     "ProviderTimeoutError": "._errors",
     "RateLimitError": "._errors",
-    "RetryPolicy": "._outcomes",
+    "RetryPolicy": "._retry",
     "Safety": "._safety",
     "ServerError": "._errors",
     "Submission": "._documents",

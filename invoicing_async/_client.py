@@ -2,33 +2,35 @@
 
 The client owns the transport (unless the caller brought an aiohttp session) and wires
 the layers a document goes down through, in one direction: it is identified
-(:mod:`._documents`), prepared (:mod:`._prepare`), delivered (:mod:`._delivery`: the
-retry rules), each attempt sent by the :class:`~._session.Session` (token, 401 policy,
-parsing) over the :class:`~._transport.Transport`; many documents go through a
-:class:`~._batch.Batch`, with a ledger's journal (:mod:`._ledger`) when one is given.
-This module only wires and documents.
+(:mod:`._documents`), prepared (:mod:`._prepare`), delivered (:mod:`._delivery`, driving
+the decision core of :mod:`._decision`), each attempt sent by the issuer's
+:class:`~._channel.Channel` (token, 401 policy, parsing) over the
+:class:`~._transport.Transport`; many documents go through a :class:`~._batch.Batch`,
+with a ledger's journal (:mod:`._ledger`) when one is given. The other operations run
+through :mod:`._operations`. What the deferral, the outbox worker and the command use of
+a client is its :class:`~._engine.Engine` (:func:`~._engine.engine_of`). This module only
+wires and documents.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import os
 from typing import TYPE_CHECKING, Any
 
-from . import _calls as ops
+from . import _operations as ops
 from . import _protocol as proto
-from ._batch import Batch, BatchOptions, collect
-from ._delivery import Delivery
-from ._deprecation import deprecated
+from ._batch import BatchOptions, collect
+from ._channel import Channel
 from ._documents import Document, Prepared, SendOptions, describe, document_key
+from ._engine import Engine, attach
 from ._env import client_arguments
 from ._errors import InvoicingError
-from ._ledger._sqlite_ledger import journal as ledger_journal
-from ._outcomes import OutcomeStatus, RetryPolicy
+from ._ledger._sqlite_ledger import ledger_journal
+from ._outcomes import OutcomeStatus
 from ._prepare import Preparer
-from ._session import Session
+from ._retry import RetryPolicy
 from ._tokencache import TokenCache
 from ._transport import DEFAULT_MAX_RESPONSE_SIZE, ClientSession, Transport
 
@@ -36,10 +38,9 @@ if TYPE_CHECKING:
     import concurrent.futures
     import datetime as dt
     import ssl
-    from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Mapping, Sequence
+    from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Mapping
     from types import TracebackType
 
-    from ._journal import Journal
     from ._ledger._sqlite_ledger import Ledger
     from ._models import AccessToken, DocumentResult
     from ._operations import OperationResult
@@ -121,7 +122,7 @@ class InvoicingClient:
             ssl=ssl,
         )
         self._preparer = Preparer(provider_key, encrypt_executor)
-        self._session = Session(
+        self._channel = Channel(
             self._base_url,
             client_id,
             client_secret,
@@ -131,6 +132,8 @@ class InvoicingClient:
                 max_attempts=max(1, token_attempts), base_delay=0.1, max_delay=2.0
             ),
         )
+        self._engine = Engine(self._transport, self._preparer, self._retry, self._channel)
+        attach(self, self._engine)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> InvoicingClient:
@@ -253,70 +256,20 @@ class InvoicingClient:
         retry: RetryPolicy | None,
         timeout: float | None,
     ) -> DocumentResult:
-        self._session.ensure_usable()
+        engine = self._engine
+        engine.ensure_usable()
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         key, identity = describe(document)
-        body = await self._preparer.prepare_one(document, encrypted=options.encrypted)
+        body = await engine.prepare(document, encrypted=options.encrypted)
         if isinstance(body, InvoicingError):
             raise body
         prepared = Prepared(key, identity, body[0], options, plain=body[1])
-        delivery = Delivery(
-            key=key, index=0, identity=identity, policy=retry or self._retry, deadline=deadline
-        )
-        outcome = await delivery.run(functools.partial(self._session.send, prepared))
+        outcome = await engine.deliver(prepared, deadline=deadline, policy=retry)
         if outcome.status is OutcomeStatus.ACCEPTED and outcome.result is not None:
             return outcome.result
         assert outcome.error is not None  # noqa: S101  (every other outcome carries one)
         raise outcome.error
-
-    async def prepare(self, document: Document, *, encrypted: bool) -> bytes:
-        """Serialise (and encrypt) ``document`` into the body to send.
-
-        .. deprecated:: 0.3.0 single calls and batches prepare documents themselves.
-        """
-        deprecated("InvoicingClient.prepare()", _PREPARED)
-        [body] = await self._preparer.prepare_many([(document, encrypted)])
-        if isinstance(body, InvoicingError):
-            raise body
-        return body[0]
-
-    async def prepare_many(
-        self, documents: Sequence[Document], *, encrypted: bool
-    ) -> list[bytes | InvoicingError]:
-        """Prepare several documents in one executor call.
-
-        .. deprecated:: 0.3.0 single calls and batches prepare documents themselves.
-        """
-        deprecated("InvoicingClient.prepare_many()", _PREPARED)
-        bodies = await self._preparer.prepare_many([(doc, encrypted) for doc in documents])
-        return [body if isinstance(body, InvoicingError) else body[0] for body in bodies]
-
-    async def send_prepared(
-        self,
-        payload: bytes,
-        *,
-        encrypted: bool,
-        send_method: str | None = None,
-        time_stamp: dt.datetime | str | None = None,
-        timeout: float | None = None,
-    ) -> DocumentResult:
-        """Send a body made by :meth:`prepare` once (plus one retry after a 401).
-
-        .. deprecated:: 0.3.0 use :meth:`submit_secure` / :meth:`submit_json` (bytes
-           are sent as they are), which also retry safely.
-        """
-        deprecated(
-            "InvoicingClient.send_prepared()",
-            "submit_secure()/submit_json() send bytes as they are, and retry safely",
-        )
-        return await self._session.send_body(
-            payload,
-            encrypted=encrypted,
-            send_method=send_method,
-            time_stamp=time_stamp,
-            timeout=timeout,
-        )
 
     # --- bulk ----------------------------------------------------------------------------
 
@@ -333,7 +286,6 @@ class InvoicingClient:
         send_method: str | None = None,
         time_stamp: dt.datetime | str | None = None,
         key: Callable[[Any], str] = document_key,
-        journal: str | os.PathLike[str] | Ledger | None = None,
     ) -> list[Outcome]:
         """Submit many documents; return one :class:`~invoicing_async.Outcome` each, in order.
 
@@ -349,11 +301,10 @@ class InvoicingClient:
             on_progress=on_progress,
             key=key,
         )
-        ledger = _ledger_argument(ledger, journal)
         if ledger is None:
-            return await collect(self._batch(options, None), documents)
+            return await collect(self._engine.batch(options, None), documents)
         async with ledger_journal(ledger, resend_ambiguous=options.retry.resend_ambiguous) as j:
-            return await collect(self._batch(options, j), documents)
+            return await collect(self._engine.batch(options, j), documents)
 
     def submit_stream(
         self,
@@ -368,7 +319,6 @@ class InvoicingClient:
         send_method: str | None = None,
         time_stamp: dt.datetime | str | None = None,
         key: Callable[[Any], str] = document_key,
-        journal: str | os.PathLike[str] | Ledger | None = None,
     ) -> AsyncGenerator[Outcome, None]:
         """Submit documents with bounded concurrency, yielding outcomes as they settle.
 
@@ -389,13 +339,13 @@ class InvoicingClient:
         :param on_progress: called with a :class:`~invoicing_async.BatchProgress` after
             every settled document.
         :param key: the identity of a document (default: :func:`document_key`).
-        :param journal: the former name of ``ledger``.
 
         Close the generator (``async with contextlib.aclosing(...)``) to stop early: the
         workers are cancelled and documents in flight are recorded as unknown.
 
         .. versionchanged:: 0.3.0 ``ledger`` (``journal`` is deprecated);
            :class:`~invoicing_async.Submission` inputs.
+        .. versionchanged:: 0.4.0 ``journal`` is removed.
         """
         options = BatchOptions(
             concurrency=concurrency,
@@ -405,7 +355,7 @@ class InvoicingClient:
             on_progress=on_progress,
             key=key,
         )
-        return self._stream(documents, options, _ledger_argument(ledger, journal))
+        return self._stream(documents, options, ledger)
 
     async def _stream(
         self,
@@ -414,34 +364,22 @@ class InvoicingClient:
         ledger: str | os.PathLike[str] | Ledger | None,
     ) -> AsyncGenerator[Outcome, None]:
         if ledger is None:
-            async with contextlib.aclosing(self._batch(options, None).run(documents)) as run:
+            async with contextlib.aclosing(self._engine.batch(options, None).run(documents)) as run:
                 async for outcome in run:
                     yield outcome
             return
-        self._session.ensure_usable()  # before the ledger is locked
+        self._engine.ensure_usable()  # before the ledger is locked
         async with (
             ledger_journal(ledger, resend_ambiguous=options.retry.resend_ambiguous) as j,
-            contextlib.aclosing(self._batch(options, j).run(documents)) as run,
+            contextlib.aclosing(self._engine.batch(options, j).run(documents)) as run,
         ):
             async for outcome in run:
                 yield outcome
 
-    def _batch(self, options: BatchOptions, journal: Journal | None) -> Batch:
-        """A batch of this client's documents (an outbox worker's too)."""
-        return Batch(self._preparer, self._session, options, journal)
-
-    def _offline_signature(self, text: str) -> str:
-        """The provider's offline QR signature: the hex SHA-1 of ``text`` and the API key.
-
-        The key is read where it is used: a :class:`~invoicing_async.Deferral` signs its
-        receipts without ever holding it.
-        """
-        return self._session.offline_signature(text)
-
     # --- other operations ----------------------------------------------------------------
     # Each declares its safety class in one table (invoicing_async._safety.OPERATIONS);
-    # invoicing_async._calls builds the call, invoicing_async._operations sends it as
-    # often as the class allows.
+    # invoicing_async._operations builds the call and runs it as often as the class
+    # allows (the decision core decides).
 
     async def cancel_delivery_note(
         self,
@@ -470,7 +408,7 @@ class InvoicingClient:
         .. versionadded:: 0.3.0
         """
         return await ops.run(
-            self._session,
+            self._channel,
             "cancel_delivery_note",
             ops.Payload(payload, params, mark=mark),
             ops.Options(safety, retry or self._retry, timeout),
@@ -491,7 +429,7 @@ class InvoicingClient:
         .. versionadded:: 0.3.0
         """
         return await ops.run(
-            self._session,
+            self._channel,
             "cancel_receiving_note",
             ops.Payload(payload, params, mark=mark),
             ops.Options(safety, retry or self._retry, timeout),
@@ -515,7 +453,7 @@ class InvoicingClient:
         .. versionadded:: 0.3.0
         """
         return await ops.run(
-            self._session,
+            self._channel,
             "request_pos_signature",
             ops.Payload(payload, params, path_params={"issuerTin": issuer_tin}),
             ops.Options(safety, retry or self._retry, timeout),
@@ -540,7 +478,7 @@ class InvoicingClient:
         .. versionadded:: 0.3.0
         """
         return await ops.run(
-            self._session,
+            self._channel,
             "sign_pos_transaction",
             ops.Payload(payload, params),
             ops.Options(safety, retry or self._retry, timeout),
@@ -567,7 +505,7 @@ class InvoicingClient:
         .. versionadded:: 0.3.0
         """
         return await ops.run_for_record(
-            self._session,
+            self._channel,
             "reseed_b2g_invoice",
             ops.Payload(document, params),
             ops.Options(safety, retry or self._retry, timeout),
@@ -592,7 +530,7 @@ class InvoicingClient:
         .. versionadded:: 0.3.0
         """
         return await ops.run(
-            self._session,
+            self._channel,
             "get_last_b2g_status",
             ops.Payload(None, params, mark=mark),
             ops.Options(safety, retry or self._retry, timeout),
@@ -623,7 +561,7 @@ class InvoicingClient:
         .. versionadded:: 0.3.0
         """
         return await ops.run(
-            self._session,
+            self._channel,
             "upload_invoice_file",
             ops.Upload(file, content_type, filename, fields, params),
             ops.Options(safety, retry or self._retry, timeout),
@@ -646,7 +584,7 @@ class InvoicingClient:
         .. versionadded:: 0.3.0
         """
         return await ops.run(
-            self._session,
+            self._channel,
             "upload_media",
             ops.Upload(file, content_type, filename, fields, params),
             ops.Options(safety, retry or self._retry, timeout),
@@ -676,7 +614,7 @@ class InvoicingClient:
         .. versionchanged:: 0.3.0 ``safety`` and ``retry``; retried as the class allows.
         """
         result = await ops.run_free(
-            self._session,
+            self._channel,
             method,
             path,
             ops.Payload(json, params),
@@ -686,24 +624,7 @@ class InvoicingClient:
 
     async def token(self) -> AccessToken:
         """A valid access token from the shared cache (fetched once for all callers)."""
-        return await self._session.token()
-
-
-#: Why the client's preparing methods are deprecated.
-_PREPARED = "single calls and batches prepare documents themselves"
-
-
-def _ledger_argument(
-    ledger: str | os.PathLike[str] | Ledger | None,
-    journal: str | os.PathLike[str] | Ledger | None,
-) -> str | os.PathLike[str] | Ledger | None:
-    """``ledger=``, or the deprecated ``journal=`` it replaces."""
-    if journal is None:
-        return ledger
-    if ledger is not None:
-        raise TypeError("give ledger= only (journal= is its deprecated name)")
-    deprecated("the journal= argument", "use ledger=", depth=2)
-    return journal
+        return await self._channel.token()
 
 
 def _credentials_problem(client_id: str, client_secret: str) -> str | None:

@@ -23,8 +23,9 @@ Messages are built from status codes and the provider's own ``message`` /
 ``error_description`` text, never from request headers, so the API key and tokens cannot
 appear in them (the client additionally scrubs its own secrets from provider text).
 
-Whether an attempt *may have been committed* by the provider is the question retrying
-asks of every failure; :func:`may_have_committed` answers it in one place.
+Whether an attempt *may have been processed* by the provider is the question retrying
+asks of every failure; the decision core answers it in one place
+(:func:`invoicing_async._decision.maybe_processed`).
 """
 
 from __future__ import annotations
@@ -54,7 +55,6 @@ __all__ = [
     "UnexpectedStatusError",
     "UnknownOutcomeError",
     "ValidationError",
-    "may_have_committed",
 ]
 
 
@@ -345,22 +345,6 @@ class LedgerError(InvoicingError):
 
     def __repr__(self) -> str:
         return f"LedgerError({self.message!r}, reason={self.reason!r})"
-
-
-def may_have_committed(error: BaseException) -> bool:
-    """Say whether the provider may hold the document despite ``error``.
-
-    True for failures after the request may have been processed (reset after sending, read
-    timeout, 408, 5xx, an unreadable 2xx). False for definite answers (400, 401, 409, 429)
-    and for requests that never left (connection refused, refused locally).
-    """
-    if isinstance(error, TransportError):
-        return error.maybe_sent
-    if isinstance(error, (ProviderTimeoutError, ServerError)):
-        return True
-    if isinstance(error, MalformedResponseError):
-        return error.status is None or 200 <= error.status < 300
-    return isinstance(error, (ForeignRecordError, UnknownOutcomeError))
 
 
 #: The text to use when a document must be encrypted and the client has no provider key:

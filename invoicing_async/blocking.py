@@ -46,7 +46,8 @@ if typing.TYPE_CHECKING:
     from ._documents import Document
     from ._ledger._sqlite_ledger import Ledger
     from ._models import AccessToken, DocumentResult
-    from ._outcomes import BatchProgress, Outcome, RetryPolicy
+    from ._outcomes import BatchProgress, Outcome
+    from ._retry import RetryPolicy
     from ._tokencache import TokenCache
 
 __all__ = ["BlockingClient"]

@@ -32,9 +32,9 @@ async def once(client, document, *, encrypted=False, timeout=None):
     [body] = await client._preparer.prepare_many([(document, encrypted)])
     if isinstance(body, InvoicingError):
         raise body
-    return await client._session.send_body(body[0], encrypted=encrypted, timeout=timeout)
+    return await client._channel.send_body(body[0], encrypted=encrypted, timeout=timeout)
 
 
 async def send_body(client, body, *, encrypted):
     """One attempt with exactly ``body`` (already encrypted, or deliberately broken)."""
-    return await client._session.send_body(body, encrypted=encrypted)
+    return await client._channel.send_body(body, encrypted=encrypted)

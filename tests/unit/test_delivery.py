@@ -1,7 +1,8 @@
 """One document's delivery: classification, retries, deadlines, breaker, AIMD limiter, logs.
 
-A scripted ``send`` stands in for the session: each attempt takes the next answer (a
-record or an error), so every rule of the retry loop is checked exactly, without HTTP.
+A scripted ``send`` stands in for the issuer's channel: each attempt takes the next
+answer (a record or an error), so every rule the decision core applies to a document is
+checked exactly, without HTTP.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from invoicing_async import (
     UnknownOutcomeError,
     ValidationError,
 )
-from invoicing_async._delivery import Breaker, Budget, Delivery, ReauthWaits, Shared
+from invoicing_async._decision import Breaker, Budget, ReauthWaits, Shared
+from invoicing_async._delivery import Delivery
 from invoicing_async._documents import Identity
 from invoicing_async._limiter import Limiter
 
@@ -57,11 +59,11 @@ def script(*answers):
 
 def delivery(**kwargs):
     kwargs.setdefault("policy", NO_WAIT)
-    return Delivery(key="id:X-7", index=0, identity=IDENTITY, **kwargs)
+    return Delivery("id:X-7", 0, IDENTITY, **kwargs)
 
 
-def shared(policy=NO_WAIT, *, limit=8):
-    return Shared(Budget(policy), Breaker(policy.circuit_breaker), Limiter(limit))
+def shared(policy=NO_WAIT):
+    return Shared(Budget(policy), Breaker(policy.circuit_breaker))
 
 
 REFUSED = TransportError("refused", maybe_sent=False)
@@ -148,7 +150,7 @@ async def test_a_409_without_a_record_stays_held_when_the_retry_budget_runs_out(
     """The batch's budget spent after a record-less 409: still held, never NOT_SENT."""
     policy = RetryPolicy(base_delay=0, max_delay=0, min_budget=0, budget_ratio=0)
     unreadable = DuplicateDocumentError("dup", result=None)
-    outcome = await delivery(policy=policy).run(script(unreadable), shared=shared(policy))
+    outcome = await delivery(policy=policy, shared=shared(policy)).run(script(unreadable))
     assert (outcome.status, outcome.result, outcome.error) == (
         OutcomeStatus.DUPLICATE,
         None,
@@ -164,11 +166,11 @@ async def test_in_a_batch_a_429_costs_a_quarter_attempt():
     slow = RateLimitError("slow", status=429)
     policy = RetryPolicy(base_delay=0, max_delay=0, max_attempts=2)
     answers = [slow] * 4 + [OWN]
-    in_batch = await delivery(policy=policy).run(script(*answers), shared=shared(policy))
+    in_batch = await delivery(policy=policy, shared=shared(policy)).run(script(*answers))
     assert (in_batch.status, in_batch.attempts) == (OutcomeStatus.ACCEPTED, 5)
     alone = await delivery(policy=policy).run(script(*answers))
     assert (alone.status, alone.attempts) == (OutcomeStatus.NOT_SENT, 2)
-    always = await delivery(policy=policy).run(script(*[slow] * 9), shared=shared(policy))
+    always = await delivery(policy=policy, shared=shared(policy)).run(script(*[slow] * 9))
     assert (always.status, always.attempts) == (OutcomeStatus.NOT_SENT, 8)
 
 
@@ -254,7 +256,7 @@ async def test_an_open_breaker_sends_nothing_more():
     batch = shared()
     batch.breaker.trip(CredentialsError("creds", status=400))
     send = script(OWN)
-    outcome = await delivery().run(send, shared=batch)
+    outcome = await delivery(shared=batch).run(send)
     assert outcome.status is OutcomeStatus.NOT_SENT
     assert isinstance(outcome.error, CredentialsError)
     assert send.calls == []
@@ -318,7 +320,7 @@ async def test_a_401_in_the_reauth_cooldown_is_waited_out_within_a_deadline():
     policy = RetryPolicy(base_delay=3600, max_delay=3600, circuit_breaker=1)
     state = shared(policy)
     started = loop.time()
-    outcome = await delivery(policy=policy, deadline=started + 60).run(send, shared=state)
+    outcome = await delivery(policy=policy, deadline=started + 60, shared=state).run(send)
     assert outcome.status is OutcomeStatus.ACCEPTED
     assert outcome.attempts == 2
     assert loop.time() - started < 30  # the 0.05 s cooldown, not the 3600 s backoff
@@ -334,8 +336,8 @@ async def test_a_401_in_the_reauth_cooldown_without_time_to_wait_is_not_sent_and
     for deadline in (None, asyncio.get_running_loop().time() + 10):  # 10 s < the 30 s wait
         state = shared(policy)
         blocked = AuthenticationError("token refused", status=401, reauth_in=30.0)
-        outcome = await delivery(policy=policy, deadline=deadline).run(
-            script(blocked), shared=state
+        outcome = await delivery(policy=policy, deadline=deadline, shared=state).run(
+            script(blocked)
         )
         assert outcome.status is OutcomeStatus.NOT_SENT
         assert outcome.error.reauth_in == 30.0
@@ -357,9 +359,9 @@ async def test_a_batch_waits_out_reauth_cooldowns_as_windows_shared_by_its_docum
     assert waits.enter(30.0)
 
     state = attrs.evolve(shared(), reauth=ReauthWaits(1))
-    outcome = await delivery().run(script(COOLDOWN_401, OWN), shared=state)
+    outcome = await delivery(shared=state).run(script(COOLDOWN_401, OWN))
     assert (outcome.status, outcome.attempts) == (OutcomeStatus.ACCEPTED, 2)
     state = attrs.evolve(shared(), reauth=ReauthWaits(0))
-    outcome = await delivery().run(script(COOLDOWN_401, OWN), shared=state)
+    outcome = await delivery(shared=state).run(script(COOLDOWN_401, OWN))
     assert (outcome.status, outcome.attempts) == (OutcomeStatus.NOT_SENT, 1)
     assert outcome.error is COOLDOWN_401

@@ -40,7 +40,7 @@ def test_from_env_reads_key_file_pin_and_ca(tmp_path):
     assert client.base_url == "https://invoicing.example.com"
     assert client.limit == 7
     assert client.provider_key is not None
-    assert client._session._client_secret == SECRET
+    assert client._channel._client_secret == SECRET
     with pytest.raises(ProviderKeyError) as caught:
         InvoicingClient.from_env({**environ, "INVOICING_PROVIDER_FINGERPRINT": "00" * 20})
     assert caught.value.reason == "fingerprint_mismatch"
