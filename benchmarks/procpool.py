@@ -64,7 +64,7 @@ async def _library(pool, bodies: list[bytes]) -> float:
     """The client's preparer per document from 64 coroutines: one executor call each."""
     async with client("http://127.0.0.1:9", encrypt_executor=pool) as c:
         todo = iter(bodies)
-        preparer = c._preparer  # noqa: SLF001  (what a batch prepares with)
+        preparer = c._engine.preparer  # noqa: SLF001  (what a batch prepares with)
 
         async def worker() -> None:
             for body in todo:
@@ -79,7 +79,7 @@ async def _library_chunks(pool, bodies: list[bytes], workers: int) -> float:
     """The preparer on chunks of 16 from max(2, workers) coroutines, as submit_many."""
     async with client("http://127.0.0.1:9", encrypt_executor=pool) as c:
         todo = iter([bodies[i : i + CHUNK] for i in range(0, len(bodies), CHUNK)])
-        preparer = c._preparer  # noqa: SLF001
+        preparer = c._engine.preparer  # noqa: SLF001
 
         async def prepare() -> None:
             for chunk in todo:

@@ -88,6 +88,11 @@ class Channel:
         self._transport.ensure_usable()
 
     @property
+    def base_url(self) -> str:
+        """The environment's base URL."""
+        return self._base_url
+
+    @property
     def client_id(self) -> str:
         """The issuer's TIN, its ``client_id``."""
         return self._client_id

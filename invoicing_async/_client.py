@@ -24,15 +24,13 @@ from . import _protocol as proto
 from ._batch import BatchOptions, collect
 from ._channel import Channel
 from ._documents import Document, Prepared, SendOptions, describe, document_key
-from ._engine import Engine, attach
+from ._engine import Engine, OneIssuer, Settings, attach
 from ._env import client_arguments
 from ._errors import InvoicingError
 from ._ledger._sqlite_ledger import ledger_journal
 from ._outcomes import OutcomeStatus
-from ._prepare import Preparer
 from ._retry import RetryPolicy
-from ._tokencache import TokenCache
-from ._transport import DEFAULT_MAX_RESPONSE_SIZE, ClientSession, Transport
+from ._transport import DEFAULT_MAX_RESPONSE_SIZE, ClientSession
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -47,6 +45,8 @@ if TYPE_CHECKING:
     from ._outcomes import BatchProgress, Outcome
     from ._pgp import ProviderKey
     from ._safety import Safety
+    from ._tokencache import TokenCache
+    from ._transport import Transport
 
 __all__ = ["InvoicingClient"]
 
@@ -108,32 +108,46 @@ class InvoicingClient:
         if problem is not None:
             del client_secret  # a traceback formatted with locals must not show it
             raise ValueError(problem)
-        self._base_url = proto.check_base_url(base_url)
-        self._retry = retry if retry is not None else RetryPolicy()
-        self._client_id = client_id
-        self._cache = token_cache if token_cache is not None else TokenCache()
-        self._transport = Transport(
+        base_url = proto.check_base_url(base_url)
+        settings = Settings(
+            provider_key=provider_key,
             session=session,
+            token_cache=token_cache,
             limit=limit,
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
-            total_timeout=timeout,
+            timeout=timeout,
             max_response_size=max_response_size,
             ssl=ssl,
+            encrypt_executor=encrypt_executor,
+            token_attempts=token_attempts,
+            retry=retry,
         )
-        self._preparer = Preparer(provider_key, encrypt_executor)
-        self._channel = Channel(
-            self._base_url,
-            client_id,
-            client_secret,
-            transport=self._transport,
-            token_cache=self._cache,
-            token_retry=RetryPolicy(
-                max_attempts=max(1, token_attempts), base_delay=0.1, max_delay=2.0
-            ),
-        )
-        self._engine = Engine(self._transport, self._preparer, self._retry, self._channel)
-        attach(self, self._engine)
+        token_retry = settings.token_retry()
+
+        def one_issuer(transport: Transport, cache: TokenCache) -> OneIssuer:
+            channel = Channel(
+                base_url,
+                client_id,
+                client_secret,
+                transport=transport,
+                token_cache=cache,
+                token_retry=token_retry,
+            )
+            return OneIssuer(channel)
+
+        engine = Engine.of(settings, one_issuer)
+        channels = engine.channels
+        assert isinstance(channels, OneIssuer)  # noqa: S101  (made just above)
+        self._setup(engine, channels.channel, owns_transport=True)
+
+    def _setup(self, engine: Engine, channel: Channel, *, owns_transport: bool) -> None:
+        self._engine = engine
+        self._channel = channel
+        self._base_url = channel.base_url
+        self._client_id = channel.client_id
+        self._owns_transport = owns_transport
+        attach(self, engine)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> InvoicingClient:
@@ -158,7 +172,7 @@ class InvoicingClient:
         return f"<InvoicingClient {base_url} client_id={getattr(self, '_client_id', None)!r}>"
 
     async def __aenter__(self) -> InvoicingClient:
-        await self._transport.__aenter__()
+        await self._engine.transport.__aenter__()
         return self
 
     async def __aexit__(
@@ -170,8 +184,13 @@ class InvoicingClient:
         await self.close()
 
     async def close(self) -> None:
-        """Close the HTTP session if the client created it."""
-        await self._transport.close()
+        """Close the HTTP session if the client created it.
+
+        A client an :class:`~invoicing_async.IssuerPool` gave shares the pool's
+        connections: closing it closes nothing (close the pool).
+        """
+        if self._owns_transport:
+            await self._engine.transport.close()
 
     @property
     def base_url(self) -> str:
@@ -181,22 +200,22 @@ class InvoicingClient:
     @property
     def token_cache(self) -> TokenCache:
         """The token cache this client uses (shared or its own)."""
-        return self._cache
+        return self._engine.cache
 
     @property
     def limit(self) -> int:
         """The connection pool size."""
-        return self._transport.limit
+        return self._engine.transport.limit
 
     @property
     def encrypt_executor(self) -> concurrent.futures.Executor | None:
         """Where documents are prepared (``None``: the event loop's default thread pool)."""
-        return self._preparer.executor
+        return self._engine.preparer.executor
 
     @property
     def provider_key(self) -> ProviderKey | None:
         """The provider key documents are encrypted to."""
-        return self._preparer.provider_key
+        return self._engine.preparer.provider_key
 
     # --- documents ---------------------------------------------------------------------
 
@@ -411,7 +430,7 @@ class InvoicingClient:
             self._channel,
             "cancel_delivery_note",
             ops.Payload(payload, params, mark=mark),
-            ops.Options(safety, retry or self._retry, timeout),
+            ops.Options(safety, retry or self._engine.retry, timeout),
         )
 
     async def cancel_receiving_note(
@@ -432,7 +451,7 @@ class InvoicingClient:
             self._channel,
             "cancel_receiving_note",
             ops.Payload(payload, params, mark=mark),
-            ops.Options(safety, retry or self._retry, timeout),
+            ops.Options(safety, retry or self._engine.retry, timeout),
         )
 
     async def request_pos_signature(
@@ -456,7 +475,7 @@ class InvoicingClient:
             self._channel,
             "request_pos_signature",
             ops.Payload(payload, params, path_params={"issuerTin": issuer_tin}),
-            ops.Options(safety, retry or self._retry, timeout),
+            ops.Options(safety, retry or self._engine.retry, timeout),
         )
 
     async def sign_pos_transaction(
@@ -481,7 +500,7 @@ class InvoicingClient:
             self._channel,
             "sign_pos_transaction",
             ops.Payload(payload, params),
-            ops.Options(safety, retry or self._retry, timeout),
+            ops.Options(safety, retry or self._engine.retry, timeout),
         )
 
     async def reseed_b2g_invoice(
@@ -508,7 +527,7 @@ class InvoicingClient:
             self._channel,
             "reseed_b2g_invoice",
             ops.Payload(document, params),
-            ops.Options(safety, retry or self._retry, timeout),
+            ops.Options(safety, retry or self._engine.retry, timeout),
         )
 
     async def get_last_b2g_status(
@@ -533,7 +552,7 @@ class InvoicingClient:
             self._channel,
             "get_last_b2g_status",
             ops.Payload(None, params, mark=mark),
-            ops.Options(safety, retry or self._retry, timeout),
+            ops.Options(safety, retry or self._engine.retry, timeout),
         )
 
     async def upload_invoice_file(
@@ -564,7 +583,7 @@ class InvoicingClient:
             self._channel,
             "upload_invoice_file",
             ops.Upload(file, content_type, filename, fields, params),
-            ops.Options(safety, retry or self._retry, timeout),
+            ops.Options(safety, retry or self._engine.retry, timeout),
         )
 
     async def upload_media(
@@ -587,7 +606,7 @@ class InvoicingClient:
             self._channel,
             "upload_media",
             ops.Upload(file, content_type, filename, fields, params),
-            ops.Options(safety, retry or self._retry, timeout),
+            ops.Options(safety, retry or self._engine.retry, timeout),
         )
 
     async def request(
@@ -618,7 +637,7 @@ class InvoicingClient:
             method,
             path,
             ops.Payload(json, params),
-            ops.Options(safety, retry or self._retry, timeout),
+            ops.Options(safety, retry or self._engine.retry, timeout),
         )
         return result.body
 
@@ -638,3 +657,17 @@ def _credentials_problem(client_id: str, client_secret: str) -> str | None:
                 "or variable it was read from"
             )
     return None
+
+
+def borrowed_client(engine: Engine, channel: Channel) -> InvoicingClient:
+    """A client of ``channel``'s issuer on ``engine``'s connections, cache and key.
+
+    What :meth:`IssuerPool.client <invoicing_async.IssuerPool.client>` gives: closing it
+    closes nothing; the pool owns the connections.
+    """
+    client = InvoicingClient.__new__(InvoicingClient)
+    issuer = Engine(
+        engine.transport, engine.preparer, engine.retry, engine.cache, OneIssuer(channel)
+    )
+    client._setup(issuer, channel, owns_transport=False)  # noqa: SLF001  (this module's class)
+    return client

@@ -67,6 +67,7 @@ from ._errors import (
     ServerError,
     TransportError,
     UnexpectedStatusError,
+    UnknownIssuerError,
     UnknownOutcomeError,
 )
 from ._outcomes import OutcomeStatus
@@ -246,6 +247,8 @@ def classify(error: InvoicingError) -> Kind:
     """The kind of a failed attempt (see :class:`Kind`)."""
     if isinstance(error, (CredentialsError, ClientStateError, ProviderKeyError)):
         return Kind.STOP
+    if isinstance(error, UnknownIssuerError):
+        return Kind.AUTH  # no credentials for the issuer: nothing sent, and nothing can be
     if isinstance(error, DuplicateDocumentError):
         return Kind.HELD if error.result is not None else Kind.HELD_UNREADABLE
     if isinstance(error, ForeignRecordError):

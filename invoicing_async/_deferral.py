@@ -34,7 +34,7 @@ from ._decision import Kind
 from ._documents import Prepared, SendOptions, describe, serialize_document
 from ._drainer import Drainer, ProviderState, Queue
 from ._engine import engine_of
-from ._errors import InvoicingError
+from ._errors import InvoicingError, UnknownIssuerError
 from ._ledger._deferrals import Deferred
 from ._ledger._enqueue import Ready
 from ._log import deferral as log
@@ -306,7 +306,7 @@ class Deferral:
             maybe_sent=maybe_sent,
             stamped=stamped,
             attempts=attempts,
-            offline_qr=self._offline_qr(body),
+            offline_qr=await self._offline_qr(body, identity.issuer),
             detail=detail,
         )
         ready = Ready(key, body, encrypted, hashlib.sha256(body).hexdigest())
@@ -318,10 +318,14 @@ class Deferral:
             self._drainer.deferred(stored.deferral)
         return receipt_of(stored.deferral)
 
-    def _offline_qr(self, body: bytes) -> str | None:
+    async def _offline_qr(self, body: bytes, issuer: str | None) -> str | None:
         if self._portal_url is None:
             return None
-        sign = self._engine.offline_signature
+        try:
+            sign = await self._engine.signer(issuer)
+        except UnknownIssuerError as exc:
+            log.debug("no offline QR: %s", exc)
+            return None
         try:
             return _signed_url(body, self._portal_url, sign)
         except ValueError as exc:

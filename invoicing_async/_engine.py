@@ -1,19 +1,21 @@
-"""What a client gives the layers above it: the named seam of deferrals, workers and batches.
+"""What a client or a pool gives the layers above it: the named seam of deferrals, workers.
 
-An :class:`Engine` is what an :class:`~invoicing_async.InvoicingClient` is made of
-besides its typed methods: the transport, the :class:`~._prepare.Preparer` (the
-provider key, and where encryption runs), the default :class:`~invoicing_async.RetryPolicy`
-of single calls, and the issuer's :class:`~._channel.Channel`. A
-:class:`~invoicing_async.Deferral`, an outbox worker and the CLI use a client only
-through its engine (:func:`engine_of`), and only through the methods below:
+An :class:`Engine` is what an :class:`~invoicing_async.InvoicingClient` (one issuer) or
+an :class:`~invoicing_async.IssuerPool` (many) is made of besides its typed methods: the
+transport, the :class:`~._prepare.Preparer` (the provider key, and where encryption
+runs), the default :class:`~invoicing_async.RetryPolicy` of single calls, the shared
+:class:`~invoicing_async.TokenCache`, and the issuers' channels (:class:`Channels`: one
+for a client, a resolver's for a pool). A :class:`~invoicing_async.Deferral`, an outbox
+worker and the command use a client or a pool only through its engine
+(:func:`engine_of`), and only through the methods below:
 
 * :meth:`Engine.prepare`: a document's body, or why it cannot be sent;
-* :meth:`Engine.deliver`: send one prepared document within a deadline and say its
-  outcome (a single call, a sale);
+* :meth:`Engine.deliver`: send one prepared document to its issuer within a deadline and
+  say its outcome (a single call, a sale);
 * :meth:`Engine.batch`: a batch of documents over a journal (a ledger, an outbox's
   claims);
-* :meth:`Engine.offline_signature`: sign an offline QR url with the issuer's API key,
-  which never leaves the channel.
+* :meth:`Engine.signer`: what signs an offline QR url with the issuer's API key, which
+  never leaves its channel.
 """
 
 from __future__ import annotations
@@ -22,40 +24,144 @@ import asyncio
 import contextlib
 import functools
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
 
 from ._batch import Batch
 from ._delivery import Delivery
+from ._prepare import Preparer
+from ._retry import RetryPolicy
+from ._tokencache import TokenCache
+from ._transport import DEFAULT_MAX_RESPONSE_SIZE, ClientSession, Transport
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    import concurrent.futures
+    import ssl
+    from collections.abc import Awaitable, Callable, Collection
 
     from ._batch import BatchOptions
     from ._channel import Channel
     from ._decision import Kind
     from ._documents import Prepared
     from ._journal import Journal
+    from ._models import DocumentResult
     from ._outcomes import Outcome
-    from ._prepare import Body, Preparer
-    from ._retry import RetryPolicy
-    from ._transport import Transport
+    from ._pgp import ProviderKey
+    from ._prepare import Body
 
-__all__ = ["Engine", "attach", "engine_of"]
+__all__ = ["Channels", "Engine", "OneIssuer", "Settings", "attach", "engine_of"]
+
+
+class Channels(Protocol):
+    """Which channel sends a document of an issuer (see :mod:`._issuers`)."""
+
+    async def acquire(self, issuer: str | None) -> Channel:
+        """The channel of ``issuer``, kept until :meth:`release`.
+
+        ``None``: the document names no issuer.
+
+        :raises UnknownIssuerError: there are no credentials for it.
+        """
+
+    def release(self, channel: Channel) -> None:
+        """The caller is done with ``channel``."""
+
+
+class OneIssuer:
+    """A client's channels: its one channel, whatever issuer a document names.
+
+    A document of another issuer is sent with the client's credentials, as it always
+    was: the provider answers 401 when its VAT number does not match the API key.
+    """
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+
+    async def acquire(self, issuer: str | None) -> Channel:  # noqa: ARG002  (one issuer)
+        """The client's channel."""
+        return self.channel
+
+    def release(self, channel: Channel) -> None:
+        """Nothing to release."""
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    """How a client or a pool talks to the provider (their constructors' keywords)."""
+
+    provider_key: ProviderKey | None = None
+    session: ClientSession | None = None
+    token_cache: TokenCache | None = None
+    limit: int = 100
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+    timeout: float | None = 120.0
+    max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE
+    ssl: ssl.SSLContext | None = None
+    encrypt_executor: concurrent.futures.Executor | None = None
+    token_attempts: int = 4
+    retry: RetryPolicy | None = None
+
+    def transport(self) -> Transport:
+        """The transport these settings describe."""
+        return Transport(
+            session=self.session,
+            limit=self.limit,
+            connect_timeout=self.connect_timeout,
+            read_timeout=self.read_timeout,
+            total_timeout=self.timeout,
+            max_response_size=self.max_response_size,
+            ssl=self.ssl,
+        )
+
+    def token_retry(self) -> RetryPolicy:
+        """How the token endpoint is retried."""
+        return RetryPolicy(max_attempts=max(1, self.token_attempts), base_delay=0.1, max_delay=2.0)
 
 
 class Engine:
-    """One issuer's sending machinery, as the layers above a client use it."""
+    """The sending machinery of a client or a pool, as the layers above them use it."""
 
     def __init__(
-        self, transport: Transport, preparer: Preparer, retry: RetryPolicy, channel: Channel
+        self,
+        transport: Transport,
+        preparer: Preparer,
+        retry: RetryPolicy,
+        cache: TokenCache,
+        channels: Channels,
     ) -> None:
         self._transport = transport
         self._preparer = preparer
         self._retry = retry
-        self._channel = channel
+        self._cache = cache
+        self._channels = channels
+
+    @classmethod
+    def of(
+        cls, settings: Settings, channels: Callable[[Transport, TokenCache], Channels]
+    ) -> Engine:
+        """An engine with the transport, preparer and cache ``settings`` describe.
+
+        Its channels are what ``channels(transport, cache)`` makes.
+        """
+        transport = settings.transport()
+        cache = settings.token_cache if settings.token_cache is not None else TokenCache()
+        return cls(
+            transport,
+            Preparer(settings.provider_key, settings.encrypt_executor),
+            settings.retry if settings.retry is not None else RetryPolicy(),
+            cache,
+            channels(transport, cache),
+        )
 
     def __repr__(self) -> str:
-        return f"<Engine {self._channel!r}>"
+        return f"<Engine {self._channels!r}>"
+
+    @property
+    def transport(self) -> Transport:
+        """The connection pool every issuer shares."""
+        return self._transport
 
     @property
     def retry(self) -> RetryPolicy:
@@ -63,9 +169,14 @@ class Engine:
         return self._retry
 
     @property
-    def channel(self) -> Channel:
-        """The issuer's channel (its token, its requests)."""
-        return self._channel
+    def cache(self) -> TokenCache:
+        """The token cache every issuer shares."""
+        return self._cache
+
+    @property
+    def channels(self) -> Channels:
+        """Which channel sends a document of an issuer."""
+        return self._channels
 
     @property
     def preparer(self) -> Preparer:
@@ -89,14 +200,16 @@ class Engine:
         decisive: Collection[Kind] = frozenset(),
         grace: float | None = None,
     ) -> Outcome:
-        """Send one prepared document until its outcome is known (a single call, a sale).
+        """Send one prepared document to its issuer until its outcome is known.
 
         :param deadline: loop time by which it must end (``None``: the policy's bounds).
-        :param policy: the retry policy (default: the client's).
-        :param decisive: kinds of answer that end the attempts at once.
+        :param policy: the retry policy (default: the single calls').
+        :param decisive: kinds of answer that end the attempts at once (a sale).
         :param grace: a safety net past ``deadline``: a step outside the delivery's own
             bounds that hangs is cut off then, and the outcome is what it was.
+        :raises UnknownIssuerError: no credentials for the document's issuer.
         """
+        channel = await self._channels.acquire(prepared.identity.issuer)
         delivery = Delivery(
             prepared.key,
             0,
@@ -105,46 +218,78 @@ class Engine:
             deadline=deadline,
             decisive=decisive,
         )
-        run = delivery.run(functools.partial(self._channel.send, prepared))
-        if grace is None or deadline is None:
-            return await run
-        task = asyncio.ensure_future(run)
-        loop = asyncio.get_running_loop()
+        run = delivery.run(functools.partial(channel.send, prepared))
         try:
-            done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline - loop.time()) + grace)
-        except asyncio.CancelledError:
-            task.cancel()
-            raise
-        if done:
-            return task.result()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        return delivery.interrupted()
+            if grace is None or deadline is None:
+                return await run
+            return await _cut_off(delivery, run, deadline, grace)
+        finally:
+            self._channels.release(channel)
+
+    @property
+    def limit(self) -> int:
+        """The connection pool size (0: unlimited)."""
+        return self._transport.limit
+
+    async def send(self, prepared: Prepared, *, timeout: float | None) -> DocumentResult:
+        """One attempt at ``prepared``, through its issuer's channel."""
+        channel = await self._channels.acquire(prepared.identity.issuer)
+        try:
+            return await channel.send(prepared, timeout=timeout)
+        finally:
+            self._channels.release(channel)
 
     def batch(self, options: BatchOptions, journal: Journal | None) -> Batch:
-        """A batch of this client's documents over ``journal`` (``None``: no journal)."""
-        return Batch(self._preparer, self._channel, options, journal)
+        """A batch of documents over ``journal`` (``None``: no journal)."""
+        return Batch(self._preparer, self, options, journal)
 
-    def offline_signature(self, text: str) -> str:
-        """The provider's offline QR signature of ``text`` (see :mod:`invoicing_async.qr`)."""
-        return self._channel.offline_signature(text)
+    async def signer(self, issuer: str | None) -> Callable[[str], str]:
+        """What signs an offline QR url with ``issuer``'s API key (see :mod:`~invoicing_async.qr`).
+
+        The key stays in the issuer's channel: the signer is its method.
+
+        :raises UnknownIssuerError: no credentials for ``issuer``.
+        """
+        channel = await self._channels.acquire(issuer)
+        self._channels.release(channel)
+        return channel.offline_signature
+
+
+async def _cut_off(
+    delivery: Delivery, run: Awaitable[Outcome], deadline: float, grace: float
+) -> Outcome:
+    """``run``'s outcome, or the delivery's as it is when ``grace`` past ``deadline``."""
+    task = asyncio.ensure_future(run)
+    loop = asyncio.get_running_loop()
+    try:
+        done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline - loop.time()) + grace)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if done:
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return delivery.interrupted()
 
 
 _ENGINES: weakref.WeakKeyDictionary[object, Engine] = weakref.WeakKeyDictionary()
 
 
 def attach(owner: object, engine: Engine) -> None:
-    """Make ``engine`` the one :func:`engine_of` finds for ``owner`` (a client)."""
+    """Make ``engine`` the one :func:`engine_of` finds for ``owner`` (a client, a pool)."""
     _ENGINES[owner] = engine
 
 
 def engine_of(owner: object) -> Engine:
-    """The engine of a client.
+    """The engine of a client or a pool.
 
-    :raises TypeError: ``owner`` is not a client of this library.
+    :raises TypeError: ``owner`` is neither.
     """
     try:
         return _ENGINES[owner]
     except (KeyError, TypeError):
-        raise TypeError(f"expected an InvoicingClient, not {type(owner).__name__}") from None
+        raise TypeError(
+            f"expected an InvoicingClient or an IssuerPool, not {type(owner).__name__}"
+        ) from None

@@ -6,6 +6,7 @@ Every failure the library reports derives from :class:`InvoicingError`::
     ├── ProviderKeyError             .reason: the provider key cannot be used
     ├── AuthenticationError          401/403 from an operation: .error, .error_description
     │   └── CredentialsError         the token endpoint refused the credentials: nothing sent
+    ├── UnknownIssuerError           no credentials for a document's issuer: nothing sent
     ├── ValidationError              400 and other definite refusals; status None: refused locally
     ├── DuplicateDocumentError       409: already transmitted; .result is the original record
     ├── ProviderTimeoutError         408: the tax authority's service did not answer in time
@@ -53,6 +54,7 @@ __all__ = [
     "ServerError",
     "TransportError",
     "UnexpectedStatusError",
+    "UnknownIssuerError",
     "UnknownOutcomeError",
     "ValidationError",
 ]
@@ -174,6 +176,24 @@ class CredentialsError(AuthenticationError):
 
     .. versionadded:: 0.2.0
     """
+
+
+class UnknownIssuerError(InvoicingError):
+    """No credentials for the issuer a document names: nothing was sent.
+
+    An :class:`~invoicing_async.IssuerPool` routes each document to the issuer in its
+    ``Issuer.Vat`` (or the ``issuer=`` given); this is the answer when the pool's
+    credentials resolver does not know that issuer, fails, or the document names none.
+    Not a judgement of the document: once the credentials are there, send it again.
+
+    :ivar issuer: the issuer's TIN (``None``: the document names none).
+
+    .. versionadded:: 0.4.0
+    """
+
+    def __init__(self, message: str, *, issuer: str | None) -> None:
+        super().__init__(message)
+        self.issuer = issuer
 
 
 class ValidationError(InvoicingError):

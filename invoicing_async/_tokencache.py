@@ -306,6 +306,13 @@ class TokenCache:
         """Forget every token (for example after credentials were rotated)."""
         self._entries.clear()
 
+    def _forget(self, key: CredentialsKey) -> None:
+        """Forget ``key``'s token and state (an issuer no longer served by this process).
+
+        A fetch or renewal in progress ends as it would; its result is not kept.
+        """
+        self._entries.pop(key, None)
+
     # --- internals -------------------------------------------------------------------------
 
     @staticmethod
@@ -480,6 +487,10 @@ class Tokens:
     def reauth_in(self) -> float:
         """Seconds until a 401 may force a new token again (0: now)."""
         return self._cache._reauth_in(self.key)  # noqa: SLF001
+
+    def forget(self) -> None:
+        """Drop this credentials' token from the cache (the issuer left the pool)."""
+        self._cache._forget(self.key)  # noqa: SLF001
 
 
 def _same(known: AccessToken | None, token: AccessToken) -> bool:

@@ -61,4 +61,4 @@ async def test_from_env_reaches_a_tls_sandbox(tmp_path):
         async with InvoicingClient.from_env(environ) as client:
             result = await client.submit_secure(sample_invoice(1))
         assert result.mark is not None
-        assert isinstance(client._transport._ssl, ssl.SSLContext)
+        assert isinstance(client._engine.transport._ssl, ssl.SSLContext)
