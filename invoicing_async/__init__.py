@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         ServerError,
         TransportError,
         UnexpectedStatusError,
+        UnknownIssuerError,
         UnknownOutcomeError,
         ValidationError,
     )
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from ._ledger._sqlite_ledger import Ledger
     from ._models import AccessToken, DocumentResult, DocumentStatus
     from ._operations import OperationResult
+    from ._pool import IssuerPool
     from ._outcomes import BatchProgress, Outcome, OutcomeStatus
     from ._pgp import ProviderKey
     from ._receipts import Backlog, DeferralReason, DeferredOutcome, DeferredReceipt
@@ -64,6 +66,7 @@ __all__ = [
     "ForeignRecordError",
     "InvoicingClient",
     "InvoicingError",
+    "IssuerPool",
     "Ledger",
     "LedgerEntry",
     "LedgerError",
@@ -84,6 +87,7 @@ __all__ = [
     "TokenStore",
     "TransportError",
     "UnexpectedStatusError",
+    "UnknownIssuerError",
     "UnknownOutcomeError",
     "ValidationError",
     "document_key",
@@ -112,6 +116,7 @@ _HOMES = {
     "ForeignRecordError": "._errors",
     "InvoicingClient": "._client",
     "InvoicingError": "._errors",
+    "IssuerPool": "._pool",
     "Ledger": "._ledger._sqlite_ledger",
     "LedgerEntry": "._ledger._entry",
     "LedgerError": "._errors",
@@ -132,6 +137,7 @@ _HOMES = {
     "TokenStore": "._tokenstore",
     "TransportError": "._errors",
     "UnexpectedStatusError": "._errors",
+    "UnknownIssuerError": "._errors",
     "UnknownOutcomeError": "._errors",
     "ValidationError": "._errors",
     "document_key": "._documents",

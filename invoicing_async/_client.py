@@ -14,21 +14,16 @@ wires and documents.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 from typing import TYPE_CHECKING, Any
 
 from . import _operations as ops
 from . import _protocol as proto
-from ._batch import BatchOptions, collect
+from ._batch import BatchOptions
 from ._channel import Channel
-from ._documents import Document, Prepared, SendOptions, describe, document_key
+from ._documents import Document, SendOptions, document_key
 from ._engine import Engine, OneIssuer, Settings, attach
 from ._env import client_arguments
-from ._errors import InvoicingError
-from ._ledger._sqlite_ledger import ledger_journal
-from ._outcomes import OutcomeStatus
 from ._retry import RetryPolicy
 from ._transport import DEFAULT_MAX_RESPONSE_SIZE, ClientSession
 
@@ -252,7 +247,7 @@ class InvoicingClient:
         .. versionchanged:: 0.2.0 retries safely; ``retry`` and ``timeout``.
         """
         options = SendOptions(encrypted=True, send_method=send_method, time_stamp=time_stamp)
-        return await self._submit(document, options, retry=retry, timeout=timeout)
+        return await self._engine.submit(document, options, retry=retry, timeout=timeout)
 
     async def submit_json(
         self,
@@ -265,30 +260,7 @@ class InvoicingClient:
     ) -> DocumentResult:
         """``POST /Invoice/json``: the same as :meth:`submit_secure`, unencrypted."""
         options = SendOptions(encrypted=False, send_method=send_method, time_stamp=time_stamp)
-        return await self._submit(document, options, retry=retry, timeout=timeout)
-
-    async def _submit(
-        self,
-        document: Document,
-        options: SendOptions,
-        *,
-        retry: RetryPolicy | None,
-        timeout: float | None,
-    ) -> DocumentResult:
-        engine = self._engine
-        engine.ensure_usable()
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        key, identity = describe(document)
-        body = await engine.prepare(document, encrypted=options.encrypted)
-        if isinstance(body, InvoicingError):
-            raise body
-        prepared = Prepared(key, identity, body[0], options, plain=body[1])
-        outcome = await engine.deliver(prepared, deadline=deadline, policy=retry)
-        if outcome.status is OutcomeStatus.ACCEPTED and outcome.result is not None:
-            return outcome.result
-        assert outcome.error is not None  # noqa: S101  (every other outcome carries one)
-        raise outcome.error
+        return await self._engine.submit(document, options, retry=retry, timeout=timeout)
 
     # --- bulk ----------------------------------------------------------------------------
 
@@ -320,10 +292,7 @@ class InvoicingClient:
             on_progress=on_progress,
             key=key,
         )
-        if ledger is None:
-            return await collect(self._engine.batch(options, None), documents)
-        async with ledger_journal(ledger, resend_ambiguous=options.retry.resend_ambiguous) as j:
-            return await collect(self._engine.batch(options, j), documents)
+        return await self._engine.collect(documents, options, ledger)
 
     def submit_stream(
         self,
@@ -374,26 +343,7 @@ class InvoicingClient:
             on_progress=on_progress,
             key=key,
         )
-        return self._stream(documents, options, ledger)
-
-    async def _stream(
-        self,
-        documents: Iterable[Any] | AsyncIterable[Any],
-        options: BatchOptions,
-        ledger: str | os.PathLike[str] | Ledger | None,
-    ) -> AsyncGenerator[Outcome, None]:
-        if ledger is None:
-            async with contextlib.aclosing(self._engine.batch(options, None).run(documents)) as run:
-                async for outcome in run:
-                    yield outcome
-            return
-        self._engine.ensure_usable()  # before the ledger is locked
-        async with (
-            ledger_journal(ledger, resend_ambiguous=options.retry.resend_ambiguous) as j,
-            contextlib.aclosing(self._engine.batch(options, j).run(documents)) as run,
-        ):
-            async for outcome in run:
-                yield outcome
+        return self._engine.stream(documents, options, ledger)
 
     # --- other operations ----------------------------------------------------------------
     # Each declares its safety class in one table (invoicing_async._safety.OPERATIONS);

@@ -28,8 +28,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from ._batch import Batch
+from ._batch import Batch, collect
 from ._delivery import Delivery
+from ._documents import Prepared, describe
+from ._errors import InvoicingError
+from ._ledger._sqlite_ledger import ledger_journal
+from ._outcomes import OutcomeStatus
 from ._prepare import Preparer
 from ._retry import RetryPolicy
 from ._tokencache import TokenCache
@@ -37,14 +41,23 @@ from ._transport import DEFAULT_MAX_RESPONSE_SIZE, ClientSession, Transport
 
 if TYPE_CHECKING:
     import concurrent.futures
+    import os
     import ssl
-    from collections.abc import Awaitable, Callable, Collection
+    from collections.abc import (
+        AsyncGenerator,
+        AsyncIterable,
+        Awaitable,
+        Callable,
+        Collection,
+        Iterable,
+    )
 
     from ._batch import BatchOptions
     from ._channel import Channel
     from ._decision import Kind
-    from ._documents import Prepared
+    from ._documents import Document, SendOptions
     from ._journal import Journal
+    from ._ledger._sqlite_ledger import Ledger
     from ._models import DocumentResult
     from ._outcomes import Outcome
     from ._pgp import ProviderKey
@@ -190,6 +203,68 @@ class Engine:
     async def prepare(self, document: Any, *, encrypted: bool) -> Body:
         """``(body, serialised document)``, or why the document cannot be sent."""
         return await self._preparer.prepare_one(document, encrypted=encrypted)
+
+    async def submit(
+        self,
+        document: Document,
+        options: SendOptions,
+        *,
+        issuer: str | None = None,
+        retry: RetryPolicy | None,
+        timeout: float | None,
+    ) -> DocumentResult:
+        """A single call: ``document``'s record, or its error raised.
+
+        :param issuer: overrides the issuer the document names (``Issuer.Vat``).
+        """
+        self.ensure_usable()
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        key, identity = describe(document)
+        if issuer is not None:
+            identity = identity._replace(issuer=issuer)
+        body = await self.prepare(document, encrypted=options.encrypted)
+        if isinstance(body, InvoicingError):
+            raise body
+        prepared = Prepared(key, identity, body[0], options, plain=body[1])
+        outcome = await self.deliver(prepared, deadline=deadline, policy=retry)
+        if outcome.status is OutcomeStatus.ACCEPTED and outcome.result is not None:
+            return outcome.result
+        assert outcome.error is not None  # noqa: S101  (every other outcome carries one)
+        raise outcome.error
+
+    async def collect(
+        self,
+        documents: Iterable[Any] | AsyncIterable[Any],
+        options: BatchOptions,
+        ledger: str | os.PathLike[str] | Ledger | None,
+    ) -> list[Outcome]:
+        """Every outcome of a batch, in input order (``submit_many``)."""
+        if ledger is None:
+            return await collect(self.batch(options, None), documents)
+        self.ensure_usable()  # before the ledger is locked
+        async with ledger_journal(ledger, resend_ambiguous=options.retry.resend_ambiguous) as j:
+            return await collect(self.batch(options, j), documents)
+
+    async def stream(
+        self,
+        documents: Iterable[Any] | AsyncIterable[Any],
+        options: BatchOptions,
+        ledger: str | os.PathLike[str] | Ledger | None,
+    ) -> AsyncGenerator[Outcome, None]:
+        """A batch's outcomes as they settle (``submit_stream``)."""
+        async with contextlib.AsyncExitStack() as stack:
+            journal = None
+            if ledger is not None:
+                self.ensure_usable()  # before the ledger is locked
+                resend = options.retry.resend_ambiguous
+                journal = await stack.enter_async_context(
+                    ledger_journal(ledger, resend_ambiguous=resend)
+                )
+            run = self.batch(options, journal).run(documents)
+            outcomes = await stack.enter_async_context(contextlib.aclosing(run))
+            async for outcome in outcomes:
+                yield outcome
 
     async def deliver(
         self,
