@@ -39,9 +39,9 @@ if TYPE_CHECKING:
     from ._ledger._sqlite_ledger import Ledger
     from ._models import AccessToken, DocumentResult, DocumentStatus
     from ._operations import OperationResult
-    from ._pool import IssuerPool
     from ._outcomes import BatchProgress, Outcome, OutcomeStatus
     from ._pgp import ProviderKey
+    from ._pool import IssuerPool
     from ._receipts import Backlog, DeferralReason, DeferredOutcome, DeferredReceipt
     from ._retry import RetryPolicy
     from ._safety import Safety

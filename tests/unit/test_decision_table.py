@@ -118,7 +118,7 @@ def scripted(answers):
     """One attempt per call: the next answer, returned or raised."""
     queue = [ANSWERS[name] for name in answers]
 
-    async def attempt():
+    async def attempt(*, timeout=None):
         answer = queue.pop(0)
         if callable(answer):
             raise answer()
@@ -137,7 +137,7 @@ async def single_call(answers, safety):
         deadline=asyncio.get_running_loop().time() + 60,
         safety=safety,
     )
-    outcome = await delivery.run(lambda *, timeout: attempt())
+    outcome = await delivery.run(attempt)
     return outcome.status, outcome.attempts
 
 
@@ -153,7 +153,7 @@ async def in_a_batch(answers, safety):
         deadline=asyncio.get_running_loop().time() + 60,
         safety=safety,
     )
-    outcome = await delivery.run(lambda *, timeout: attempt(), limiter=Limiter(4))
+    outcome = await delivery.run(attempt, limiter=Limiter(4))
     return outcome.status, outcome.attempts
 
 

@@ -150,19 +150,16 @@ def _private_reach_ins(path: Path) -> list[str]:
     marked = {
         number for number, line in enumerate(source.splitlines(), 1) if "noqa: SLF001" in line
     }
-    found = []
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Attribute)
-            and node.end_lineno in marked | {node.lineno}
-            and (node.lineno in marked or node.end_lineno in marked)
-            and node.attr.startswith("_")
-            and not node.attr.startswith("__")
-            and node.attr not in defined
-            and node.attr not in FOREIGN_PRIVATE
-        ):
-            found.append(f"{path.name}:{node.lineno}: .{node.attr}")
-    return found
+    return [
+        f"{path.name}:{node.lineno}: .{node.attr}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and (node.lineno in marked or node.end_lineno in marked)
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+        and node.attr not in defined
+        and node.attr not in FOREIGN_PRIVATE
+    ]
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
