@@ -196,9 +196,9 @@ async def test_a_blocking_pool_serves_many_issuers_from_many_threads(sandbox):
     documents = [sample_invoice(n, issuer_vat=list(issuers)[n % 3], lines=1) for n in range(24)]
 
     def calls() -> list:
-        with BlockingPool(sandbox.base_url, issuers, provider_key=sandbox.provider_key) as pool:
-            with concurrent.futures.ThreadPoolExecutor(8) as threads:
-                return list(threads.map(pool.submit_json, documents))
+        pool = BlockingPool(sandbox.base_url, issuers, provider_key=sandbox.provider_key)
+        with pool, concurrent.futures.ThreadPoolExecutor(8) as threads:
+            return list(threads.map(pool.submit_json, documents))
 
     results = await asyncio.to_thread(calls)
     assert len({r.mark for r in results}) == 24
