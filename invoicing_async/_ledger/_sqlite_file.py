@@ -158,6 +158,9 @@ class LedgerFile:
         self._timer: asyncio.TimerHandle | None = None
         # Resolved when the commit holding what ``write_durable`` gathered is done.
         self._committed: asyncio.Future[None] | None = None
+        # Resolved when the commit of the latest hand-over is done (commits are in order:
+        # everything handed over before it is committed then too).
+        self._in_transit: asyncio.Future[None] | None = None
 
     @property
     def is_open(self) -> bool:
@@ -221,12 +224,21 @@ class LedgerFile:
         cancel it for the others).
         """
         self.check()
-        assert self._loop is not None  # noqa: S101
         self._gathered.extend((sql, row) for row in rows)
-        if self._committed is None:
-            self._committed = self._loop.create_future()
-        self._hand_over_soon()
-        return self._committed
+        return self._commit_soon()
+
+    def durable(self) -> asyncio.Future[None] | None:
+        """A future resolved once everything queued so far is committed, or ``None`` if it is.
+
+        What is still gathered goes with the next hand-over; what was handed over is
+        committed in order, so the latest hand-over's commit covers it all. Await it
+        shielded, as :meth:`write_durable`'s.
+        """
+        self.check()
+        if self._gathered:
+            return self._commit_soon()
+        in_transit = self._in_transit
+        return None if in_transit is None or in_transit.done() else in_transit
 
     def post(self, operation: Callable[[sqlite3.Connection], object]) -> None:
         """Queue a write; it is committed with the next group. Never blocks."""
@@ -265,6 +277,14 @@ class LedgerFile:
         if self._failure is not None:
             raise self._failure
 
+    def _commit_soon(self) -> asyncio.Future[None]:
+        """Hand over at the next turn of the loop; the future of that commit."""
+        assert self._loop is not None  # noqa: S101
+        if self._committed is None:
+            self._committed = self._loop.create_future()
+        self._hand_over_soon()
+        return self._committed
+
     def _hand_over_soon(self) -> None:
         if not self._handing_over:
             self._handing_over = True
@@ -276,12 +296,18 @@ class LedgerFile:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._committed is not None:
-            self._gathered.append((_nothing, self._committed))
-            self._committed = None
-        if self._gathered:
-            gathered, self._gathered = self._gathered, []
-            self._queue.put(gathered)
+        if not self._gathered:
+            return
+        committed, self._committed = self._committed, None
+        if committed is None:
+            assert self._loop is not None  # noqa: S101
+            committed = self._loop.create_future()
+            # Nobody may wait for it: a failure is the writer's, raised by check().
+            committed.add_done_callback(_retrieve)
+        self._gathered.append((_nothing, committed))
+        self._in_transit = committed
+        gathered, self._gathered = self._gathered, []
+        self._queue.put(gathered)
 
     # --- the writer thread ---------------------------------------------------------------
 
@@ -437,6 +463,11 @@ def _insert(connection: sqlite3.Connection, insert: Insert, rows: list[tuple[Any
 
 def _nothing(_connection: sqlite3.Connection) -> None:
     return None
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()  # retrieved: asyncio logs no "exception was never retrieved"
 
 
 def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
