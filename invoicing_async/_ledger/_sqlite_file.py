@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import queue
 import sqlite3
@@ -105,6 +106,8 @@ def connect(
             timeout=BUSY_TIMEOUT if timeout is None else timeout,
             isolation_level=None,
             check_same_thread=False,
+            # Every multi-row size of the two INSERTs a batch writes (see _insert).
+            cached_statements=4 * _ROWS_PER_INSERT,
         )
         version = connection.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
@@ -161,6 +164,7 @@ class LedgerFile:
         # Resolved when the commit of the latest hand-over is done (commits are in order:
         # everything handed over before it is committed then too).
         self._in_transit: asyncio.Future[None] | None = None
+        self._deferred = False  # a hand-over waits for the commit in transit
 
     @property
     def is_open(self) -> bool:
@@ -269,7 +273,7 @@ class LedgerFile:
             with contextlib.suppress(LedgerError):
                 await self.flush()
         finally:
-            self._hand_over()
+            self._hand_over(now=True)
             self._closing.set()
             self._queue.put(_STOP)
             await asyncio.get_running_loop().run_in_executor(None, thread.join)
@@ -291,23 +295,41 @@ class LedgerFile:
             assert self._loop is not None  # noqa: S101
             self._loop.call_soon(self._hand_over)
 
-    def _hand_over(self) -> None:
+    def _hand_over(self, *, now: bool = False) -> None:
+        """Hand what was gathered to the writer thread: one queue put, one transaction.
+
+        One commit at a time: while one is under way, what gathers meanwhile waits and
+        goes as the next, as soon as that one is done (unless ``now``). A transaction
+        then holds everything that arrived during the one before, sized by the disk's
+        own pace, and the thread wakes once per commit however busy the loop is.
+        """
         self._handing_over = False
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         if not self._gathered:
             return
+        in_transit = self._in_transit
+        if not now and in_transit is not None and not in_transit.done():
+            self._deferred = True
+            return
+        self._deferred = False
         committed, self._committed = self._committed, None
         if committed is None:
             assert self._loop is not None  # noqa: S101
             committed = self._loop.create_future()
-            # Nobody may wait for it: a failure is the writer's, raised by check().
-            committed.add_done_callback(_retrieve)
+        # Nobody may wait for it: a failure is the writer's, raised by check().
+        committed.add_done_callback(self._after_commit)
         self._gathered.append((_nothing, committed))
         self._in_transit = committed
         gathered, self._gathered = self._gathered, []
         self._queue.put(gathered)
+
+    def _after_commit(self, committed: asyncio.Future[None]) -> None:
+        if not committed.cancelled():
+            committed.exception()  # retrieved: asyncio logs no "exception was never retrieved"
+        if self._deferred:
+            self._hand_over()
 
     # --- the writer thread ---------------------------------------------------------------
 
@@ -345,9 +367,7 @@ class LedgerFile:
             results: list[tuple[asyncio.Future[Any], Any]] = []
             if work and self._failure is None:
                 try:
-                    self._begin(connection)
-                    results = _apply(connection, work)
-                    connection.execute("COMMIT")
+                    results = self._commit(connection, work)
                 except Exception as exc:  # noqa: BLE001  (any failure stops the writer, typed)
                     with contextlib.suppress(sqlite3.Error):
                         connection.execute("ROLLBACK")
@@ -364,6 +384,30 @@ class LedgerFile:
             if results:
                 with contextlib.suppress(RuntimeError):  # the loop is closed: no one waits
                     loop.call_soon_threadsafe(_settle_all, results, failure)
+
+    def _commit(
+        self, connection: sqlite3.Connection, work: list[tuple[Any, Any]]
+    ) -> list[tuple[asyncio.Future[Any], Any]]:
+        """Run ``work`` in one transaction and commit it.
+
+        One statement alone (the common case: the outcomes of a moment, one multi-row
+        ``INSERT``) is its own transaction. Every statement lets go of the GIL while
+        SQLite works and must take it back, which a busy event loop hands over only
+        after the switch interval (5 ms): ``BEGIN`` and ``COMMIT`` around it would
+        triple the time a sender waits for its commit.
+        """
+        if _alone(work):
+            try:
+                return _apply(connection, work)
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc):
+                    raise
+                # Another connection holds the lock and nothing was written: wait for
+                # it as a transaction does.
+        self._begin(connection)
+        results = _apply(connection, work)
+        connection.execute("COMMIT")
+        return results
 
     def _begin(self, connection: sqlite3.Connection) -> None:
         """``BEGIN IMMEDIATE``, waiting as long as another connection holds the lock.
@@ -421,7 +465,12 @@ class Insert:
         object.__setattr__(self, "width", self.row.count("?"))
 
     def sql(self, rows: int) -> str:
-        return self.head + ",".join([self.row] * rows) + self.tail
+        return _statement(self, rows)
+
+
+@functools.cache
+def _statement(insert: Insert, rows: int) -> str:
+    return insert.head + ",".join([insert.row] * rows) + insert.tail
 
 
 def _apply(
@@ -450,24 +499,29 @@ def _apply(
     return results
 
 
+def _alone(work: list[tuple[Any, Any]]) -> bool:
+    """Whether ``work`` is one statement (and waiters): one step, its own transaction."""
+    heads = {id(head): head for head, _ in work if head is not _nothing}
+    if len(heads) != 1:
+        return False
+    [head] = heads.values()
+    rows = len(work) - sum(head is _nothing for head, _ in work)
+    if isinstance(head, Insert):
+        return rows <= _ROWS_PER_INSERT
+    return isinstance(head, str) and rows == 1
+
+
 def _insert(connection: sqlite3.Connection, insert: Insert, rows: list[tuple[Any, ...]]) -> None:
-    # Powers of two rows per statement: a handful of statements, each prepared once and
-    # then found in the connection's statement cache.
-    start = 0
-    while start < len(rows):
-        size = min(_ROWS_PER_INSERT, 1 << ((len(rows) - start).bit_length() - 1))
-        part = rows[start : start + size]
-        connection.execute(insert.sql(size), [value for row in part for value in row])
-        start += size
+    # As many rows per statement as there are, up to _ROWS_PER_INSERT: one statement
+    # for the rows of a moment, each size prepared once and then found in the
+    # connection's statement cache (sized for it).
+    for start in range(0, len(rows), _ROWS_PER_INSERT):
+        part = rows[start : start + _ROWS_PER_INSERT]
+        connection.execute(insert.sql(len(part)), [value for row in part for value in row])
 
 
 def _nothing(_connection: sqlite3.Connection) -> None:
     return None
-
-
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()  # retrieved: asyncio logs no "exception was never retrieved"
 
 
 def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
