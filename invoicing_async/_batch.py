@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import functools
 import random
+import time
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -45,6 +46,7 @@ from ._journal import SEND, Verdict, Withdrawn
 from ._limiter import Limiter
 from ._log import delivery as log
 from ._outcomes import BatchProgress, Outcome, OutcomeStatus
+from ._pacer import Pacer
 from ._retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -72,14 +74,21 @@ class Sender(Protocol):
 
 
 class Preparer(Protocol):
-    """What a batch needs to prepare documents: bodies, a chunk at a time."""
+    """What a batch needs to prepare documents: bodies, a chunk at a time or one by one."""
 
     @property
     def parallelism(self) -> tuple[int, int]:
-        """``(documents per chunk, chunks in preparation at once)``."""
+        """``(documents per chunk, chunks in preparation at once)``.
+
+        No chunks in preparation (``0``): each worker prepares its document with
+        :meth:`prepare_one`, right before sending it.
+        """
 
     async def prepare_many(self, documents: Sequence[tuple[Any, bool]]) -> list[Body]:
         """Each ``(document, encrypted)`` as ``(body, serialised)``, or its error."""
+
+    async def prepare_one(self, document: Any, *, encrypted: bool) -> Body:
+        """One document as ``(body, serialised)``, or its error."""
 
 
 @attrs.frozen(kw_only=True)
@@ -162,6 +171,7 @@ class Batch:
             else asyncio.get_running_loop().time() + options.deadline
         )
         self._chunk_size, self._preparers = preparer.parallelism
+        self._pacer = Pacer()
         self._counts: Counter[OutcomeStatus] = Counter()
         self._replayed = 0
         self._random = random.Random()
@@ -192,7 +202,7 @@ class Batch:
         """
         chunk_size = 1 if isinstance(documents, AsyncIterable) else self._chunk_size
         self._chunks: asyncio.Queue[list[_Pending] | None] = asyncio.Queue(self._preparers)
-        self._inbox: asyncio.Queue[_Ready | None] = asyncio.Queue(self._workers)
+        self._inbox: asyncio.Queue[_Ready | _Pending | None] = asyncio.Queue(self._workers)
         self._outbox: asyncio.Queue[Any] = asyncio.Queue(self._workers * 2)
         # With a journal: one lookup (and one commit of sending records) for several chunks.
         journaled = self._journal is not None and chunk_size > 1
@@ -237,6 +247,10 @@ class Batch:
                 await self._outbox.put(self._settled(item, None, record=False))
             else:
                 chunk.append(item)
+        if not self._preparers:  # each worker prepares its own (see Preparer.parallelism)
+            for pending in chunk:
+                await self._inbox.put(pending)
+            return
         size = self._chunk_size
         for start in range(0, len(chunk), size):
             await self._chunks.put(chunk[start : start + size])
@@ -250,7 +264,14 @@ class Batch:
                 await self._inbox.put(_Ready(pending, body))
 
     async def _work(self) -> None:
+        preparer, pacer, clock = self._preparer, self._pacer, time.perf_counter
         while (ready := await self._inbox.get()) is not None:
+            if isinstance(ready, _Pending):  # prepared here, on the loop: paced
+                await pacer.turn()
+                started = clock()
+                body = await preparer.prepare_one(ready.document, encrypted=ready.options.encrypted)
+                pacer.spend(clock() - started)
+                ready = _Ready(ready, body)
             outcome, prepared = await self._deliver(ready)
             await self._outbox.put(self._settled(outcome, prepared))
 

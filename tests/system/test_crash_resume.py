@@ -191,7 +191,7 @@ async def test_sigkill_at_random_points_then_resume_soak(tmp_path, seed):
 KILL_AFTER_SCRIPT = Path(__file__).parent / "scripts" / "stream_kill_after.py"
 
 
-async def stream_kill_after(sb, tmp_path, ledger, count, concurrency, kill_after):
+async def stream_kill_after(sb, tmp_path, ledger, count, *, concurrency, kill_after):
     """Run ``submit_stream`` into ``ledger`` in a child; it SIGKILLs itself after
     ``kill_after`` outcomes (0: it runs to the end). Returns (returncode, stdout, stderr).
     """
@@ -232,7 +232,7 @@ async def test_sigkill_after_outcomes_resume_resends_no_more_than_were_in_flight
         # (not committed), so the kill lands with workers still busy, whatever the timing.
         sb.hold(after=kill_after)
         code, _, stderr = await stream_kill_after(
-            sb, tmp_path, ledger, count, concurrency, kill_after
+            sb, tmp_path, ledger, count, concurrency=concurrency, kill_after=kill_after
         )
         assert code == -signal.SIGKILL, stderr
         answered = set(sb.committed)
@@ -241,7 +241,9 @@ async def test_sigkill_after_outcomes_resume_resends_no_more_than_were_in_flight
         await settle_sandbox(sb)
 
         requests_before = len(sb.requests)
-        code, stdout, stderr = await stream_kill_after(sb, tmp_path, ledger, count, concurrency, 0)
+        code, stdout, stderr = await stream_kill_after(
+            sb, tmp_path, ledger, count, concurrency=concurrency, kill_after=0
+        )
         assert code == 0, stderr
         assert stdout.strip() == f"done {count} not-ok 0", (stdout, stderr)
         resent = {r.identity for r in sb.requests[requests_before:] if r.identity}

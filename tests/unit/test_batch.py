@@ -129,6 +129,40 @@ async def test_each_document_one_outcome_in_order():
     assert provider.peak_in_flight <= 8
 
 
+class PreparedByWorkers(FakeProvider):
+    """A preparer without a preparing stage (the client's default): each worker
+    prepares its own document right before sending it."""
+
+    parallelism = (1, 0)
+
+    def __init__(self, script=None):
+        super().__init__(script)
+        self.prepared_one = 0
+
+    async def prepare_many(self, documents):
+        raise AssertionError("no preparing stage: prepare_many is never called")
+
+    async def prepare_one(self, document, *, encrypted):
+        self.prepared_one += 1
+        return _serialized(document)
+
+
+async def test_workers_prepare_their_own_documents_when_there_is_no_preparing_stage():
+    """With a preparer that prepares on the loop, every document is prepared once by
+    the worker that sends it: one outcome each, in order, a document that cannot be
+    serialised refused alone, never more in flight than the concurrency."""
+    provider = PreparedByWorkers()
+    documents = [doc(n) for n in range(40)]
+    documents[7] = {"bad": object()}
+    outcomes = await run(provider, documents, concurrency=8)
+    assert [o.index for o in outcomes] == list(range(40))
+    assert provider.prepared_one == 40
+    assert outcomes[7].status is OutcomeStatus.REJECTED
+    assert outcomes[7].attempts == 0
+    assert all(o.status is OutcomeStatus.ACCEPTED for i, o in enumerate(outcomes) if i != 7)
+    assert provider.peak_in_flight <= 8
+
+
 async def test_duplicate_on_first_attempt_is_duplicate():
     """A 409 on the first attempt means it was sent before this batch: DUPLICATE, ok."""
     provider = FakeProvider()
