@@ -107,6 +107,8 @@ class BatchOptions:
 _END = object()
 #: Documents read (and looked up in the journal) at once when a journal is in use.
 _JOURNAL_READ = 512
+#: Documents of a plain iterable read at once without a journal.
+_READ = 16
 
 
 @attrs.frozen
@@ -200,13 +202,19 @@ class Batch:
         iterable or callback raising, the journal's disk filling) cancels the others and
         the failure reaches the consumer, whatever queue was full at that moment.
         """
-        chunk_size = 1 if isinstance(documents, AsyncIterable) else self._chunk_size
+        streaming = isinstance(documents, AsyncIterable)
+        chunk_size = 1 if streaming else self._chunk_size
         self._chunks: asyncio.Queue[list[_Pending] | None] = asyncio.Queue(self._preparers)
         self._inbox: asyncio.Queue[_Ready | _Pending | None] = asyncio.Queue(self._workers)
         self._outbox: asyncio.Queue[Any] = asyncio.Queue(self._workers * 2)
-        # With a journal: one lookup (and one commit of sending records) for several chunks.
-        journaled = self._journal is not None and chunk_size > 1
-        read_size = max(chunk_size, _JOURNAL_READ) if journaled else chunk_size
+        # With a journal: one lookup (and one commit of sending records) for many
+        # documents; without, a few at a time (each worker may prepare its own).
+        if streaming:
+            read_size = 1
+        elif self._journal is not None:
+            read_size = max(chunk_size, _JOURNAL_READ)
+        else:
+            read_size = max(chunk_size, _READ)
         reader = asyncio.ensure_future(self._read_all(documents, read_size))
         preparers = [asyncio.ensure_future(self._prepare()) for _ in range(self._preparers)]
         workers = [asyncio.ensure_future(self._work()) for _ in range(self._workers)]

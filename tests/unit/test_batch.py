@@ -26,7 +26,7 @@ from invoicing_async import (
     ValidationError,
     document_key,
 )
-from invoicing_async._batch import Batch, BatchOptions
+from invoicing_async._batch import Batch, BatchOptions, collect
 from invoicing_async._ledger._sqlite_ledger import ledger_journal
 from invoicing_async._prepare import _serialized
 
@@ -161,6 +161,38 @@ async def test_workers_prepare_their_own_documents_when_there_is_no_preparing_st
     assert outcomes[7].attempts == 0
     assert all(o.status is OutcomeStatus.ACCEPTED for i, o in enumerate(outcomes) if i != 7)
     assert provider.peak_in_flight <= 8
+
+
+class CountingJournal:
+    """A journal that knows nothing and counts how often it is asked."""
+
+    def __init__(self):
+        self.lookups: list[int] = []
+
+    async def lookup(self, keys):
+        from invoicing_async._journal import SEND  # noqa: PLC0415
+
+        self.lookups.append(len(keys))
+        return [SEND] * len(keys)
+
+    async def before_send(self, key):
+        pass
+
+    def after_outcome(self, outcome, prepared):
+        pass
+
+
+@pytest.mark.parametrize("provider_class", [FakeProvider, PreparedByWorkers])
+async def test_a_journal_is_asked_about_many_documents_of_a_plain_iterable_at_once(
+    provider_class,
+):
+    """Documents from a list are looked up in the journal hundreds at a time (a lookup
+    waits for the ledger's writer), whether workers or a preparing stage prepare them."""
+    provider, journal = provider_class(), CountingJournal()
+    batch = Batch(provider, provider, BatchOptions(concurrency=8, retry=FAST), journal)
+    outcomes = await collect(batch, [doc(n) for n in range(300)])
+    assert len(outcomes) == 300
+    assert journal.lookups == [300]
 
 
 async def test_duplicate_on_first_attempt_is_duplicate():
