@@ -25,7 +25,14 @@ import functools
 import random
 import time
 from collections import Counter
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Iterable,
+    Iterator,
+    Sequence,
+)
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -215,9 +222,17 @@ class Batch:
             read_size = max(chunk_size, _JOURNAL_READ)
         else:
             read_size = max(chunk_size, _READ)
-        reader = asyncio.ensure_future(self._read_all(documents, read_size))
+        if isinstance(documents, AsyncIterable) or self._journal is not None or self._preparers:
+            reader = asyncio.ensure_future(self._read_all(documents, read_size))
+            work = self._work
+        else:
+            # Nothing to ask a journal, nothing to prepare in chunks: each worker takes
+            # the next document of the input itself, as a hand-written loop would (no
+            # reader, no queue between them).
+            reader = asyncio.ensure_future(asyncio.sleep(0))
+            work = functools.partial(self._pull, iter(enumerate(documents)))
         preparers = [asyncio.ensure_future(self._prepare()) for _ in range(self._preparers)]
-        workers = [asyncio.ensure_future(self._work()) for _ in range(self._workers)]
+        workers = [asyncio.ensure_future(work()) for _ in range(self._workers)]
         supervisor = asyncio.ensure_future(self._supervise(reader, preparers, workers))
         tasks = [reader, *preparers, *workers, supervisor]
         try:
@@ -272,16 +287,36 @@ class Batch:
                 await self._inbox.put(_Ready(pending, body))
 
     async def _work(self) -> None:
-        preparer, pacer, clock = self._preparer, self._pacer, time.perf_counter
         while (ready := await self._inbox.get()) is not None:
-            if isinstance(ready, _Pending):  # prepared here, on the loop: paced
+            if isinstance(ready, _Pending):
+                await self._send(ready)
+            else:
+                await self._send(ready.pending, ready.body)
+
+    async def _pull(self, source: Iterator[tuple[int, Any]]) -> None:
+        """A worker that reads its documents itself, from an input shared with the others."""
+        for index, document in source:
+            item = self._identify(index, document)
+            if isinstance(item, _Pending):
+                item = self._unless_stopped(item)
+            if isinstance(item, Outcome):  # not to be sent: not recorded
+                await self._outbox.put(self._settled(item, None, record=False))
+            else:
+                await self._send(item)
+
+    async def _send(self, pending: _Pending, body: Body | None = None) -> None:
+        """Deliver one document (prepared here, on the loop, if ``body`` is ``None``)."""
+        if body is None:
+            pacer = self._pacer
+            if not pacer.free:
                 await pacer.turn()
-                started = clock()
-                body = await preparer.prepare_one(ready.document, encrypted=ready.options.encrypted)
-                pacer.spend(clock() - started)
-                ready = _Ready(ready, body)
-            outcome, prepared = await self._deliver(ready)
-            await self._outbox.put(self._settled(outcome, prepared))
+            started = time.perf_counter()
+            body = await self._preparer.prepare_one(
+                pending.document, encrypted=pending.options.encrypted
+            )
+            pacer.spend(time.perf_counter() - started)
+        outcome, prepared = await self._deliver(pending, body)
+        await self._outbox.put(self._settled(outcome, prepared))
 
     async def _supervise(
         self,
@@ -331,15 +366,16 @@ class Batch:
                     item if isinstance(item, Outcome) else self._verdict(item, found[id(item)])
                     for item in identified
                 ]
+        return [
+            item if isinstance(item, Outcome) else self._unless_stopped(item) for item in identified
+        ]
+
+    def _unless_stopped(self, item: _Pending) -> _Pending | Outcome:
+        """Once nothing more will be sent, say so without preparing the document."""
         stopped = self._shared.breaker.error
         if stopped is None and not self._expired():
-            return identified
-        # Nothing more will be sent: say so without preparing the documents.
-        why = "deadline" if stopped is None else "stop"
-        return [
-            item if isinstance(item, Outcome) else self._delivery(item).give_up(why, stopped)
-            for item in identified
-        ]
+            return item
+        return self._delivery(item).give_up("deadline" if stopped is None else "stop", stopped)
 
     @staticmethod
     def _verdict(item: _Pending, verdict: Verdict) -> _Pending | Outcome:
@@ -400,16 +436,17 @@ class Batch:
             )
         return outcome
 
-    async def _deliver(self, ready: _Ready) -> tuple[Outcome, Prepared | None]:
-        pending = ready.pending
+    async def _deliver(
+        self, pending: _Pending, prepared_body: Body
+    ) -> tuple[Outcome, Prepared | None]:
         delivery = self._delivery(pending)
         self._shared.budget.started()
-        if isinstance(ready.body, InvoicingError):  # refused before sending
-            if classify(ready.body) is Kind.STOP:
-                self._shared.breaker.record(ready.body)
-                return self._told_stop(delivery.give_up("stop", ready.body)), None
-            return delivery.refuse(ready.body), None
-        body, plain = ready.body
+        if isinstance(prepared_body, InvoicingError):  # refused before sending
+            if classify(prepared_body) is Kind.STOP:
+                self._shared.breaker.record(prepared_body)
+                return self._told_stop(delivery.give_up("stop", prepared_body)), None
+            return delivery.refuse(prepared_body), None
+        body, plain = prepared_body
         prepared = Prepared(pending.key, pending.identity, body, pending.options, plain=plain)
         verdict = pending.verdict
         if verdict.refused is not None and prepared.digest == verdict.refused_digest:

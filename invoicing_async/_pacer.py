@@ -33,6 +33,11 @@ class Pacer:
         self._renewing = False
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
 
+    @property
+    def free(self) -> bool:
+        """Whether work may start now without waiting (:meth:`turn` would return at once)."""
+        return self._spent < self._budget and not self._waiters
+
     async def turn(self) -> None:
         """Return at once if this turn has budget left, else when a later turn has."""
         if self._spent < self._budget and not self._waiters:

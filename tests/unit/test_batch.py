@@ -306,15 +306,17 @@ async def test_async_iterable_input():
     assert [o.index for o in outcomes] == list(range(10))
 
 
-async def test_input_error_propagates_and_stops_workers():
-    """An exception raised by the caller's iterable propagates; nothing keeps running."""
+@pytest.mark.parametrize("provider_class", [FakeProvider, PreparedByWorkers])
+async def test_input_error_propagates_and_stops_workers(provider_class):
+    """An exception raised by the caller's iterable propagates; nothing keeps running
+    (whether a reader or the workers themselves take the documents from it)."""
 
     def documents():
         yield doc(1)
         raise RuntimeError("database went away")
 
     with pytest.raises(RuntimeError, match="database"):
-        await run(FakeProvider(), documents())
+        await run(provider_class(), documents())
     await asyncio.sleep(0)
     assert {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} == set()
 
@@ -492,3 +494,20 @@ async def test_documents_read_after_the_deadline_say_so():
     late = [o for o in outcomes if o.status is OutcomeStatus.NOT_SENT and o.attempts == 0]
     assert late
     assert all("deadline" in str(o.error) for o in late)
+
+
+async def test_documents_taken_by_the_workers_after_the_breaker_opened_are_not_sent():
+    """When the workers read the input themselves, a document read after the batch
+    stopped (refused credentials) ends NOT_SENT without being prepared or sent."""
+    from invoicing_async import CredentialsError  # noqa: PLC0415
+
+    class Refusing(PreparedByWorkers):
+        async def send(self, prepared, *, timeout):
+            self.requests.append(prepared.key)
+            raise CredentialsError("bad key", status=401)
+
+    provider = Refusing()
+    outcomes = await run(provider, [doc(n) for n in range(30)], concurrency=2)
+    assert len(provider.requests) <= 2
+    assert provider.prepared_one <= 2
+    assert all(o.status is OutcomeStatus.NOT_SENT for o in outcomes)
