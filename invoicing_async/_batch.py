@@ -1,10 +1,13 @@
 """Bulk submission: bounded fan-out, one truthful outcome per document.
 
-A fixed pool of worker coroutines takes documents from a bounded queue fed lazily from
-the caller's (async) iterable, so memory follows the concurrency, not the input. Each
-document moves one way: read (identified, and looked up in the journal), prepared (in
-chunks, off the event loop), delivered (:class:`~._delivery.Delivery`, the retry rules
-single calls use too), settled (recorded in the journal and reported). The documents of
+A fixed pool of worker coroutines takes documents lazily from the caller's (async)
+iterable, so memory follows the concurrency, not the input: through a bounded queue fed
+by a reader when there is a journal to ask or an async iterable to wait for, else each
+worker takes the next document itself. Each document moves one way: read (identified,
+and looked up in the journal), prepared (by its worker on the event loop, paced per turn
+of the loop by :mod:`._pacer`; or in chunks by an ``encrypt_executor``), delivered
+(:class:`~._delivery.Delivery`, the retry rules single calls use too), settled (recorded
+in the journal and reported). The documents of
 a batch share a retry budget, a circuit breaker and an adaptive in-flight limit, so an
 outage or a misconfiguration does not multiply traffic.
 
@@ -193,17 +196,19 @@ class Batch:
     async def run(
         self, documents: Iterable[Any] | AsyncIterable[Any]
     ) -> AsyncGenerator[Outcome, None]:
-        """Three stages joined by bounded queues: read, prepare (in chunks), send.
+        """Stages joined by bounded queues: read, prepare (in chunks), send.
 
         Yields one outcome per document as it settles. Close the generator to stop
         early: the workers are cancelled, and documents in flight are recorded in the
         journal as interrupted.
 
-        Preparing (serialising and encrypting) a chunk of documents in one executor call
-        amortises the hop to the thread or process pool, which costs as much as the
-        encryption itself for a 4 KB invoice. Chunks are formed only from plain
-        iterables; an async iterable may block between items, so its documents are
-        prepared one at a time rather than wait for company.
+        Without an executor each worker prepares its own document on the loop (see
+        :attr:`Preparer.parallelism`), and without a journal to ask it also reads it from
+        a plain iterable itself: no reader, no queue. With an executor, preparing a
+        chunk of documents in one call amortises the hop to the thread or process pool,
+        which costs as much as the encryption itself for a 4 KB invoice. Chunks are
+        formed only from plain iterables; an async iterable may block between items, so
+        its documents are prepared one at a time rather than wait for company.
 
         A supervisor watches every stage: the first one to fail (a bug, the caller's
         iterable or callback raising, the journal's disk filling) cancels the others and
