@@ -210,10 +210,10 @@ async def test_an_outcome_recorded_before_a_request_leaves_is_durable_when_it_le
     before (read ahead): after a crash, the answers lost are those in flight only."""
     import ledgertools  # noqa: PLC0415
 
-    from invoicing_async._ledger._sqlite_ledger import journal  # noqa: PLC0415
+    from invoicing_async._ledger._sqlite_ledger import ledger_journal  # noqa: PLC0415
 
     path = tmp_path / "batch.db"
-    async with journal(path, resend_ambiguous=resend_ambiguous) as j:
+    async with ledger_journal(path, resend_ambiguous=resend_ambiguous) as j:
         await j.lookup(["id:a", "id:b"])  # b's sending record may go ahead now
         await j.before_send("id:a")
         j.after_outcome(
