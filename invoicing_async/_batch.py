@@ -233,9 +233,10 @@ class Batch:
         else:
             # Nothing to ask a journal, nothing to prepare in chunks: each worker takes
             # the next document of the input itself, as a hand-written loop would (no
-            # reader, no queue between them).
-            reader = asyncio.ensure_future(asyncio.sleep(0))
-            work = functools.partial(self._pull, iter(enumerate(documents)))
+            # reader, no queue between them), and one task prepares documents ahead
+            # while the loop has nothing else to do.
+            reader = asyncio.ensure_future(self._prepare_ahead(iter(enumerate(documents))))
+            work = self._work
         preparers = [asyncio.ensure_future(self._prepare()) for _ in range(self._preparers)]
         workers = [asyncio.ensure_future(work()) for _ in range(self._workers)]
         supervisor = asyncio.ensure_future(self._supervise(reader, preparers, workers))
@@ -298,16 +299,29 @@ class Batch:
             else:
                 await self._send(ready.pending, ready.body)
 
-    async def _pull(self, source: Iterator[tuple[int, Any]]) -> None:
-        """A worker that reads its documents itself, from an input shared with the others."""
+    async def _prepare_ahead(self, source: Iterator[tuple[int, Any]]) -> None:
+        """Take the documents of a plain iterable and prepare them for the workers.
+
+        One task on the loop, in slices of the pacer's budget per turn of the loop: when
+        every worker waits for an answer it fills the time the loop would idle (and the
+        provider wait for the next burst of requests), and a worker back from an answer
+        finds its next document ready; when the loop is busy, the others' callbacks run
+        between the slices.
+        """
+        pacer, clock = self._pacer, time.perf_counter
         for index, document in source:
             item = self._identify(index, document)
             if isinstance(item, _Pending):
                 item = self._unless_stopped(item)
             if isinstance(item, Outcome):  # not to be sent: not recorded
                 await self._outbox.put(self._settled(item, None, record=False))
-            else:
-                await self._send(item)
+                continue
+            if not pacer.free:
+                await pacer.turn()
+            started = clock()
+            body = await self._preparer.prepare_one(item.document, encrypted=item.options.encrypted)
+            pacer.spend(clock() - started)
+            await self._inbox.put(_Ready(item, body))
 
     async def _send(self, pending: _Pending, body: Body | None = None) -> None:
         """Deliver one document (prepared here, on the loop, if ``body`` is ``None``)."""
