@@ -1,11 +1,11 @@
 """Bulk submission: bounded fan-out, one truthful outcome per document.
 
-A fixed pool of worker coroutines takes documents lazily from the caller's (async)
-iterable, so memory follows the concurrency, not the input: through a bounded queue fed
-by a reader when there is a journal to ask or an async iterable to wait for, else each
-worker takes the next document itself. Each document moves one way: read (identified,
-and looked up in the journal), prepared (by its worker on the event loop, paced per turn
-of the loop by :mod:`._pacer`; or in chunks by an ``encrypt_executor``), delivered
+A fixed pool of worker coroutines takes documents from a bounded queue fed lazily from
+the caller's (async) iterable, so memory follows the concurrency, not the input. Each
+document moves one way: read (identified, and looked up in the journal), prepared (on
+the event loop by one task ahead of the workers, paced per turn of the loop by
+:mod:`._pacer`, which also reads a plain iterable itself when there is no journal to
+ask; or in chunks by an ``encrypt_executor``), delivered
 (:class:`~._delivery.Delivery`, the retry rules single calls use too), settled (recorded
 in the journal and reported). The documents of
 a batch share a retry budget, a circuit breaker and an adaptive in-flight limit, so an
@@ -196,15 +196,15 @@ class Batch:
     async def run(
         self, documents: Iterable[Any] | AsyncIterable[Any]
     ) -> AsyncGenerator[Outcome, None]:
-        """Stages joined by bounded queues: read, prepare (in chunks), send.
+        """Stages joined by bounded queues: read, prepare, send.
 
         Yields one outcome per document as it settles. Close the generator to stop
         early: the workers are cancelled, and documents in flight are recorded in the
         journal as interrupted.
 
-        Without an executor each worker prepares its own document on the loop (see
-        :attr:`Preparer.parallelism`), and without a journal to ask it also reads it from
-        a plain iterable itself: no reader, no queue. With an executor, preparing a
+        Without an executor one task prepares the documents on the loop, ahead of the
+        workers (see :meth:`_prepare_ahead`), and without a journal to ask it also reads
+        a plain iterable itself: no reader. With an executor, preparing a
         chunk of documents in one call amortises the hop to the thread or process pool,
         which costs as much as the encryption itself for a 4 KB invoice. Chunks are
         formed only from plain iterables; an async iterable may block between items, so
@@ -216,29 +216,30 @@ class Batch:
         """
         streaming = isinstance(documents, AsyncIterable)
         chunk_size = 1 if streaming else self._chunk_size
-        self._chunks: asyncio.Queue[list[_Pending] | None] = asyncio.Queue(self._preparers)
-        self._inbox: asyncio.Queue[_Ready | _Pending | None] = asyncio.Queue(self._workers)
+        # Without an executor, one task prepares every document on the loop (paced).
+        self._preparing = self._preparers or 1
+        self._chunks: asyncio.Queue[list[_Pending] | None] = asyncio.Queue(self._preparing)
+        self._inbox: asyncio.Queue[_Ready | None] = asyncio.Queue(self._workers)
         self._outbox: asyncio.Queue[Any] = asyncio.Queue(self._workers * 2)
         # With a journal: one lookup (and one commit of sending records) for many
-        # documents; without, a few at a time (each worker may prepare its own).
+        # documents; without, a few at a time.
         if streaming:
             read_size = 1
         elif self._journal is not None:
             read_size = max(chunk_size, _JOURNAL_READ)
         else:
             read_size = max(chunk_size, _READ)
+        preparers: list[asyncio.Future[None]]
         if isinstance(documents, AsyncIterable) or self._journal is not None or self._preparers:
             reader = asyncio.ensure_future(self._read_all(documents, read_size))
-            work = self._work
+            prepare = self._prepare if self._preparers else self._prepare_on_loop
+            preparers = [asyncio.ensure_future(prepare()) for _ in range(self._preparing)]
         else:
-            # Nothing to ask a journal, nothing to prepare in chunks: each worker takes
-            # the next document of the input itself, as a hand-written loop would (no
-            # reader, no queue between them), and one task prepares documents ahead
-            # while the loop has nothing else to do.
+            # Nothing to ask a journal, nothing to prepare elsewhere: the task that
+            # prepares the documents takes them from the input itself (no reader).
             reader = asyncio.ensure_future(self._prepare_ahead(iter(enumerate(documents))))
-            work = self._work
-        preparers = [asyncio.ensure_future(self._prepare()) for _ in range(self._preparers)]
-        workers = [asyncio.ensure_future(work()) for _ in range(self._workers)]
+            preparers = []
+        workers = [asyncio.ensure_future(self._work()) for _ in range(self._workers)]
         supervisor = asyncio.ensure_future(self._supervise(reader, preparers, workers))
         tasks = [reader, *preparers, *workers, supervisor]
         try:
@@ -265,7 +266,7 @@ class Batch:
                 read = []
         if read:
             await self._dispatch(await self._read(read))
-        for _ in range(self._preparers):
+        for _ in range(self._preparing):
             await self._chunks.put(None)
 
     async def _dispatch(self, items: list[_Pending | Outcome]) -> None:
@@ -276,11 +277,7 @@ class Batch:
                 await self._outbox.put(self._settled(item, None, record=False))
             else:
                 chunk.append(item)
-        if not self._preparers:  # each worker prepares its own (see Preparer.parallelism)
-            for pending in chunk:
-                await self._inbox.put(pending)
-            return
-        size = self._chunk_size
+        size = self._chunk_size if self._preparers else _READ
         for start in range(0, len(chunk), size):
             await self._chunks.put(chunk[start : start + size])
 
@@ -292,12 +289,28 @@ class Batch:
             for pending, body in zip(chunk, bodies, strict=True):
                 await self._inbox.put(_Ready(pending, body))
 
+    async def _prepare_on_loop(self) -> None:
+        """Prepare the documents the reader passes on, here on the loop (paced)."""
+        while (chunk := await self._chunks.get()) is not None:
+            for pending in chunk:
+                await self._inbox.put(await self._prepare_paced(pending))
+
+    async def _prepare_paced(self, pending: _Pending) -> _Ready:
+        """One document prepared on the loop, within the pacer's budget for this turn."""
+        pacer = self._pacer
+        if not pacer.free:
+            await pacer.turn()
+        started = time.perf_counter()
+        body = await self._preparer.prepare_one(
+            pending.document, encrypted=pending.options.encrypted
+        )
+        pacer.spend(time.perf_counter() - started)
+        return _Ready(pending, body)
+
     async def _work(self) -> None:
         while (ready := await self._inbox.get()) is not None:
-            if isinstance(ready, _Pending):
-                await self._send(ready)
-            else:
-                await self._send(ready.pending, ready.body)
+            outcome, prepared = await self._deliver(ready.pending, ready.body)
+            await self._outbox.put(self._settled(outcome, prepared))
 
     async def _prepare_ahead(self, source: Iterator[tuple[int, Any]]) -> None:
         """Take the documents of a plain iterable and prepare them for the workers.
@@ -308,7 +321,6 @@ class Batch:
         finds its next document ready; when the loop is busy, the others' callbacks run
         between the slices.
         """
-        pacer, clock = self._pacer, time.perf_counter
         for index, document in source:
             item = self._identify(index, document)
             if isinstance(item, _Pending):
@@ -316,26 +328,7 @@ class Batch:
             if isinstance(item, Outcome):  # not to be sent: not recorded
                 await self._outbox.put(self._settled(item, None, record=False))
                 continue
-            if not pacer.free:
-                await pacer.turn()
-            started = clock()
-            body = await self._preparer.prepare_one(item.document, encrypted=item.options.encrypted)
-            pacer.spend(clock() - started)
-            await self._inbox.put(_Ready(item, body))
-
-    async def _send(self, pending: _Pending, body: Body | None = None) -> None:
-        """Deliver one document (prepared here, on the loop, if ``body`` is ``None``)."""
-        if body is None:
-            pacer = self._pacer
-            if not pacer.free:
-                await pacer.turn()
-            started = time.perf_counter()
-            body = await self._preparer.prepare_one(
-                pending.document, encrypted=pending.options.encrypted
-            )
-            pacer.spend(time.perf_counter() - started)
-        outcome, prepared = await self._deliver(pending, body)
-        await self._outbox.put(self._settled(outcome, prepared))
+            await self._inbox.put(await self._prepare_paced(item))
 
     async def _supervise(
         self,

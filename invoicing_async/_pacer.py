@@ -1,13 +1,13 @@
 """How much CPU work a batch does on the event loop per turn of the loop.
 
-A batch that prepares (serialises, encrypts) its documents on the loop's own thread
-would otherwise do it for every worker that is ready at once: 64 answers arriving
-together are 64 documents encrypted in one turn, and every other coroutine of the
-application waits that long (tens of milliseconds). A :class:`Pacer` lets the workers of
-one turn spend a budget of CPU time; the next ones wait, in the order they came, and
-are let go at the following turns as many at a time as the budget covers (by the
-average cost so far): no worker polls. Threads would keep the loop free too, but add no
-throughput under the GIL and cost a bulk run a hand-over per document.
+A batch prepares (serialises, encrypts) its documents on the loop's own thread, one
+task ahead of the workers. Unpaced, it would prepare as many documents in one turn as
+there is room for, and every other coroutine of the application would wait that long
+(tens of milliseconds). A :class:`Pacer` gives each turn a budget of CPU time: once it
+is spent, the work waits for a later turn (waiters, if several, in the order they came,
+let go as many at a time as the budget covers by the average cost so far; nobody
+polls). Threads would keep the loop free too, but add no throughput under the GIL and
+cost a bulk run a hand-over per document.
 """
 
 from __future__ import annotations

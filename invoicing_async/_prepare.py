@@ -2,8 +2,8 @@
 
 :class:`Preparer` turns documents into the bytes to send. Without an
 ``encrypt_executor`` a document of up to :data:`INLINE_MAX` bytes is encrypted on the
-event loop, by the single call or the batch worker that sends it (a batch paces that
-work per turn of the loop: :mod:`._pacer`): encrypting a 4 KB invoice (~0.1 ms) costs
+event loop, by the single call that sends it or by a batch's preparing task (paced per
+turn of the loop: :mod:`._pacer`): encrypting a 4 KB invoice (~0.1 ms) costs
 less than handing it to a thread, which adds no throughput under the GIL and gets the
 GIL back from a busy loop only every switch interval. A larger document goes to the
 loop's thread pool. With an ``encrypt_executor`` (a process pool that uses every core),
@@ -59,13 +59,12 @@ class Preparer:
     def parallelism(self) -> tuple[int, int]:
         """``(documents per chunk, chunks in preparation at once)`` for bulk work.
 
-        Without an ``encrypt_executor`` there is no preparing stage (``(1, 0)``): each
-        worker prepares its document right before sending it, as :meth:`prepare_one`
-        does for a single call. Threads add no throughput to CPU work under the GIL,
-        and a hand-over per chunk costs a batch on a busy loop more than it spares:
-        the thread gets the GIL back from the loop only every switch interval, and
-        the loop waits for it in turn. Encrypting a 4 KB invoice (~90 µs) in the
-        worker keeps the loop as responsive as answering it does.
+        Without an ``encrypt_executor`` nothing is handed over (``(1, 0)``): a batch
+        prepares its documents on the loop, one at a time with :meth:`prepare_one`, in
+        one task ahead of its workers, paced per turn of the loop. Threads add no
+        throughput to CPU work under the GIL, and a hand-over per chunk costs a batch
+        on a busy loop more than it spares: the thread gets the GIL back from the loop
+        only every switch interval, and the loop waits for it in turn.
 
         A process pool gets chunks of 32 and two per core in flight, so no worker idles
         while the parent pickles the next chunk; another executor of the caller's

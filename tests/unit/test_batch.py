@@ -129,9 +129,9 @@ async def test_each_document_one_outcome_in_order():
     assert provider.peak_in_flight <= 8
 
 
-class PreparedByWorkers(FakeProvider):
-    """A preparer without a preparing stage (the client's default): each worker
-    prepares its own document right before sending it."""
+class PreparedOnTheLoop(FakeProvider):
+    """A preparer without an executor (the client's default): the batch prepares each
+    document with prepare_one, on the loop, ahead of the workers."""
 
     parallelism = (1, 0)
 
@@ -140,18 +140,18 @@ class PreparedByWorkers(FakeProvider):
         self.prepared_one = 0
 
     async def prepare_many(self, documents):
-        raise AssertionError("no preparing stage: prepare_many is never called")
+        raise AssertionError("no executor: prepare_many is never called")
 
     async def prepare_one(self, document, *, encrypted):
         self.prepared_one += 1
         return _serialized(document)
 
 
-async def test_workers_prepare_their_own_documents_when_there_is_no_preparing_stage():
-    """With a preparer that prepares on the loop, every document is prepared once by
-    the worker that sends it: one outcome each, in order, a document that cannot be
-    serialised refused alone, never more in flight than the concurrency."""
-    provider = PreparedByWorkers()
+async def test_documents_are_prepared_one_by_one_on_the_loop_without_an_executor():
+    """With a preparer that prepares on the loop, every document is prepared once: one
+    outcome each, in order, a document that cannot be serialised refused alone, never
+    more in flight than the concurrency."""
+    provider = PreparedOnTheLoop()
     documents = [doc(n) for n in range(40)]
     documents[7] = {"bad": object()}
     outcomes = await run(provider, documents, concurrency=8)
@@ -182,7 +182,7 @@ class CountingJournal:
         pass
 
 
-@pytest.mark.parametrize("provider_class", [FakeProvider, PreparedByWorkers])
+@pytest.mark.parametrize("provider_class", [FakeProvider, PreparedOnTheLoop])
 async def test_a_journal_is_asked_about_many_documents_of_a_plain_iterable_at_once(
     provider_class,
 ):
@@ -306,10 +306,10 @@ async def test_async_iterable_input():
     assert [o.index for o in outcomes] == list(range(10))
 
 
-@pytest.mark.parametrize("provider_class", [FakeProvider, PreparedByWorkers])
+@pytest.mark.parametrize("provider_class", [FakeProvider, PreparedOnTheLoop])
 async def test_input_error_propagates_and_stops_workers(provider_class):
     """An exception raised by the caller's iterable propagates; nothing keeps running
-    (whether a reader or the workers themselves take the documents from it)."""
+    (whether a reader or the preparing task takes the documents from it)."""
 
     def documents():
         yield doc(1)
@@ -502,7 +502,7 @@ async def test_documents_taken_by_the_workers_after_the_breaker_opened_are_not_s
     only the few prepared ahead for the workers were prepared."""
     from invoicing_async import CredentialsError  # noqa: PLC0415
 
-    class Refusing(PreparedByWorkers):
+    class Refusing(PreparedOnTheLoop):
         async def send(self, prepared, *, timeout):
             self.requests.append(prepared.key)
             raise CredentialsError("bad key", status=401)
