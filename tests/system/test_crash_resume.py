@@ -26,19 +26,20 @@ from invoicing_sandbox import Fault, Sandbox
 SCRIPT = Path(__file__).parent / "scripts" / "adv_submit.py"
 
 
-async def start_submitter(sb, tmp_path, journal, count, concurrency=8):
+async def start_submitter(sb, tmp_path, journal, count, concurrency=8, *, script=SCRIPT, more=()):
     key_file = tmp_path / "provider.asc"
     if not key_file.exists():
         sb.write_public_key(key_file)
     return await asyncio.create_subprocess_exec(
         sys.executable,
-        str(SCRIPT),
+        str(script),
         sb.base_url,
         sb.client_id,
         str(key_file),
         str(journal),
         str(count),
         str(concurrency),
+        *more,
         env={**os.environ, "INVOICING_API_KEY": sb.client_secret},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -195,22 +196,8 @@ async def stream_kill_after(sb, tmp_path, ledger, count, *, concurrency, kill_af
     """Run ``submit_stream`` into ``ledger`` in a child; it SIGKILLs itself after
     ``kill_after`` outcomes (0: it runs to the end). Returns (returncode, stdout, stderr).
     """
-    key_file = tmp_path / "provider.asc"
-    if not key_file.exists():
-        sb.write_public_key(key_file)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(KILL_AFTER_SCRIPT),
-        sb.base_url,
-        sb.client_id,
-        str(key_file),
-        str(ledger),
-        str(count),
-        str(concurrency),
-        str(kill_after),
-        env={**os.environ, "INVOICING_API_KEY": sb.client_secret},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    process = await start_submitter(
+        sb, tmp_path, ledger, count, concurrency, script=KILL_AFTER_SCRIPT, more=[str(kill_after)]
     )
     stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
     return process.returncode, stdout.decode(), stderr.decode()
