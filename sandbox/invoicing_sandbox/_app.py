@@ -298,11 +298,12 @@ class Server:
     ) -> web.StreamResponse:
         form = await request.post() if request.method == "POST" else None
         # A refresh grant takes a scripted refresh fault first, then any token fault.
-        fault = None
+        self._provider.name_issuer(exchange, form)  # the issuer's own scripts come first
+        fault, issuer = None, exchange.issuer_key
         if form is not None and form.get("grant_type") == "refresh_token":
-            _, fault = self._faults.take(self._faults.refresh)
+            _, fault = self._faults.next("refresh", issuer)
         if fault is None:
-            _, fault = self._faults.take(self._faults.tokens)
+            _, fault = self._faults.next("tokens", issuer)
         early = await self._before(request, fault, exchange)
         if early is not None:
             return early
@@ -313,13 +314,18 @@ class Server:
     async def _document(
         self, request: web.Request, environment: str, exchange: Exchange, *, encrypted: bool
     ) -> web.StreamResponse:
-        """One submission: capacity, scripted fault, checks, random fault, commit, response."""
+        """One submission: throttle, capacity, scripted fault, checks, random fault, commit."""
+        throttled = self._throttled(request, exchange)
+        if throttled is not None:
+            return await self._send(request, throttled, None, exchange)
         if self._max_in_flight is not None and self._documents_in_flight >= self._max_in_flight:
             # Over capacity: refused before anything is read or processed.
             overload = fault_reply(Fault.status(429, retry_after=0))
             return await self._send(request, overload, None, exchange)
         self._documents_in_flight += 1
         try:
+            if exchange.issuer_key is not None:  # a test may hold this issuer's requests
+                await self._gate.enter(self._stopping, exchange.issuer_key)
             return await self._process_document(request, environment, exchange, encrypted=encrypted)
         finally:
             self._documents_in_flight -= 1
@@ -329,7 +335,7 @@ class Server:
     ) -> web.StreamResponse:
         if latency := self._faults.base_latency():  # the service's --latency
             await _sleep_unless(latency, self._stopping)
-        scripted, fault = self._faults.take(self._faults.documents)
+        scripted, fault = self._faults.next("documents", exchange.issuer_key)
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -385,7 +391,10 @@ class Server:
         """Another operation (:mod:`._operations`): scripted fault, checks, state, reply."""
         operations = self._operations
         assert operations is not None  # noqa: S101  (routed only with operations)
-        _, fault = self._faults.take(self._faults.operations)
+        throttled = self._throttled(request, exchange)
+        if throttled is not None:
+            return await self._send(request, throttled, None, exchange)
+        _, fault = self._faults.next("operations", exchange.issuer_key)
         early = await self._before(request, fault, exchange)
         if early is not None:
             return early
@@ -403,6 +412,15 @@ class Server:
             else:
                 reply = operations.handle(name, exchange, call)
         return await self._send(request, reply, fault, exchange)
+
+    def _throttled(self, request: web.Request, exchange: Exchange) -> Reply | None:
+        """Note the issuer of a bearer request; the 429 of a throttled one, or ``None``.
+
+        Before anything is read or processed, as a per-account rate limiter in front of
+        the service.
+        """
+        self._provider.attribute(exchange, request.headers.get("Authorization", ""))
+        return self._provider.throttled(exchange)
 
     def _authenticate(
         self, request: web.Request, environment: str, exchange: Exchange

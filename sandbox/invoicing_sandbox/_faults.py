@@ -29,7 +29,7 @@ import attrs
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["BEFORE_COMMIT", "DEFAULT_RANDOM_KINDS", "Fault", "FaultKind", "FaultPlan"]
+__all__ = ["BEFORE_COMMIT", "DEFAULT_RANDOM_KINDS", "Fault", "FaultKind", "FaultPlan", "Queue"]
 
 FaultKind = Literal[
     "latency",
@@ -46,6 +46,10 @@ FaultKind = Literal[
     "foreign_record",
     "echo_secrets",
 ]
+
+#: The scripted queues: for document requests, the other operations, token requests,
+#: and refresh grants (which take their own first, then the token requests').
+Queue = Literal["documents", "operations", "tokens", "refresh"]
 
 #: Kinds applied before the request is processed; the others mangle the response.
 BEFORE_COMMIT: frozenset[str] = frozenset({"latency", "status", "reset", "hang"})
@@ -203,6 +207,8 @@ class FaultPlan:
     """Scripted queues (documents, tokens, refresh grants, operations); random faults.
 
     Random faults are drawn for documents only: the other operations take scripted ones.
+    Each queue has a version per issuer (``(environment, tin)``), which a request of that
+    issuer takes from before the shared one: ``script(..., issuer=tin)``.
     """
 
     def __init__(self) -> None:
@@ -211,6 +217,14 @@ class FaultPlan:
         self.operations: collections.deque[Fault | None] = collections.deque()
         self.tokens: collections.deque[Fault | None] = collections.deque()
         self.refresh: collections.deque[Fault | None] = collections.deque()
+        self._shared = {
+            "documents": self.documents,
+            "operations": self.operations,
+            "tokens": self.tokens,
+            "refresh": self.refresh,
+        }
+        #: One issuer's queues, by ``(queue, environment, tin)``: made when scripted.
+        self._issuers: dict[tuple[Queue, str, str], collections.deque[Fault | None]] = {}
         self.random: _RandomFaults | None = None
         #: Every document request waits ``latency[0]`` plus up to ``latency[1]`` seconds.
         self.latency: tuple[float, float] = (0.0, 0.0)
@@ -233,6 +247,7 @@ class FaultPlan:
         self.operations.clear()
         self.tokens.clear()
         self.refresh.clear()
+        self._issuers.clear()
         self.random = None
 
     def set_random(
@@ -254,6 +269,21 @@ class FaultPlan:
         if queue:
             return True, queue.popleft()
         return False, None
+
+    def queue(
+        self, name: Queue, issuer: tuple[str, str] | None = None
+    ) -> collections.deque[Fault | None]:
+        """The shared queue ``name``, or ``issuer``'s (``(environment, tin)``) to script."""
+        if issuer is None:
+            return self._shared[name]
+        return self._issuers.setdefault((name, *issuer), collections.deque())
+
+    def next(self, name: Queue, issuer: tuple[str, str] | None) -> tuple[bool, Fault | None]:
+        """Like :meth:`take`, for a request of ``issuer``: its own queue first, then the shared."""
+        own = self._issuers.get((name, *issuer)) if issuer is not None else None
+        if own:
+            return True, own.popleft()
+        return self.take(self._shared[name])
 
     def random_fault(self, identity: str, attempt: int) -> Fault | None:
         """The random fault for this attempt of this document, if any."""
