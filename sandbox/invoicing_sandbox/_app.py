@@ -298,7 +298,7 @@ class Server:
     ) -> web.StreamResponse:
         form = await request.post() if request.method == "POST" else None
         # A refresh grant takes a scripted refresh fault first, then any token fault.
-        self._provider.name_issuer(exchange, form)  # the issuer's own scripts come first
+        self._provider.name_issuer(exchange, form)  # for the issuer's own scripted faults
         fault, issuer = None, exchange.issuer_key
         if form is not None and form.get("grant_type") == "refresh_token":
             _, fault = self._faults.next("refresh", issuer)
@@ -335,7 +335,7 @@ class Server:
     ) -> web.StreamResponse:
         if latency := self._faults.base_latency():  # the service's --latency
             await _sleep_unless(latency, self._stopping)
-        scripted, fault = self._faults.next("documents", exchange.issuer_key)
+        scripted, fault = self._faults.take(self._faults.documents)
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -348,8 +348,10 @@ class Server:
         admitted = await self._admit(request, environment, body, exchange, encrypted=encrypted)
         if isinstance(admitted, Reply):
             return await self._send(request, admitted, fault, exchange)
-        if not scripted:
-            fault = self._faults.random_fault(admitted.key[2], exchange.attempt or 1)
+        if not scripted:  # its issuer's scripted fault, else a random one
+            scripted, fault = self._faults.own("documents", exchange.issuer_key)
+            if not scripted:
+                fault = self._faults.random_fault(admitted.key[2], exchange.attempt or 1)
             early = await self._before(request, fault, exchange)
             if early is not None:
                 return early

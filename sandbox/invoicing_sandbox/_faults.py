@@ -207,8 +207,8 @@ class FaultPlan:
     """Scripted queues (documents, tokens, refresh grants, operations); random faults.
 
     Random faults are drawn for documents only: the other operations take scripted ones.
-    Each queue has a version per issuer (``(environment, tin)``), which a request of that
-    issuer takes from before the shared one: ``script(..., issuer=tin)``.
+    Each queue has a version per issuer (``(environment, tin)``, ``script(..., issuer=tin)``)
+    that only that issuer's requests take from, when the shared queue is empty.
     """
 
     def __init__(self) -> None:
@@ -279,11 +279,14 @@ class FaultPlan:
         return self._issuers.setdefault((name, *issuer), collections.deque())
 
     def next(self, name: Queue, issuer: tuple[str, str] | None) -> tuple[bool, Fault | None]:
-        """Like :meth:`take`, for a request of ``issuer``: its own queue first, then the shared."""
-        own = self._issuers.get((name, *issuer)) if issuer is not None else None
-        if own:
-            return True, own.popleft()
-        return self.take(self._shared[name])
+        """Like :meth:`take`, for a request of ``issuer``: the shared queue, then its own."""
+        scripted, fault = self.take(self._shared[name])
+        return (scripted, fault) if scripted else self.own(name, issuer)
+
+    def own(self, name: Queue, issuer: tuple[str, str] | None) -> tuple[bool, Fault | None]:
+        """Like :meth:`take`, from ``issuer``'s own queue ``name`` only."""
+        queue = self._issuers.get((name, *issuer)) if issuer is not None else None
+        return self.take(queue) if queue is not None else (False, None)
 
     def random_fault(self, identity: str, attempt: int) -> Fault | None:
         """The random fault for this attempt of this document, if any."""
