@@ -201,6 +201,7 @@ class Server:
 
     async def _during_outage(self, request: web.Request, exchange: Exchange) -> web.StreamResponse:
         """A request the outage meets: answered 503, held until it ends, or dropped."""
+        self._provider.attribute(exchange, request.headers.get("Authorization", ""))
         outage = self.outage
         exchange.fault = f"outage:{outage.mode}"
         if outage.mode == "503":
