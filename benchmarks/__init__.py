@@ -13,6 +13,7 @@ memory    peak RSS streaming 10k / 100k (/ 1M) documents through ``submit_stream
 procpool  encryption throughput in a process pool (per-document tasks vs chunked map)
 ledger    the SQLite ledger: journaled stream memory and throughput, resume from 1M entries
 single    one ``submit_secure`` after the other: p50 latency vs raw aiohttp + floor encryption
+sandbox_issuers  the sandbox holding 10,000 issuers: memory, documents/s vs 100 issuers
 ========  ================================================================================
 
 Results go to ``benchmarks/RESULTS.rst`` and ``benchmarks/results.png``.
@@ -21,4 +22,14 @@ Results go to ``benchmarks/RESULTS.rst`` and ``benchmarks/results.png``.
 
 from __future__ import annotations
 
-BENCHMARKS = ["pgp", "e2e", "token", "lag", "memory", "procpool", "ledger", "single"]
+BENCHMARKS = [
+    "pgp",
+    "e2e",
+    "token",
+    "lag",
+    "memory",
+    "procpool",
+    "ledger",
+    "single",
+    "sandbox_issuers",
+]
