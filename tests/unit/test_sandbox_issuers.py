@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -133,7 +132,7 @@ async def test_ten_thousand_issuers_cost_little_and_each_is_served():
             result = await opened[last].submit_json(sample_invoice(1, issuer_vat=last))
         assert sb.committed_in(client_id=last)[f"id:{last}-A-1"].record == result
         assert list(sb.stats.by_issuer) == [("test", last)]
-        assert sb.issuer_stats(list(many)[0]) == IssuerStats()
+        assert sb.issuer_stats(next(iter(many))) == IssuerStats()
 
 
 async def test_add_issuers_is_all_or_none_and_never_names_a_key():
@@ -175,7 +174,7 @@ async def test_two_of_five_issuers_revoked_and_throttled_while_the_others_commit
             batches = await asyncio.gather(
                 *(opened[tin].submit_many(documents(tin)) for tin in TINS)
             )
-    outcomes = dict(zip(TINS, batches))
+    outcomes = dict(zip(TINS, batches, strict=True))
     for tin in others:
         assert [o.status for o in outcomes[tin]] == [OutcomeStatus.ACCEPTED] * 4
         assert len(sb.committed_in(client_id=tin)) == 4
@@ -413,7 +412,7 @@ def test_issuers_files_in_json_and_csv(tmp_path):
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
-        ("{\"900000005\": 12}", "not a string"),
+        ('{"900000005": 12}', "not a string"),
         ('{"900000005": "secret-one", "900000005": "secret-two"}', "twice"),
         ('["secret-one"]', "JSON object"),
         ('{"900000005": "secret-one",', "Expecting"),
@@ -504,4 +503,4 @@ def test_the_service_refuses_a_bad_issuers_file_before_starting(tmp_path):
         assert process.returncode == 2, stderr
         assert "secret" not in stdout + stderr
         assert "Traceback" not in stderr
-    assert not os.path.exists(tmp_path / "x")
+    assert not (tmp_path / "x").exists()
