@@ -231,14 +231,10 @@ class Provider:
             raise ValueError(f"client {client_id!r} already exists with another API key")
         env.clients[client_id] = client_secret
 
-    def add_issuers(self, environment: str | None, issuers: Mapping[str, str]) -> int:
-        """Register many issuers (``{tin: api_key}``) in ``environment``, all or none.
-
-        Returns how many the environment has now.
-        """
+    def add_issuers(self, environment: str | None, issuers: Mapping[str, str]) -> None:
+        """Register many issuers (``{tin: api_key}``) in ``environment``, all or none."""
         env = self.environment(environment)
         env.clients.update(check_issuers(issuers, env.clients))
-        return len(env.clients)
 
     def issuer(self, environment: str | None, tin: str) -> IssuerKey:
         """``(environment, tin)`` of a registered issuer; ``KeyError`` if there is none."""

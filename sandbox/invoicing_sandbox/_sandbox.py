@@ -626,8 +626,8 @@ class Sandbox:
         to be long enough. :meth:`reset` and :meth:`close` release them too.
 
         With ``issuer`` (a TIN of ``environment``), only that issuer's requests (``after``
-        of them pass), before anything else happens to them; the others go on.
-        Holding again while requests are held keeps them held.
+        of them pass), held on arrival, before they are read; the others go on. Holding
+        again while requests are held keeps them held.
 
         .. versionadded:: 0.3.0
         .. versionchanged:: 0.4.0 ``issuer`` and ``environment``.
