@@ -217,6 +217,10 @@ class FaultPlan:
         self.operations: collections.deque[Fault | None] = collections.deque()
         self.tokens: collections.deque[Fault | None] = collections.deque()
         self.refresh: collections.deque[Fault | None] = collections.deque()
+        self.random: _RandomFaults | None = None
+        #: Every document request waits ``latency[0]`` plus up to ``latency[1]`` seconds.
+        self.latency: tuple[float, float] = (0.0, 0.0)
+        self._rng = random.Random()
         self._shared = {
             "documents": self.documents,
             "operations": self.operations,
@@ -225,10 +229,6 @@ class FaultPlan:
         }
         #: One issuer's queues, by ``(queue, environment, tin)``: made when scripted.
         self._issuers: dict[tuple[Queue, str, str], collections.deque[Fault | None]] = {}
-        self.random: _RandomFaults | None = None
-        #: Every document request waits ``latency[0]`` plus up to ``latency[1]`` seconds.
-        self.latency: tuple[float, float] = (0.0, 0.0)
-        self._rng = random.Random()
 
     def set_latency(self, seconds: float, jitter: float = 0.0) -> None:
         """Delay every document request by ``seconds`` plus up to ``jitter`` at random."""
@@ -243,11 +243,11 @@ class FaultPlan:
 
     def clear(self) -> None:
         """Forget scripted and random faults."""
+        self._issuers.clear()
         self.documents.clear()
         self.operations.clear()
         self.tokens.clear()
         self.refresh.clear()
-        self._issuers.clear()
         self.random = None
 
     def set_random(
@@ -262,13 +262,6 @@ class FaultPlan:
         if not all(isinstance(kind, Fault) for kind in kinds):
             raise TypeError("kinds must be Fault instances")
         self.random = _RandomFaults(rate, seed, kinds, max_per_document) if rate > 0 else None
-
-    @staticmethod
-    def take(queue: collections.deque[Fault | None]) -> tuple[bool, Fault | None]:
-        """The next scripted entry: ``(True, fault_or_None)``, or ``(False, None)`` if empty."""
-        if queue:
-            return True, queue.popleft()
-        return False, None
 
     def queue(
         self, name: Queue, issuer: tuple[str, str] | None = None
@@ -287,6 +280,13 @@ class FaultPlan:
         """Like :meth:`take`, from ``issuer``'s own queue ``name`` only."""
         queue = self._issuers.get((name, *issuer)) if issuer is not None else None
         return self.take(queue) if queue is not None else (False, None)
+
+    @staticmethod
+    def take(queue: collections.deque[Fault | None]) -> tuple[bool, Fault | None]:
+        """The next scripted entry: ``(True, fault_or_None)``, or ``(False, None)`` if empty."""
+        if queue:
+            return True, queue.popleft()
+        return False, None
 
     def random_fault(self, identity: str, attempt: int) -> Fault | None:
         """The random fault for this attempt of this document, if any."""
