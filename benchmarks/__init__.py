@@ -4,17 +4,18 @@ Every number is reported as a ratio against a floor measured in the same run (th
 is shared and noisy, absolute times drift). One module per benchmark, each with a
 ``run(settings) -> Section``:
 
-========  ================================================================================
-pgp       PGP stage, µs per invoice: library vs raw ``cryptography`` floor, PGPy, gpg
-e2e       ``submit_many`` throughput against a provider in another process, vs raw aiohttp
-token     token requests made by 10,000 cold callers; cost of a warm lookup
-lag       event-loop lag while a batch runs (encryption in threads vs on the loop)
-memory    peak RSS streaming 10k / 100k (/ 1M) documents through ``submit_stream``
-procpool  encryption throughput in a process pool (per-document tasks vs chunked map)
-ledger    the SQLite ledger: journaled stream memory and throughput, resume from 1M entries
-single    one ``submit_secure`` after the other: p50 latency vs raw aiohttp + floor encryption
-bulk      batch throughput and loop lag vs the raw floor, journaled ÷ unjournaled stream
-========  ================================================================================
+================  ========================================================================
+pgp               PGP stage, µs per invoice: library vs raw ``cryptography``, PGPy, gpg
+e2e               ``submit_many`` throughput vs raw aiohttp, provider in another process
+token             token requests made by 10,000 cold callers; cost of a warm lookup
+lag               event-loop lag while a batch runs (encryption in threads vs on the loop)
+memory            peak RSS streaming 10k / 100k (/ 1M) documents through ``submit_stream``
+procpool          encryption throughput in a process pool (per-document tasks vs chunked map)
+ledger            SQLite ledger: journaled stream memory and throughput, resume from 1M entries
+single            one ``submit_secure`` after another: p50 latency vs raw aiohttp + floor
+bulk              batch throughput and loop lag vs the raw floor; journaled ÷ unjournaled
+sandbox_issuers   the sandbox holding 10,000 issuers: memory, documents/s vs 100 issuers
+================  ========================================================================
 
 Results go to ``benchmarks/RESULTS.rst`` and ``benchmarks/results.png``.
 ``python -m benchmarks.compare OLD NEW`` compares two checkouts on the same invoices.
@@ -22,4 +23,15 @@ Results go to ``benchmarks/RESULTS.rst`` and ``benchmarks/results.png``.
 
 from __future__ import annotations
 
-BENCHMARKS = ["pgp", "e2e", "token", "lag", "memory", "procpool", "ledger", "single", "bulk"]
+BENCHMARKS = [
+    "pgp",
+    "e2e",
+    "token",
+    "lag",
+    "memory",
+    "procpool",
+    "ledger",
+    "single",
+    "bulk",
+    "sandbox_issuers",
+]

@@ -7,6 +7,7 @@ the library installs; they need pytest-asyncio. Run with
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -18,7 +19,13 @@ from invoicing_async import (
     document_key,
 )
 from invoicing_async.testing import instant_retries
-from invoicing_sandbox import Fault, Sandbox, sample_invoice
+from invoicing_sandbox import (
+    Fault,
+    Sandbox,
+    sample_invoice,
+    sample_invoices,
+    sandbox_issuers,
+)
 
 # Needed in pytest-asyncio's default (strict) mode; harmless in auto mode.
 pytestmark = pytest.mark.asyncio
@@ -137,3 +144,35 @@ async def test_expired_token_is_renewed_once() -> None:
 
 
 # endregion own-sandbox
+
+
+# region many-issuers
+async def test_a_throttled_issuer_holds_back_nobody_else() -> None:
+    """Three issuers, one throttled: the others' invoices are all committed.
+
+    Each on its first request; the throttled issuer's are refused (429), none committed.
+    """
+    issuers = sandbox_issuers(3)  # {tin: api_key}, the same on every run
+    slow, *others = issuers
+    async with Sandbox(issuers=issuers) as sandbox:
+        sandbox.throttle_issuer(slow, retry_after=0)  # every request of it: 429
+
+        async def send(tin: str) -> None:
+            async with InvoicingClient(
+                sandbox.base_url, tin, issuers[tin], provider_key=sandbox.provider_key
+            ) as client:
+                await client.submit_many(sample_invoices(5, issuer_vat=tin))
+
+        with instant_retries():
+            await asyncio.gather(*(send(tin) for tin in issuers))
+
+        for tin in others:
+            assert len(sandbox.committed_in(client_id=tin)) == 5
+            counts = sandbox.issuer_stats(tin)
+            assert counts.documents == 5  # one request each: nothing refused or re-sent
+            assert counts.throttled == 0
+        assert sandbox.issuer_stats(slow).throttled > 0
+        assert sandbox.issuer_stats(slow).commits == 0
+
+
+# endregion many-issuers

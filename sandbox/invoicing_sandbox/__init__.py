@@ -10,7 +10,9 @@ produce (resets, lost answers, truncated bodies, hangs), scripted or at random b
 reproducible. The provider's key pair is generated once per process
 (:func:`cached_keypair`), and the sandbox decrypts what GnuPG, Sequoia and the library
 send. :meth:`Sandbox.outage` plays the provider being down (connections refused,
-requests hanging, 503s) until switched back. The pytest plugin provides the
+requests hanging, 503s) until switched back. It serves any number of issuers
+(:func:`sandbox_issuers`, ``Sandbox(issuers=...)``), and can revoke or throttle one of
+them while the others go on. The pytest plugin provides the
 ``invoicing_sandbox``, ``invoicing_client`` and ``invoicing_env`` fixtures.
 
 Its own distribution, ``invoicing-async-sandbox``: a client application installs it for
@@ -29,10 +31,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._faults import DEFAULT_RANDOM_KINDS, Fault
+    from ._issuers import sandbox_issuers
     from ._keys import SandboxKeyPair, cached_keypair, generate_keypair
     from ._operations import ReSeeded, StoredUpload
     from ._pos import PosSignature, verify_pos_signature
-    from ._records import CommittedDocument, RequestRecord, SandboxEnvironment, SandboxStats
+    from ._records import (
+        CommittedDocument,
+        IssuerStats,
+        RequestRecord,
+        SandboxEnvironment,
+        SandboxStats,
+    )
     from ._samples import SANDBOX_CLIENT_ID, sample_invoice, sample_invoices
     from ._sandbox import Sandbox
 
@@ -41,6 +50,7 @@ __all__ = [
     "SANDBOX_CLIENT_ID",
     "CommittedDocument",
     "Fault",
+    "IssuerStats",
     "PosSignature",
     "ReSeeded",
     "RequestRecord",
@@ -53,6 +63,7 @@ __all__ = [
     "generate_keypair",
     "sample_invoice",
     "sample_invoices",
+    "sandbox_issuers",
     "verify_pos_signature",
 ]
 
@@ -62,6 +73,7 @@ _HOMES = {
     "SANDBOX_CLIENT_ID": "_samples",
     "CommittedDocument": "_records",
     "Fault": "_faults",
+    "IssuerStats": "_records",
     "PosSignature": "_pos",
     "ReSeeded": "_operations",
     "RequestRecord": "_records",
@@ -74,6 +86,7 @@ _HOMES = {
     "generate_keypair": "_keys",
     "sample_invoice": "_samples",
     "sample_invoices": "_samples",
+    "sandbox_issuers": "_issuers",
     "verify_pos_signature": "_pos",
 }
 

@@ -201,6 +201,7 @@ class Server:
 
     async def _during_outage(self, request: web.Request, exchange: Exchange) -> web.StreamResponse:
         """A request the outage meets: answered 503, held until it ends, or dropped."""
+        self._provider.attribute(exchange, request.headers.get("Authorization", ""))
         outage = self.outage
         exchange.fault = f"outage:{outage.mode}"
         if outage.mode == "503":
@@ -298,11 +299,12 @@ class Server:
     ) -> web.StreamResponse:
         form = await request.post() if request.method == "POST" else None
         # A refresh grant takes a scripted refresh fault first, then any token fault.
-        fault = None
+        self._provider.name_issuer(exchange, form)  # for the issuer's own scripted faults
+        fault, issuer = None, exchange.issuer_key
         if form is not None and form.get("grant_type") == "refresh_token":
-            _, fault = self._faults.take(self._faults.refresh)
+            _, fault = self._faults.next("refresh", issuer)
         if fault is None:
-            _, fault = self._faults.take(self._faults.tokens)
+            _, fault = self._faults.next("tokens", issuer)
         early = await self._before(request, fault, exchange)
         if early is not None:
             return early
@@ -313,13 +315,18 @@ class Server:
     async def _document(
         self, request: web.Request, environment: str, exchange: Exchange, *, encrypted: bool
     ) -> web.StreamResponse:
-        """One submission: capacity, scripted fault, checks, random fault, commit, response."""
+        """One submission: throttle, capacity, scripted fault, checks, random fault, commit."""
+        throttled = self._throttled(request, exchange)
+        if throttled is not None:
+            return await self._send(request, throttled, None, exchange)
         if self._max_in_flight is not None and self._documents_in_flight >= self._max_in_flight:
             # Over capacity: refused before anything is read or processed.
             overload = fault_reply(Fault.status(429, retry_after=0))
             return await self._send(request, overload, None, exchange)
         self._documents_in_flight += 1
         try:
+            if exchange.issuer_key is not None:  # a test may hold this issuer's requests
+                await self._gate.enter(self._stopping, exchange.issuer_key)
             return await self._process_document(request, environment, exchange, encrypted=encrypted)
         finally:
             self._documents_in_flight -= 1
@@ -342,8 +349,10 @@ class Server:
         admitted = await self._admit(request, environment, body, exchange, encrypted=encrypted)
         if isinstance(admitted, Reply):
             return await self._send(request, admitted, fault, exchange)
-        if not scripted:
-            fault = self._faults.random_fault(admitted.key[2], exchange.attempt or 1)
+        if not scripted:  # its issuer's scripted fault, else a random one
+            scripted, fault = self._faults.own("documents", exchange.issuer_key)
+            if not scripted:
+                fault = self._faults.random_fault(admitted.key[2], exchange.attempt or 1)
             early = await self._before(request, fault, exchange)
             if early is not None:
                 return early
@@ -385,7 +394,10 @@ class Server:
         """Another operation (:mod:`._operations`): scripted fault, checks, state, reply."""
         operations = self._operations
         assert operations is not None  # noqa: S101  (routed only with operations)
-        _, fault = self._faults.take(self._faults.operations)
+        throttled = self._throttled(request, exchange)
+        if throttled is not None:
+            return await self._send(request, throttled, None, exchange)
+        _, fault = self._faults.next("operations", exchange.issuer_key)
         early = await self._before(request, fault, exchange)
         if early is not None:
             return early
@@ -403,6 +415,15 @@ class Server:
             else:
                 reply = operations.handle(name, exchange, call)
         return await self._send(request, reply, fault, exchange)
+
+    def _throttled(self, request: web.Request, exchange: Exchange) -> Reply | None:
+        """Note the issuer of a bearer request; the 429 of a throttled one, or ``None``.
+
+        Before anything is read or processed, as a per-account rate limiter in front of
+        the service.
+        """
+        self._provider.attribute(exchange, request.headers.get("Authorization", ""))
+        return self._provider.throttled(exchange)
 
     def _authenticate(
         self, request: web.Request, environment: str, exchange: Exchange

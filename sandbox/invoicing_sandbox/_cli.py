@@ -8,6 +8,10 @@ directory. On a
 network (``--host 0.0.0.0``) it serves HTTPS with a certificate from a CA it makes at
 start: clients trust that CA (``INVOICING_CA_FILE``), and the client's refusal of plain
 http beyond loopback stays as it is.
+
+It serves many issuers too: ``--issuers FILE`` registers those of a credentials file
+(:mod:`._issuerfile`), ``--issuer-count N`` makes N and writes their credentials to a
+file only its owner can read; API keys of these are never printed.
 """
 
 from __future__ import annotations
@@ -152,6 +156,27 @@ def register(commands: Commands) -> None:
         metavar="SECONDS",
         help="plus a random delay up to SECONDS (0)",
     )
+    many = sandbox.add_argument_group("many issuers")
+    source = many.add_mutually_exclusive_group()
+    source.add_argument(
+        "--issuers",
+        metavar="FILE",
+        help="also serve the issuers of FILE, in the default environment: a JSON object "
+        '{"TIN": "API key", ...} or CSV lines TIN,API key',
+    )
+    source.add_argument(
+        "--issuer-count",
+        type=int,
+        metavar="N",
+        help="also serve N issuers with generated TINs and API keys (the same keys on "
+        "every run with --seed) and write their credentials, a JSON object, to "
+        "DIR/issuers.json (mode 0600; the keys are never printed)",
+    )
+    many.add_argument(
+        "--issuers-out",
+        metavar="FILE",
+        help="where --issuer-count writes the credentials (DIR/issuers.json)",
+    )
     sandbox.set_defaults(handler=_sandbox)
 
 
@@ -169,19 +194,24 @@ async def _sandbox(args: argparse.Namespace) -> int:
         from ._tls import default_names  # noqa: PLC0415
 
         names += [n for n in default_names(args.host) if n not in names]
+    issuers = _issuers(args)
     directory, cleanup = _files_directory(args)
     with cleanup:
-        sb = module.Sandbox(
-            host=args.host,
-            port=args.port,
-            key_algorithm=args.key_algorithm,
-            key_file=args.key_file or _kept_key(args, directory),
-            seed=args.seed,
-            tls=tls,
-            tls_names=names or None,
-            public_host=args.name[0] if args.name else None,
-            require_fields=args.require_fields,
-        )
+        try:
+            sb = module.Sandbox(
+                host=args.host,
+                port=args.port,
+                key_algorithm=args.key_algorithm,
+                key_file=args.key_file or _kept_key(args, directory),
+                seed=args.seed,
+                tls=tls,
+                tls_names=names or None,
+                public_host=args.name[0] if args.name else None,
+                require_fields=args.require_fields,
+                issuers=issuers,
+            )
+        except ValueError as exc:  # an issuer of the file clashes with the default client
+            raise UsageError(str(exc)) from None
         started = time.monotonic()
         try:
             await sb.start()
@@ -194,14 +224,16 @@ async def _sandbox(args: argparse.Namespace) -> int:
                 ) from None
             raise
         try:
-            await _serve(sb, args, directory)
+            await _serve(sb, args, directory, issuers or {})
         finally:
             await sb.close()
     print(_farewell(sb, time.monotonic() - started), flush=True)
     return 0
 
 
-async def _serve(sb: Sandbox, args: argparse.Namespace, directory: Path) -> None:
+async def _serve(
+    sb: Sandbox, args: argparse.Namespace, directory: Path, issuers: dict[str, str]
+) -> None:
     if args.faults:
         sb.random_faults(rate=args.faults, seed=args.fault_seed)
     if args.latency or args.latency_jitter:
@@ -212,8 +244,29 @@ async def _serve(sb: Sandbox, args: argparse.Namespace, directory: Path) -> None
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
     # Announced once Ctrl-C stops it: the banner says "press Ctrl-C to stop".
-    _announce(sb, args, directory)
+    _announce(sb, args, directory, issuers)
     await stop.wait()
+
+
+def _issuers(args: argparse.Namespace) -> dict[str, str] | None:
+    """The issuers ``--issuers`` reads or ``--issuer-count`` makes (checked before start)."""
+    from ._issuerfile import read_issuers  # noqa: PLC0415
+    from ._issuers import sandbox_issuers  # noqa: PLC0415
+
+    if args.issuers_out and args.issuer_count is None:
+        raise UsageError("--issuers-out names the file --issuer-count writes: add --issuer-count")
+    if args.issuers:
+        try:
+            return read_issuers(args.issuers)
+        except OSError as exc:
+            raise UsageError(f"cannot read --issuers {args.issuers}: {exc.strerror}") from None
+        except ValueError as exc:
+            raise UsageError(f"--issuers: {exc}") from None
+    if args.issuer_count is None:
+        return None
+    if args.issuer_count < 0:
+        raise UsageError("--issuer-count must not be negative")
+    return sandbox_issuers(args.issuer_count, seed=args.seed)
 
 
 def _files_directory(args: argparse.Namespace) -> tuple[Path, contextlib.ExitStack]:
@@ -254,7 +307,9 @@ def _write_private(path: Path, text: str) -> None:
         file.write(text)
 
 
-def _announce(sb: Sandbox, args: argparse.Namespace, directory: Path) -> None:
+def _announce(
+    sb: Sandbox, args: argparse.Namespace, directory: Path, issuers: dict[str, str]
+) -> None:
     variables = sb.client_variables(directory)
     key_path = Path(variables[ENV_PROVIDER_KEY])
     if args.public_key_out:
@@ -278,6 +333,7 @@ def _announce(sb: Sandbox, args: argparse.Namespace, directory: Path) -> None:
         for name in sb.environments[1:]
     ]
     lines.append(f"inspect:       {sb.inspect_url}/ (stats, documents, requests)")
+    lines += _issuer_lines(sb, args, directory, issuers)
     if args.faults or args.latency or args.latency_jitter:
         lines.append(
             f"faults:        {args.faults:.0%} of document requests (seed {args.fault_seed}); "
@@ -289,6 +345,22 @@ def _announce(sb: Sandbox, args: argparse.Namespace, directory: Path) -> None:
     lines += [f"  export {name}={value}" for name, value in variables.items()]
     lines.append("press Ctrl-C to stop")
     print("\n".join(lines), flush=True)
+
+
+def _issuer_lines(
+    sb: Sandbox, args: argparse.Namespace, directory: Path, issuers: dict[str, str]
+) -> list[str]:
+    """The banner's lines on the issuers of ``--issuers`` / ``--issuer-count`` (no key)."""
+    where = f"environment {sb.environments[0]}"
+    if args.issuers:
+        return [f"issuers:       {len(issuers)} more from {args.issuers} ({where})"]
+    if args.issuer_count is None:
+        return []
+    from ._issuerfile import write_issuers  # noqa: PLC0415
+
+    written = write_issuers(args.issuers_out or directory / "issuers.json", issuers).resolve()
+    what = "credentials (JSON, TIN to API key, mode 0600)"
+    return [f"issuers:       {len(issuers)} more ({where}); {what}: {written}"]
 
 
 def _farewell(sb: Sandbox, elapsed: float) -> str:

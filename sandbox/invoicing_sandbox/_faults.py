@@ -29,7 +29,7 @@ import attrs
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["BEFORE_COMMIT", "DEFAULT_RANDOM_KINDS", "Fault", "FaultKind", "FaultPlan"]
+__all__ = ["BEFORE_COMMIT", "DEFAULT_RANDOM_KINDS", "Fault", "FaultKind", "FaultPlan", "Queue"]
 
 FaultKind = Literal[
     "latency",
@@ -46,6 +46,10 @@ FaultKind = Literal[
     "foreign_record",
     "echo_secrets",
 ]
+
+#: The scripted queues: for document requests, the other operations, token requests,
+#: and refresh grants (which take their own first, then the token requests').
+Queue = Literal["documents", "operations", "tokens", "refresh"]
 
 #: Kinds applied before the request is processed; the others mangle the response.
 BEFORE_COMMIT: frozenset[str] = frozenset({"latency", "status", "reset", "hang"})
@@ -203,6 +207,8 @@ class FaultPlan:
     """Scripted queues (documents, tokens, refresh grants, operations); random faults.
 
     Random faults are drawn for documents only: the other operations take scripted ones.
+    Each queue has a version per issuer (``(environment, tin)``, ``script(..., issuer=tin)``)
+    that only that issuer's requests take from, when the shared queue is empty.
     """
 
     def __init__(self) -> None:
@@ -215,6 +221,14 @@ class FaultPlan:
         #: Every document request waits ``latency[0]`` plus up to ``latency[1]`` seconds.
         self.latency: tuple[float, float] = (0.0, 0.0)
         self._rng = random.Random()
+        self._shared = {
+            "documents": self.documents,
+            "operations": self.operations,
+            "tokens": self.tokens,
+            "refresh": self.refresh,
+        }
+        #: One issuer's queues, by ``(queue, environment, tin)``: made when scripted.
+        self._issuers: dict[tuple[Queue, str, str], collections.deque[Fault | None]] = {}
 
     def set_latency(self, seconds: float, jitter: float = 0.0) -> None:
         """Delay every document request by ``seconds`` plus up to ``jitter`` at random."""
@@ -229,6 +243,7 @@ class FaultPlan:
 
     def clear(self) -> None:
         """Forget scripted and random faults."""
+        self._issuers.clear()
         self.documents.clear()
         self.operations.clear()
         self.tokens.clear()
@@ -247,6 +262,24 @@ class FaultPlan:
         if not all(isinstance(kind, Fault) for kind in kinds):
             raise TypeError("kinds must be Fault instances")
         self.random = _RandomFaults(rate, seed, kinds, max_per_document) if rate > 0 else None
+
+    def queue(
+        self, name: Queue, issuer: tuple[str, str] | None = None
+    ) -> collections.deque[Fault | None]:
+        """The shared queue ``name``, or ``issuer``'s (``(environment, tin)``) to script."""
+        if issuer is None:
+            return self._shared[name]
+        return self._issuers.setdefault((name, *issuer), collections.deque())
+
+    def next(self, name: Queue, issuer: tuple[str, str] | None) -> tuple[bool, Fault | None]:
+        """Like :meth:`take`, for a request of ``issuer``: the shared queue, then its own."""
+        scripted, fault = self.take(self._shared[name])
+        return (scripted, fault) if scripted else self.own(name, issuer)
+
+    def own(self, name: Queue, issuer: tuple[str, str] | None) -> tuple[bool, Fault | None]:
+        """Like :meth:`take`, from ``issuer``'s own queue ``name`` only."""
+        queue = self._issuers.get((name, *issuer)) if issuer is not None else None
+        return self.take(queue) if queue is not None else (False, None)
 
     @staticmethod
     def take(queue: collections.deque[Fault | None]) -> tuple[bool, Fault | None]:

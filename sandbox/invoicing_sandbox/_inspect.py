@@ -15,6 +15,16 @@ with a letter or a digit), so they never collide with the provider's API::
     GET /_sandbox/pos-signatures        POS signatures issued
     GET /_sandbox/pos-keys/{issuerTin}  an issuer's POS public key (Ed25519, base64)
     GET /_sandbox/reseeds               B2G documents forwarded again
+    GET /_sandbox/issuers               issuers: revoked, throttled, counters
+                                        (?environment= &offset= &limit=)
+    GET /_sandbox/issuers/{tin}         one issuer (?environment=)
+
+and, to play one issuer's faults from another process (a service's tests)::
+
+    POST /_sandbox/issuers/{tin}/revoke      its credentials refused from now on
+    POST /_sandbox/issuers/{tin}/restore     accepted again
+    POST /_sandbox/issuers/{tin}/throttle    429 (?retry_after=SECONDS &rate=PER_SECOND)
+    POST /_sandbox/issuers/{tin}/unthrottle  served normally again
 
 Sans I/O like the provider: a request's method, path and query in, a
 :class:`~._replies.Reply` out. Never an API key or a token: the index names client ids
@@ -27,6 +37,8 @@ import json
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from ._replies import METHOD_NOT_ALLOWED, Reply, error_reply
 from ._wire import dumps
 
@@ -35,7 +47,7 @@ if TYPE_CHECKING:
 
     from ._operations import Operations
     from ._provider import Provider
-    from ._records import CommittedDocument, RequestRecord
+    from ._records import CommittedDocument, IssuerStats, RequestRecord
 
 __all__ = ["PREFIX", "Inspector"]
 
@@ -68,6 +80,7 @@ def _request(record: RequestRecord) -> dict[str, Any]:
         "fault": record.fault,
         "identity": record.identity,
         "client_id": record.client_id,
+        "issuer": record.issuer,
         "attempt": record.attempt,
     }
 
@@ -102,28 +115,30 @@ class Inspector:
 
     def answer(self, method: str, path: str, query: Mapping[str, str]) -> Reply:
         """The reply to ``method path`` (``path`` below :data:`PREFIX`)."""
+        route = path.strip("/")
+        if route.partition("/")[0] == "issuers":
+            return self._issuers_route(method, route.split("/")[1:], query)
         if method not in ("GET", "HEAD"):
             return METHOD_NOT_ALLOWED
-        route = path.strip("/")
+        whole = {"": self._index, "stats": self._stats, "provider-key": self._key}
         try:
-            if route == "":
-                return self._index()
-            if route == "stats":
-                return self._stats()
+            if route in whole:
+                return whole[route]()
             if route == "documents":
                 return self._documents(query)
             if route.startswith("documents/"):
                 return self._document(urllib.parse.unquote(route[len("documents/") :]))
             if route == "requests":
                 return self._requests(query)
-            if route == "provider-key":
-                return Reply(200, self._public_key.encode("ascii"), content_type="text/plain")
             answer = self._operations.inspect(route) if self._operations is not None else None
             if answer is not None:
                 return answer
         except ValueError as exc:
             return error_reply(400, str(exc))
         return error_reply(404, f"no such sandbox endpoint: {PREFIX}/{route}"[:300])
+
+    def _key(self) -> Reply:
+        return Reply(200, self._public_key.encode("ascii"), content_type="text/plain")
 
     def _index(self) -> Reply:
         provider = self._provider
@@ -137,6 +152,7 @@ class Inspector:
             for env in provider.environments.values()
         ]
         endpoints = ["stats", "documents", "documents/{identity}", "requests", "provider-key"]
+        endpoints += ["issuers", "issuers/{tin}"]
         if self._operations is not None:
             endpoints += ["uploads", "uploads/{id}", "pos-signatures", "pos-keys/{issuerTin}"]
             endpoints.append("reseeds")
@@ -190,3 +206,85 @@ class Inspector:
         limit = min(_number(query, "limit", _MAX_LIMIT), _MAX_LIMIT)
         records = [_request(r) for r in self._provider.requests if r.seq > since][:limit]
         return _json({"requests": records})
+
+    # --- issuers -----------------------------------------------------------------------
+
+    def _issuers_route(self, method: str, parts: list[str], query: Mapping[str, str]) -> Reply:
+        """``issuers``, ``issuers/{tin}`` (GET) and ``issuers/{tin}/{action}`` (POST)."""
+        reading = method in ("GET", "HEAD")
+        try:
+            if not parts and reading:
+                return self._issuers(query)
+            if len(parts) == 1 and reading:
+                return self._issuer(parts[0], query)
+            if len(parts) == 2 and method == "POST":
+                return self._control(parts[0], parts[1], query)
+        except ValueError as exc:
+            return error_reply(400, str(exc))
+        if len(parts) <= 2:
+            allow = "POST" if len(parts) == 2 else "GET"
+            return error_reply(405, f"use {allow}", headers=(("Allow", allow),))
+        return error_reply(404, f"no such sandbox endpoint: {PREFIX}/issuers/..."[:300])
+
+    def _issuers(self, query: Mapping[str, str]) -> Reply:
+        environment = query.get("environment")
+        offset = _number(query, "offset", 0)
+        limit = min(_number(query, "limit", 100), _MAX_LIMIT)
+        names = [environment] if environment else list(self._provider.environments)
+        registered = [
+            (env.name, tin) for env in map(self._provider.environment, names) for tin in env.clients
+        ]
+        page = [self._issuer_state(*key) for key in registered[offset : offset + limit]]
+        return _json({"total": len(registered), "offset": offset, "issuers": page})
+
+    def _issuer(self, tin: str, query: Mapping[str, str]) -> Reply:
+        try:
+            key = self._provider.issuer(query.get("environment"), urllib.parse.unquote(tin))
+        except KeyError as exc:
+            return error_reply(404, str(exc.args[0]))
+        return _json(self._issuer_state(*key))
+
+    def _issuer_state(self, environment: str, tin: str) -> dict[str, Any]:
+        provider = self._provider
+        counts = provider.stats.by_issuer.get((environment, tin))
+        throttle = provider.issuers.throttles.get((environment, tin))
+        return {
+            "environment": environment,
+            "client_id": tin,
+            "revoked": (environment, tin) in provider.issuers.revoked,
+            "throttle": (
+                None
+                if throttle is None
+                else {"retry_after": throttle.retry_after, "rate": throttle.rate}
+            ),
+            "counts": _counts(counts) if counts is not None else None,
+        }
+
+    def _control(self, tin: str, action: str, query: Mapping[str, str]) -> Reply:
+        """``POST /_sandbox/issuers/{tin}/{action}``: play (or end) one issuer's fault."""
+        provider, environment = self._provider, query.get("environment")
+        tin = urllib.parse.unquote(tin)
+        try:
+            if action == "revoke":
+                provider.revoke_issuer(environment, tin)
+            elif action == "restore":
+                provider.restore_issuer(environment, tin)
+            elif action == "throttle":
+                retry_after = _number(query, "retry_after", 1)
+                rate = float(query["rate"]) if query.get("rate") else None
+                provider.throttle_issuer(environment, tin, retry_after=retry_after, rate=rate)
+            elif action == "unthrottle":
+                provider.unthrottle_issuer(environment, tin)
+            else:
+                message = "use revoke, restore, throttle or unthrottle"
+                return error_reply(404, f"no such issuer action {action[:40]!r}: {message}")
+        except KeyError as exc:
+            return error_reply(404, str(exc.args[0]))
+        return self._issuer(tin, query)
+
+
+def _counts(counts: IssuerStats) -> dict[str, Any]:
+    answer = attrs.asdict(counts)
+    answer["submissions"] = {str(k): n for k, n in sorted(counts.submissions.items(), key=str)}
+    answer["documents"] = counts.documents
+    return answer

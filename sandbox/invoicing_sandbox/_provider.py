@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from ._issuers import Credentials, IssuerState, check_issuers
 from ._records import CommittedDocument, RequestRecord, SandboxStats
 from ._replies import Reply, error_reply
 from ._rules import (
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     import datetime as dt
     import random
     from collections.abc import Callable, Iterable, Mapping
+
+    from ._issuers import IssuerKey
 
 __all__ = ["Environment", "Exchange", "Provider", "Route", "Submission"]
 
@@ -76,6 +79,16 @@ class Exchange:
     attempt: int | None = None
     #: What the counters record if no status line is sent: ``drop`` or ``reset``.
     dropped: str = "drop"
+    #: Who the request comes from, authenticated or not (see ``RequestRecord.issuer``).
+    issuer: str | None = None
+
+    @property
+    def issuer_key(self) -> IssuerKey | None:
+        """``(environment, issuer)`` when both are known: what per-issuer state is keyed by."""
+        issuer = self.issuer or self.client_id
+        if self.environment is None or issuer is None:
+            return None
+        return self.environment, issuer
 
     def log_line(self, seconds: float) -> str:
         """One line for the request log: what arrived, what was answered, how long it took.
@@ -104,6 +117,7 @@ class Exchange:
             fault=self.fault,
             identity=self.identity,
             client_id=self.client_id,
+            issuer=self.issuer or self.client_id,
             attempt=self.attempt,
             query=self.query,
         )
@@ -178,6 +192,7 @@ class Provider:
             self.environments[name] = Environment(name, {tin: secret}, tin)
         self.default = names[0]
         self.salt = salt
+        self._clock = clock
         self._domain = domain.rstrip("/")
         self._duplicate_detection = duplicate_detection
         self.require_fields = require_fields
@@ -185,7 +200,7 @@ class Provider:
         self.reset()
 
     def reset(self) -> None:
-        """Forget documents, log, stats and tokens; credentials stay, marks keep counting."""
+        """Forget documents, log, stats, tokens, issuer faults; credentials stay, marks count on."""
         self.tokens.reset()
         self._store: dict[tuple[str, str, str], CommittedDocument] = {}
         self._record_bodies: dict[tuple[str, str, str], bytes] = {}
@@ -196,6 +211,7 @@ class Provider:
         self._seq = itertools.count(1)
         self.stats = SandboxStats()
         self.commit_count = 0
+        self.issuers = IssuerState()
 
     # --- environments and clients ------------------------------------------------------
 
@@ -214,6 +230,59 @@ class Provider:
         if env.clients.get(client_id, client_secret) != client_secret:
             raise ValueError(f"client {client_id!r} already exists with another API key")
         env.clients[client_id] = client_secret
+
+    def add_issuers(self, environment: str | None, issuers: Mapping[str, str]) -> None:
+        """Register many issuers (``{tin: api_key}``) in ``environment``, all or none."""
+        env = self.environment(environment)
+        env.clients.update(check_issuers(issuers, env.clients))
+
+    def issuer(self, environment: str | None, tin: str) -> IssuerKey:
+        """``(environment, tin)`` of a registered issuer; ``KeyError`` if there is none."""
+        env = self.environment(environment)
+        if tin not in env.clients:
+            raise KeyError(f"no issuer {tin!r} in environment {env.name!r}")
+        return env.name, tin
+
+    def revoke_issuer(self, environment: str | None, tin: str) -> None:
+        """Refuse the issuer's credentials from now on (see ``_issuers``); others go on."""
+        key = self.issuer(environment, tin)
+        self.issuers.revoked.add(key)
+        self.tokens.revoke_client(*key)
+
+    def restore_issuer(self, environment: str | None, tin: str) -> None:
+        """Accept a revoked issuer's credentials again (its revoked tokens stay revoked)."""
+        self.issuers.revoked.discard(self.issuer(environment, tin))
+
+    def throttle_issuer(
+        self,
+        environment: str | None,
+        tin: str,
+        *,
+        retry_after: int | str,
+        rate: float | None,
+    ) -> None:
+        """Answer the issuer's document and operation requests 429 (above ``rate``/s)."""
+        key = self.issuer(environment, tin)
+        self.issuers.throttle(key, retry_after=retry_after, rate=rate, now=self._clock())
+
+    def unthrottle_issuer(self, environment: str | None, tin: str) -> None:
+        """Serve the issuer's requests normally again."""
+        self.issuers.throttles.pop(self.issuer(environment, tin), None)
+
+    def attribute(self, exchange: Exchange, authorization: str) -> None:
+        """Note who a bearer request comes from (its token's client), before any check."""
+        if exchange.environment is not None:
+            exchange.issuer = self.tokens.owner(exchange.environment, authorization)
+
+    def throttled(self, exchange: Exchange) -> Reply | None:
+        """The 429 of a throttled issuer's request over its rate, or ``None``: go on."""
+        key = exchange.issuer_key
+        if key is None or not self.issuers.throttles:
+            return None
+        refusal = self.issuers.refusal(key, self._clock())
+        if refusal is not None:
+            exchange.fault = "throttled"
+        return refusal
 
     # --- the request log ---------------------------------------------------------------
 
@@ -238,11 +307,26 @@ class Provider:
         )
 
     def finish(self, exchange: Exchange) -> None:
-        """Log a finished request and count a submission by its outcome."""
+        """Log a finished request and count it: a submission by its outcome, its issuer's."""
         self._log.append(exchange.record())
+        outcome = exchange.status if exchange.status is not None else exchange.dropped
         if exchange.route == "document":
-            outcome = exchange.status if exchange.status is not None else exchange.dropped
             self.stats.submissions[outcome] += 1
+        key = exchange.issuer_key
+        if key is None:
+            return
+        counts = self.stats.issuer(*key)
+        counts.requests += 1
+        if exchange.route == "token":
+            counts.token_requests += 1
+            if exchange.status == 200:
+                counts.tokens_issued += 1
+        elif exchange.route == "document":
+            counts.submissions[outcome] += 1
+        elif exchange.route == "operation":
+            counts.operations += 1
+        if exchange.fault == "throttled":
+            counts.throttled += 1
 
     @property
     def requests(self) -> list[RequestRecord]:
@@ -254,10 +338,23 @@ class Provider:
     def grant(self, form: Mapping[str, Any], environment: str, exchange: Exchange) -> Reply:
         """Issue tokens for a client-credentials or refresh grant, or refuse (see ``_tokens``)."""
         env = self.environment(environment)
-        reply, client_id = self.tokens.grant(form, env.name, env.clients, self.stats)
+        self.name_issuer(exchange, form)
+        clients: Mapping[str, str] = env.clients
+        if self.issuers.revoked:  # a revoked issuer's grant is refused as wrong credentials
+            clients = Credentials(env.name, env.clients, self.issuers)
+        reply, client_id = self.tokens.grant(form, env.name, clients, self.stats)
         if client_id is not None:
             exchange.client_id = client_id
+        elif exchange.issuer_key in self.issuers.revoked:
+            exchange.fault = "revoked"
         return reply
+
+    def name_issuer(self, exchange: Exchange, form: Mapping[str, Any] | None) -> None:
+        """Note who a token request comes from: the ``client_id`` it names, if registered."""
+        env = self.environments.get(exchange.environment or "")
+        named = str(form.get("client_id") or "") if form is not None else ""
+        if env is not None and named in env.clients:
+            exchange.issuer = named
 
     def authenticate(
         self, environment: str, authorization: str, api_key: str, exchange: Exchange
@@ -266,9 +363,14 @@ class Provider:
         env = self.environment(environment)
         client_id, refusal = self.tokens.check(env.name, authorization)
         if refusal is not None or client_id is None:
+            if exchange.issuer_key in self.issuers.revoked:
+                exchange.fault = "revoked"
             return refusal
         expected = env.clients.get(client_id, "").encode()
-        if not secrets.compare_digest(api_key.encode(), expected):
+        revoked = (env.name, client_id) in self.issuers.revoked
+        if revoked or not secrets.compare_digest(api_key.encode(), expected):
+            if revoked:
+                exchange.fault = "revoked"
             return error_reply(401, "the API key is missing or not valid")
         exchange.client_id = client_id
         return None
@@ -347,6 +449,7 @@ class Provider:
             self._by_identity[identity] = committed
         self._by_mark[environment, client_id, mark] = key
         self.commit_count += 1
+        self.stats.issuer(environment, client_id).commits += 1
         return Reply(201, record_body)
 
     @property

@@ -13,7 +13,13 @@ import attrs
 
 from invoicing_async import DocumentResult  # noqa: TC001  (for get_type_hints)
 
-__all__ = ["CommittedDocument", "RequestRecord", "SandboxEnvironment", "SandboxStats"]
+__all__ = [
+    "CommittedDocument",
+    "IssuerStats",
+    "RequestRecord",
+    "SandboxEnvironment",
+    "SandboxStats",
+]
 
 
 @attrs.frozen
@@ -84,6 +90,12 @@ class RequestRecord:
     identity: str | None = None
     #: The authenticated client, when known.
     client_id: str | None = None
+    #: The issuer the request came from, authenticated or not: the client its bearer token
+    #: was issued to (the token valid or not), or the ``client_id`` a token request named
+    #: (when the environment has that client). ``None`` when neither is known.
+    #:
+    #: .. versionadded:: 0.4.0
+    issuer: str | None = None
     #: For documents: this request's attempt number for that identity (from 1).
     attempt: int | None = None
     #: Query parameters as received (``sendMethod``, ``timeStamp`` …).
@@ -91,10 +103,44 @@ class RequestRecord:
 
 
 @attrs.define
+class IssuerStats:
+    """One issuer's counters since the sandbox started (or was last reset).
+
+    Read them with :meth:`Sandbox.issuer_stats() <invoicing_sandbox.Sandbox.issuer_stats>`
+    or :attr:`SandboxStats.by_issuer`. A request counts for the issuer it came from
+    (:attr:`RequestRecord.issuer`), whatever it was answered.
+
+    .. versionadded:: 0.4.0
+    """
+
+    #: Every request of the issuer: token, document and operation requests.
+    requests: int = 0
+    #: Requests to ``/oauth/token`` naming it (both grants, refused ones too).
+    token_requests: int = 0
+    #: Of those, the ones answered with a token.
+    tokens_issued: int = 0
+    #: Requests to the other operations (cancellations, POS signatures, uploads …).
+    operations: int = 0
+    #: Documents committed (each re-commit too, without duplicate detection).
+    commits: int = 0
+    #: Requests answered 429 because the issuer is throttled
+    #: (:meth:`Sandbox.throttle_issuer() <invoicing_sandbox.Sandbox.throttle_issuer>`).
+    throttled: int = 0
+    #: Document requests by outcome, as :attr:`SandboxStats.submissions`.
+    submissions: collections.Counter[int | str] = attrs.field(factory=collections.Counter)
+
+    @property
+    def documents(self) -> int:
+        """Document requests, whatever their outcome."""
+        return sum(self.submissions.values())
+
+
+@attrs.define
 class SandboxStats:
     """Counters since the sandbox started (or was last reset).
 
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.4.0 :attr:`by_issuer`.
     """
 
     #: Requests to ``/oauth/token`` (both grants).
@@ -105,3 +151,13 @@ class SandboxStats:
     #: ``"reset"`` (connection reset before processing) / ``"drop"`` (closed without a
     #: status line after processing, or a hung request given up).
     submissions: collections.Counter[int | str] = attrs.field(factory=collections.Counter)
+    #: Each issuer's counters, by ``(environment, tin)``: only of the issuers that sent
+    #: a request (10,000 registered issuers cost nothing here until they do).
+    by_issuer: dict[tuple[str, str], IssuerStats] = attrs.field(factory=dict)
+
+    def issuer(self, environment: str, tin: str) -> IssuerStats:
+        """``tin``'s counters in ``environment``, made on first use."""
+        stats = self.by_issuer.get((environment, tin))
+        if stats is None:
+            stats = self.by_issuer[environment, tin] = IssuerStats()
+        return stats

@@ -24,7 +24,13 @@ from ._keys import Algorithm, KeyMaterial, cached_keypair, key_material
 from ._operations import Operations
 from ._pos import verify_pos_signature
 from ._provider import Provider
-from ._records import CommittedDocument, RequestRecord, SandboxEnvironment, SandboxStats
+from ._records import (
+    CommittedDocument,
+    IssuerStats,
+    RequestRecord,
+    SandboxEnvironment,
+    SandboxStats,
+)
 from ._samples import SANDBOX_CLIENT_ID
 from ._tls import ServerCertificate, default_names
 
@@ -36,6 +42,8 @@ if TYPE_CHECKING:
 
     from invoicing_async import ProviderKey
 
+    from ._faults import Queue
+    from ._issuers import IssuerKey
     from ._operations import ReSeeded, StoredUpload
     from ._outage import OutageMode
     from ._pos import PosSignature
@@ -92,9 +100,12 @@ class Sandbox:
         ``Summaries`` with ``TotalNetValue``, ``TotalVatAmount`` and ``TotalGrossValue``.
         ``False`` checks fields only when present (and the issuer's VAT against the API
         key only when there is one): for tests that send odd documents on purpose.
+    :param issuers: more issuers of the default environment, ``{tin: api_key}`` (see
+        :meth:`add_issuers`, and :func:`~invoicing_sandbox.sandbox_issuers` to make many).
 
     .. versionadded:: 0.1.0
     .. versionchanged:: 0.3.0 required fields are enforced; ``require_fields``.
+    .. versionchanged:: 0.4.0 ``issuers``.
     """
 
     def __init__(
@@ -120,6 +131,7 @@ class Sandbox:
         token_propagation_delay: float = 0.0,
         revoke_tokens_on_issue: bool = False,
         require_fields: bool = True,
+        issuers: Mapping[str, str] | None = None,
     ) -> None:
         salt = secrets.token_hex(16) if seed is None else f"seed:{seed}"
         self._provider = Provider(
@@ -137,6 +149,8 @@ class Sandbox:
             revoke_tokens_on_issue=revoke_tokens_on_issue,
             require_fields=require_fields,
         )
+        if issuers:
+            self._provider.add_issuers(None, issuers)
         self._operations = Operations(self._provider, salt)
         self._host = host
         self._tls_names = list(tls_names) if tls_names is not None else default_names(host)
@@ -347,6 +361,19 @@ class Sandbox:
         """Register another issuer (TIN and API key) in ``environment``."""
         self._provider.add_client(environment, client_id, client_secret)
 
+    def add_issuers(self, issuers: Mapping[str, str], *, environment: str | None = None) -> None:
+        """Register many issuers at once, ``{tin: api_key}``, in ``environment`` (the default).
+
+        All or none: a TIN or key that is not a non-empty string, or a TIN registered
+        with another key, is an error naming the TIN (never the key), and nothing of
+        ``issuers`` is added. Cheap: 10,000 issuers are a dict of 10,000 entries, and a
+        request finds its issuer by a look-up (see :func:`~invoicing_sandbox.sandbox_issuers`).
+        A client of one of them: ``environment(client_id=tin)`` has its base URL and key.
+
+        .. versionadded:: 0.4.0
+        """
+        self._provider.add_issuers(environment, issuers)
+
     @property
     def committed(self) -> Mapping[str, CommittedDocument]:
         """Every committed document by identity (read-only, live).
@@ -381,8 +408,28 @@ class Sandbox:
 
     @property
     def stats(self) -> SandboxStats:
-        """Counters of token requests and submissions by outcome."""
+        """Counters of token requests and submissions by outcome (and by issuer)."""
         return self._provider.stats
+
+    def issuer_stats(self, tin: str, *, environment: str | None = None) -> IssuerStats:
+        """One issuer's counters: requests, token requests, commits, 429s of its throttle.
+
+        All zero for an issuer that sent nothing (live otherwise, like :attr:`stats`). A
+        test of many issuers says by counts what the others met: "no 429, every document
+        committed on its first request", whatever the machine's speed.
+
+        .. versionadded:: 0.4.0
+        """
+        counts = self._provider.stats.by_issuer.get(self._issuer(tin, environment))
+        return counts if counts is not None else IssuerStats()
+
+    def requests_of(self, tin: str, *, environment: str | None = None) -> list[RequestRecord]:
+        """Every finished request of one issuer (see :attr:`RequestRecord.issuer`), in order.
+
+        .. versionadded:: 0.4.0
+        """
+        name, _ = self._issuer(tin, environment)
+        return [r for r in self.requests if r.issuer == tin and r.environment == name]
 
     @property
     def uploads(self) -> list[StoredUpload]:
@@ -429,6 +476,8 @@ class Sandbox:
     def reset(self) -> None:
         """Forget documents, requests, stats, tokens and faults (credentials stay).
 
+        Issuers revoked or throttled are served normally again.
+
         Marks keep increasing: a mark is never handed out twice by one sandbox.
         """
         self._provider.reset()
@@ -436,23 +485,57 @@ class Sandbox:
         self._faults.clear()
         self._gate.release()
 
-    def script(self, *faults: Fault | None) -> None:
-        """Queue faults for the next document requests, in arrival order (``None``: none)."""
-        self._faults.documents.extend(faults)
+    def script(
+        self, *faults: Fault | None, issuer: str | None = None, environment: str | None = None
+    ) -> None:
+        """Queue faults for the next document requests, in arrival order (``None``: none).
 
-    def script_operation(self, *faults: Fault | None) -> None:
+        With ``issuer`` (a TIN of ``environment``), for the next requests of that issuer
+        only: they take these before the shared ones, the other issuers never do.
+
+        .. versionchanged:: 0.4.0 ``issuer`` and ``environment``.
+        """
+        self._script("documents", faults, issuer, environment)
+
+    def script_operation(
+        self, *faults: Fault | None, issuer: str | None = None, environment: str | None = None
+    ) -> None:
         """Queue faults for the next requests to the other operations, in arrival order.
 
         Cancellations, POS signatures, ReSeed, GetLastStatus and uploads take these (not
-        :meth:`script`'s); ``None`` lets a request through unfaulted.
+        :meth:`script`'s); ``None`` lets a request through unfaulted. ``issuer``: as for
+        :meth:`script`.
 
         .. versionadded:: 0.3.0
+        .. versionchanged:: 0.4.0 ``issuer`` and ``environment``.
         """
-        self._faults.operations.extend(faults)
+        self._script("operations", faults, issuer, environment)
 
-    def script_token(self, *faults: Fault | None, refresh_only: bool = False) -> None:
-        """Queue faults for the next ``/oauth/token`` requests (or refresh grants only)."""
-        (self._faults.refresh if refresh_only else self._faults.tokens).extend(faults)
+    def script_token(
+        self,
+        *faults: Fault | None,
+        refresh_only: bool = False,
+        issuer: str | None = None,
+        environment: str | None = None,
+    ) -> None:
+        """Queue faults for the next ``/oauth/token`` requests (or refresh grants only).
+
+        ``issuer``: for the token requests naming that ``client_id`` only, as for
+        :meth:`script`.
+
+        .. versionchanged:: 0.4.0 ``issuer`` and ``environment``.
+        """
+        self._script("refresh" if refresh_only else "tokens", faults, issuer, environment)
+
+    def _script(
+        self,
+        queue: Queue,
+        faults: tuple[Fault | None, ...],
+        issuer: str | None,
+        environment: str | None,
+    ) -> None:
+        key = self._issuer(issuer, environment) if issuer is not None else None
+        self._faults.queue(queue, key).extend(faults)
 
     def random_faults(
         self,
@@ -532,7 +615,9 @@ class Sandbox:
         """
         return self._server.outage.hits if self._server is not None else 0
 
-    def hold(self, *, after: int = 0) -> None:
+    def hold(
+        self, *, after: int = 0, issuer: str | None = None, environment: str | None = None
+    ) -> None:
         """Hold document requests before processing them, until :meth:`release`.
 
         The next ``after`` requests pass; the following ones wait (nothing committed),
@@ -540,31 +625,107 @@ class Sandbox:
         still running (an interrupt, a kill, a restart): a gate, not a latency that hopes
         to be long enough. :meth:`reset` and :meth:`close` release them too.
 
-        .. versionadded:: 0.3.0
-        """
-        self._gate.hold(after)
+        With ``issuer`` (a TIN of ``environment``), only that issuer's requests (``after``
+        of them pass), held on arrival, before they are read; the others go on. Holding
+        again while requests are held keeps them held.
 
-    def release(self) -> None:
+        .. versionadded:: 0.3.0
+        .. versionchanged:: 0.4.0 ``issuer`` and ``environment``.
+        """
+        key = self._issuer(issuer, environment) if issuer is not None else None
+        self._gate.hold(after, key)
+
+    def release(self, *, issuer: str | None = None, environment: str | None = None) -> None:
         """Let the held document requests go on (and commit), and the later ones pass.
 
+        Every held request, or only ``issuer``'s (held by ``hold(issuer=...)``).
+
         .. versionadded:: 0.3.0
+        .. versionchanged:: 0.4.0 ``issuer`` and ``environment``.
         """
-        self._gate.release()
+        self._gate.release(self._issuer(issuer, environment) if issuer is not None else None)
 
     @property
     def held(self) -> int:
-        """Document requests waiting at the gate (see :meth:`hold`).
+        """Document requests waiting at the gate (see :meth:`hold`), of every issuer.
 
         .. versionadded:: 0.3.0
         """
         return self._gate.held
 
-    async def wait_held(self, count: int = 1) -> None:
+    def held_of(self, tin: str, *, environment: str | None = None) -> int:
+        """Document requests of one issuer waiting at its gate (``hold(issuer=tin)``).
+
+        .. versionadded:: 0.4.0
+        """
+        return self._gate.held_of(self._issuer(tin, environment))
+
+    async def wait_held(
+        self, count: int = 1, *, issuer: str | None = None, environment: str | None = None
+    ) -> None:
         """Return once at least ``count`` document requests are held (see :meth:`hold`).
 
+        With ``issuer``: held at that issuer's gate.
+
         .. versionadded:: 0.3.0
+        .. versionchanged:: 0.4.0 ``issuer`` and ``environment``.
         """
-        await self._gate.wait_held(count)
+        key = self._issuer(issuer, environment) if issuer is not None else None
+        await self._gate.wait_held(count, key)
+
+    # --- one issuer's faults, while the others go on ---------------------------------------
+
+    def revoke_issuer(self, tin: str, *, environment: str | None = None) -> None:
+        """Revoke an issuer's API key: its credentials are refused from now on.
+
+        As a provider refuses a revoked key, like a wrong one and without saying why:
+        its token requests get the answer of wrong credentials (``400 invalid_request``,
+        a refresh ``401 invalid_client``), its refresh tokens are dropped, its access
+        tokens revoked (``401``), and every call is refused. The other issuers are not
+        affected. Logged as the fault ``revoked``.
+
+        .. versionadded:: 0.4.0
+        """
+        self._provider.revoke_issuer(environment, tin)
+
+    def restore_issuer(self, tin: str, *, environment: str | None = None) -> None:
+        """Accept a revoked issuer's API key again; its revoked tokens stay revoked.
+
+        .. versionadded:: 0.4.0
+        """
+        self._provider.restore_issuer(environment, tin)
+
+    def throttle_issuer(
+        self,
+        tin: str,
+        *,
+        retry_after: int | str = 1,
+        rate: float | None = None,
+        environment: str | None = None,
+    ) -> None:
+        """Answer an issuer's document and operation requests ``429`` with ``Retry-After``.
+
+        Every request (``rate=None``), or those above ``rate`` a second (a token bucket
+        on the sandbox's ``clock``, in bursts of up to ``max(1, rate)``). Refused at
+        arrival, before anything is read or processed, with ``Retry-After: retry_after``
+        (seconds, or an HTTP date); token requests are served. The other issuers are
+        served normally; :attr:`IssuerStats.throttled
+        <invoicing_sandbox.IssuerStats.throttled>` counts the 429s, logged as the fault
+        ``throttled``. Throttling again replaces the earlier throttle.
+
+        .. versionadded:: 0.4.0
+        """
+        self._provider.throttle_issuer(environment, tin, retry_after=retry_after, rate=rate)
+
+    def unthrottle_issuer(self, tin: str, *, environment: str | None = None) -> None:
+        """Serve a throttled issuer normally again.
+
+        .. versionadded:: 0.4.0
+        """
+        self._provider.unthrottle_issuer(environment, tin)
+
+    def _issuer(self, tin: str, environment: str | None) -> IssuerKey:
+        return self._provider.issuer(environment, tin)
 
     def set_token_lag(self, seconds: float, *, nodes: int = 2) -> None:
         """Be a provider of ``nodes`` nodes that learn a new token ``seconds`` late.

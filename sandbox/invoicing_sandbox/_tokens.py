@@ -214,3 +214,23 @@ class Tokens:
     def revoke_refresh(self) -> None:
         """Invalidate every refresh token issued so far."""
         self._refresh.clear()
+
+    def owner(self, environment: str, authorization: str) -> str | None:
+        """The client a bearer token was issued to, whether or not it is still good.
+
+        Who a request comes from, before anything is decided about it (an issuer's
+        throttle, its scripted faults, its gate): a look-up, not a check.
+        """
+        scheme, _, value = authorization.partition(" ")
+        token = self._access.get(value.strip()) if scheme.lower() == "bearer" else None
+        return token.client_id if token is not None and token.environment == environment else None
+
+    def revoke_client(self, environment: str, client_id: str) -> None:
+        """Revoke the client's access tokens (401 from now on) and drop its refresh tokens."""
+        now = self._clock()
+        for token in self._access.values():
+            if token.environment == environment and token.client_id == client_id:
+                token.revoked_at = min(token.revoked_at, now)
+        for value, token in list(self._refresh.items()):
+            if token.environment == environment and token.client_id == client_id:
+                del self._refresh[value]

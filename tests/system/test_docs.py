@@ -338,7 +338,7 @@ def test_sandbox_testing_examples_pass_under_pytest(mode):
         check=False,
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    assert re.search(r"\b5 passed\b", completed.stdout), completed.stdout
+    assert re.search(r"\b6 passed\b", completed.stdout), completed.stdout
 
 
 # --- the pages -----------------------------------------------------------------------

@@ -54,6 +54,23 @@ async def test_closing_the_sandbox_lets_held_requests_finish():
         await client.close()
 
 
+async def test_holding_again_keeps_held_requests_until_release():
+    """hold() again while a request is held (to let another one pass, say) keeps the held
+    one waiting, and release() lets it go on. It used to wait for an event that nothing
+    would set any more, until the sandbox closed."""
+    async with Sandbox(key_algorithm="cv25519") as sb, client_for(sb) as client:
+        sb.hold()
+        first = asyncio.ensure_future(client.submit_json(invoice(sb, 1)))
+        await sb.wait_held(1)
+        sb.hold(after=1)
+        await client.submit_json(invoice(sb, 2))  # the one let through
+        assert not first.done()
+        assert sb.held == 1
+        sb.release()
+        await asyncio.wait_for(first, 30)  # a guard against the old deadlock, not a timing
+        assert sb.commit_count == 2
+
+
 def test_hold_refuses_a_negative_count():
     """hold(after=-1) is a mistake, said at once."""
     with pytest.raises(ValueError, match="after"):
