@@ -1,9 +1,11 @@
 """The one loop every request runs: ask the decision core, send, tell it, wait as told.
 
-:func:`drive` runs a :class:`~._decision.Attempts` on the event loop's clock: it takes a
-slot of the batch's :class:`~._limiter.Limiter` (when there is one), asks the core
-whether to send and within what timeout, makes one attempt, tells the core the answer,
-and sleeps as long as the core says before asking again. What to send, and what the
+:func:`step` runs one turn of a :class:`~._decision.Attempts` on the event loop's clock:
+it asks the core whether to send and within what timeout, makes one attempt, and tells
+the core the answer. :func:`drive` repeats steps (holding a slot of a
+:class:`~._limiter.Limiter` for each, when there is one) and sleeps as long as the core
+says between them; a batch instead puts a document that must wait back in its issuer's
+lane (:mod:`._lanes`), so that no worker sleeps. What to send, and what the
 answer is, are the caller's (:mod:`._delivery` for documents, :mod:`._operations` for the
 other operations, :mod:`._channel` for token grants); *whether* to go on is the core's
 alone. Every retry and every ending is logged here, once, with its fields as ``extra``.
@@ -15,7 +17,9 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ._decision import End
+import attrs
+
+from ._decision import End, Wait
 from ._errors import DuplicateDocumentError, InvoicingError
 from ._outcomes import OutcomeStatus
 
@@ -25,7 +29,66 @@ if TYPE_CHECKING:
     from ._decision import Attempts
     from ._limiter import Limiter
 
-__all__ = ["drive", "log_ending"]
+__all__ = ["Stepped", "drive", "log_ending", "step"]
+
+
+@attrs.frozen
+class Stepped:
+    """What one :func:`step` did.
+
+    The core's decision, and what the attempt said of the provider's load (for an
+    adaptive in-flight limit).
+    """
+
+    decision: End | Wait
+    #: An attempt was sent and answered (or failed on its way): its failure, if any,
+    #: says something about the provider's load.
+    answered: bool = False
+    #: The attempt's failure as the load goes (a 409 is no overload: ``None``).
+    overload: InvoicingError | None = None
+
+
+async def step(
+    attempts: Attempts,
+    attempt: Callable[[float | None], Awaitable[Any]],
+    *,
+    label: str,
+    log: logging.Logger,
+    extra: Mapping[str, Any] | None = None,
+    retry_level: int = logging.INFO,
+) -> Stepped:
+    """Ask the core, make at most one attempt, tell the core; log a retry or an ending.
+
+    A batch runs its documents a step at a time (a document waiting for its retry holds
+    no worker); :func:`drive` runs one request's steps to the end.
+    """
+    loop = asyncio.get_running_loop()
+    ask = attempts.next(loop.time())
+    if isinstance(ask, End):
+        log_ending(ask, label=label, log=log, extra=extra)
+        return Stepped(ask)
+    try:
+        result = await attempt(ask.timeout)
+    except InvoicingError as exc:
+        decision = attempts.failed(exc, loop.time())
+        overload = None if isinstance(exc, DuplicateDocumentError) else exc
+        stepped = Stepped(decision, answered=True, overload=overload)
+    else:
+        stepped = Stepped(attempts.succeeded(result), answered=True)
+    decision = stepped.decision
+    if isinstance(decision, End):
+        log_ending(decision, label=label, log=log, extra=extra)
+    else:
+        log.log(
+            retry_level,
+            "%s: attempt %d failed (%s); retrying in %.2f s",
+            label,
+            attempts.attempts,
+            decision.after,
+            decision.seconds,
+            extra={**(extra or {}), "invoicing.attempt": attempts.attempts},
+        )
+    return stepped
 
 
 async def drive(
@@ -38,51 +101,30 @@ async def drive(
     limiter: Limiter | None = None,
     retry_level: int = logging.INFO,
 ) -> End:
-    """Attempts until the core ends them; the ending (logged, see :func:`log_ending`).
+    """Steps until the core ends them; the ending (each step logged, see :func:`step`).
 
     :param label: what the log lines name (``invoice id:…``, ``POST /Invoice/File``).
     :param extra: fields every log line carries (``invoicing.document_key`` …).
-    :param limiter: the batch's in-flight limit: a slot is held for each attempt.
+    :param limiter: an in-flight limit: a slot is held for each attempt.
     """
-    loop = asyncio.get_running_loop()
     while True:
         slot = None
         if limiter is not None:
             fast = limiter.try_acquire()
             slot = fast if fast is not None else await limiter.acquire()
-        step = attempts.next(loop.time())
-        if isinstance(step, End):
-            if limiter is not None and slot is not None:
-                limiter.release(slot, None, answered=False)
-            log_ending(step, label=label, log=log, extra=extra)
-            return step
-        overload: InvoicingError | None = None
-        answered = False
+        stepped: Stepped | None = None
         try:
-            result = await attempt(step.timeout)
-        except InvoicingError as exc:
-            answered = True
-            # A 409 says nothing about the provider's load: like a success.
-            overload = None if isinstance(exc, DuplicateDocumentError) else exc
-            decision = attempts.failed(exc, loop.time())
-        else:
-            answered = True
-            decision = attempts.succeeded(result)
+            stepped = await step(
+                attempts, attempt, label=label, log=log, extra=extra, retry_level=retry_level
+            )
         finally:
             if limiter is not None and slot is not None:
+                answered = stepped is not None and stepped.answered
+                overload = stepped.overload if stepped is not None else None
                 limiter.release(slot, overload, answered=answered)
+        decision = stepped.decision
         if isinstance(decision, End):
-            log_ending(decision, label=label, log=log, extra=extra)
             return decision
-        log.log(
-            retry_level,
-            "%s: attempt %d failed (%s); retrying in %.2f s",
-            label,
-            attempts.attempts,
-            decision.after,
-            decision.seconds,
-            extra={**(extra or {}), "invoicing.attempt": attempts.attempts},
-        )
         await asyncio.sleep(decision.seconds)
 
 

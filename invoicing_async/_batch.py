@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from ._decision import Breaker, Budget, Kind, ReauthWaits, Shared, classify
+from ._decision import Breaker, Budget, End, Kind, ReauthWaits, Shared, classify
 from ._delivery import Delivery
 from ._documents import (
     Identity,
@@ -51,9 +51,15 @@ from ._documents import (
     document_key,
     send_options,
 )
-from ._errors import InvoicingError, ValidationError
+from ._errors import (
+    ClientStateError,
+    InvoicingError,
+    ProviderKeyError,
+    UnknownIssuerError,
+    ValidationError,
+)
 from ._journal import SEND, Verdict, Withdrawn
-from ._limiter import Limiter
+from ._lanes import Lane, Lanes
 from ._log import delivery as log
 from ._outcomes import BatchProgress, Outcome, OutcomeStatus
 from ._pacer import Pacer
@@ -66,11 +72,18 @@ if TYPE_CHECKING:
     from ._models import DocumentResult
     from ._prepare import Body
 
-__all__ = ["Batch", "BatchOptions", "Preparer", "Sender", "collect"]
+__all__ = ["Batch", "BatchOptions", "Preparer", "Route", "Sender", "collect"]
+
+
+class Route(Protocol):
+    """What a batch sends a document of one issuer through (its channel)."""
+
+    async def send(self, prepared: Prepared, *, timeout: float | None) -> DocumentResult:
+        """One attempt; the record, or the typed error."""
 
 
 class Sender(Protocol):
-    """What a batch needs of an issuer's channel: one attempt at a prepared document."""
+    """What a batch needs of its client or pool: a route to each document's issuer."""
 
     def ensure_usable(self) -> None:
         """Raise :class:`~invoicing_async.ClientStateError` if nothing can be sent."""
@@ -79,8 +92,23 @@ class Sender(Protocol):
     def limit(self) -> int:
         """Connection pool size (0: unlimited)."""
 
-    async def send(self, prepared: Prepared, *, timeout: float | None) -> DocumentResult:
-        """One attempt; the record, or the typed error."""
+    @property
+    def per_issuer(self) -> bool:
+        """Whether documents go to the issuer they name (a pool).
+
+        Each issuer then has its own breaker, retry budget, re-authentication waits and
+        in-flight limit, and issuers take turns. ``False``: one issuer sends them all (a
+        client).
+        """
+
+    async def acquire(self, issuer: str | None) -> Route:
+        """The route of ``issuer``'s documents, kept until :meth:`release`.
+
+        :raises UnknownIssuerError: there are no credentials for it.
+        """
+
+    def release(self, route: Route) -> None:
+        """The batch no longer sends through ``route``."""
 
 
 class Preparer(Protocol):
@@ -119,6 +147,9 @@ _END = object()
 _JOURNAL_READ = 512
 #: Documents of a plain iterable read at once without a journal.
 _READ = 16
+#: Documents held ahead of sending, at least, in a batch of many issuers: the issuers
+#: whose documents are among them take turns (one issuer's: as many as its workers).
+_LOOKAHEAD = 2048
 
 
 @attrs.frozen
@@ -170,13 +201,14 @@ class Batch:
         self._workers = min(concurrency, pool) if pool > 0 else concurrency
         self._options = options
         self._journal = journal
-        self._shared = Shared(
-            Budget(options.retry),
-            Breaker(options.retry.circuit_breaker),
-            reauth=ReauthWaits(options.retry.reauth_waits),
-        )
-        self._limiter = Limiter(self._workers)
-        self._stop_told = False
+        self._per_issuer = sender.per_issuer
+        #: What the documents share: the batch's (one issuer), else each issuer its own.
+        self._shared = self._new_shared()
+        #: Why nothing more is sent by anyone (no provider key, the client closed).
+        self._stop: InvoicingError | None = None
+        self._stop_told: set[str | None] = set()
+        #: Documents marked sending in the journal, not settled: interrupted if cut off.
+        self._out: set[_Item] = set()
         self._deadline = (
             None
             if options.deadline is None
@@ -190,8 +222,21 @@ class Batch:
 
     @property
     def stopped(self) -> InvoicingError | None:
-        """Why the batch stopped sending (its circuit breaker opened), or ``None``."""
-        return self._shared.breaker.error
+        """Why the batch stopped sending, or ``None``.
+
+        One issuer: its circuit breaker opened. Many: nothing can be sent for any of
+        them (no provider key, the client closed); one issuer's breaker stops only its
+        own documents.
+        """
+        if self._stop is None and not self._per_issuer:
+            return self._shared.breaker.error
+        return self._stop
+
+    def _new_shared(self) -> Shared:
+        retry = self._options.retry
+        return Shared(
+            Budget(retry), Breaker(retry.circuit_breaker), reauth=ReauthWaits(retry.reauth_waits)
+        )
 
     async def run(
         self, documents: Iterable[Any] | AsyncIterable[Any]
@@ -219,7 +264,12 @@ class Batch:
         # Without an executor, one task prepares every document on the loop (paced).
         self._preparing = self._preparers or 1
         self._chunks: asyncio.Queue[list[_Pending] | None] = asyncio.Queue(self._preparing)
-        self._inbox: asyncio.Queue[_Ready | None] = asyncio.Queue(self._workers)
+        capacity = max(self._workers * 16, _LOOKAHEAD) if self._per_issuer else self._workers
+        self._lanes: Lanes[_Item] = Lanes(
+            capacity,
+            limit=self._workers,
+            on_empty=self._lane_done if self._per_issuer else None,
+        )
         self._outbox: asyncio.Queue[Any] = asyncio.Queue(self._workers * 2)
         # With a journal: one lookup (and one commit of sending records) for many
         # documents; without, a few at a time.
@@ -254,6 +304,7 @@ class Batch:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            self._interrupted()
 
     async def _read_all(self, documents: Iterable[Any] | AsyncIterable[Any], size: int) -> None:
         read: list[tuple[int, Any]] = []
@@ -287,13 +338,13 @@ class Batch:
                 [(pending.document, pending.options.encrypted) for pending in chunk]
             )
             for pending, body in zip(chunk, bodies, strict=True):
-                await self._inbox.put(_Ready(pending, body))
+                await self._enqueue(_Ready(pending, body))
 
     async def _prepare_on_loop(self) -> None:
         """Prepare the documents the reader passes on, here on the loop (paced)."""
         while (chunk := await self._chunks.get()) is not None:
             for pending in chunk:
-                await self._inbox.put(await self._prepare_paced(pending))
+                await self._enqueue(await self._prepare_paced(pending))
 
     async def _prepare_paced(self, pending: _Pending) -> _Ready:
         """One document prepared on the loop, within the pacer's budget for this turn."""
@@ -308,9 +359,8 @@ class Batch:
         return _Ready(pending, body)
 
     async def _work(self) -> None:
-        while (ready := await self._inbox.get()) is not None:
-            outcome, prepared = await self._deliver(ready.pending, ready.body)
-            await self._outbox.put(self._settled(outcome, prepared))
+        while (taken := await self._lanes.take()) is not None:
+            await self._attempt(*taken)
 
     async def _prepare_ahead(self, source: Iterator[tuple[int, Any]]) -> None:
         """Take the documents of a plain iterable and prepare them for the workers.
@@ -328,7 +378,7 @@ class Batch:
             if isinstance(item, Outcome):  # not to be sent: not recorded
                 await self._outbox.put(self._settled(item, None, record=False))
                 continue
-            await self._inbox.put(await self._prepare_paced(item))
+            await self._enqueue(await self._prepare_paced(item))
 
     async def _supervise(
         self,
@@ -339,8 +389,7 @@ class Batch:
         """Wait for every stage; on the first failure, stop them all and pass it on."""
 
         async def stop_workers() -> None:
-            for _ in workers:
-                await self._inbox.put(None)
+            self._lanes.close()
 
         stages = [reader, *preparers, *workers]
         watched: set[asyncio.Future[None]] = set(stages)
@@ -384,7 +433,7 @@ class Batch:
 
     def _unless_stopped(self, item: _Pending) -> _Pending | Outcome:
         """Once nothing more will be sent, say so without preparing the document."""
-        stopped = self._shared.breaker.error
+        stopped = self.stopped
         if stopped is None and not self._expired():
             return item
         return self._delivery(item).give_up("deadline" if stopped is None else "stop", stopped)
@@ -421,13 +470,13 @@ class Batch:
     def _expired(self) -> bool:
         return self._deadline is not None and asyncio.get_running_loop().time() >= self._deadline
 
-    def _delivery(self, pending: _Pending) -> Delivery:
+    def _delivery(self, pending: _Pending, shared: Shared | None = None) -> Delivery:
         return Delivery(
             pending.key,
             pending.index,
             pending.identity,
             policy=self._options.retry,
-            shared=self._shared,
+            shared=shared or self._shared,
             maybe_committed=pending.verdict.maybe_committed,
             deadline=self._deadline,
             rng=self._random,
@@ -448,51 +497,161 @@ class Batch:
             )
         return outcome
 
-    async def _deliver(
-        self, pending: _Pending, prepared_body: Body
-    ) -> tuple[Outcome, Prepared | None]:
-        delivery = self._delivery(pending)
-        self._shared.budget.started()
-        if isinstance(prepared_body, InvoicingError):  # refused before sending
-            if classify(prepared_body) is Kind.STOP:
-                self._shared.breaker.record(prepared_body)
-                return self._told_stop(delivery.give_up("stop", prepared_body)), None
-            return delivery.refuse(prepared_body), None
-        body, plain = prepared_body
+    # --- sending: each document in its issuer's lane, an attempt per turn -----------------
+
+    async def _enqueue(self, ready: _Ready) -> None:
+        """Put a prepared document in its issuer's lane, or settle it now.
+
+        Settled now: refused before sending, refused before with the same content, or no
+        credentials for its issuer.
+        """
+        pending = ready.pending
+        if isinstance(ready.body, InvoicingError):  # refused before sending
+            delivery = self._delivery(pending)
+            if classify(ready.body) is Kind.STOP:
+                self._stop_all(ready.body)
+                outcome = delivery.give_up("stop", ready.body)
+            else:
+                outcome = delivery.refuse(ready.body)
+            await self._outbox.put(self._settled(outcome, None))
+            return
+        body, plain = ready.body
         prepared = Prepared(pending.key, pending.identity, body, pending.options, plain=plain)
         verdict = pending.verdict
         if verdict.refused is not None and prepared.digest == verdict.refused_digest:
             # Refused for good before, and the content has not changed since.
             refused = attrs.evolve(verdict.refused, index=pending.index, replayed=True)
-            return attrs.evolve(refused, attempts=0), prepared
-        journal = self._journal
-        started = False
-        try:
-            if journal is not None:
-                stopped = self._shared.breaker.error
-                if stopped is not None:  # nothing more is sent: never marked sending
-                    return self._told_stop(delivery.give_up("stop", stopped)), prepared
-                started = True
-                await journal.before_send(pending.key)
-            outcome = await delivery.run(
-                functools.partial(self._sender.send, prepared), limiter=self._limiter
-            )
-        except Withdrawn:
-            return delivery.give_up("lease lost"), prepared
-        except asyncio.CancelledError:
-            if journal is not None and (delivery.attempts or started):
-                with contextlib.suppress(Exception):  # the journal may be what failed
-                    journal.after_outcome(delivery.interrupted(), prepared)
-            raise
-        return self._told_stop(outcome), prepared
+            await self._outbox.put(self._settled(attrs.evolve(refused, attempts=0), prepared))
+            return
+        lane = await self._lane_of(pending.identity.issuer)
+        if isinstance(lane, InvoicingError):  # no credentials for the issuer
+            outcome = self._delivery(pending).give_up("no credentials", lane)
+            await self._outbox.put(self._settled(outcome, prepared))
+            return
+        issuer: _Issuer = lane.context
+        issuer.shared.budget.started()
+        item = _Item(pending, prepared, self._delivery(pending, issuer.shared))
+        await self._lanes.put(lane, item)
 
-    def _told_stop(self, outcome: Outcome) -> Outcome:
-        """Say once, when it happens, that the batch's breaker opened."""
-        stopped = self._shared.breaker.error
-        if stopped is not None and not self._stop_told:
-            self._stop_told = True
-            log.warning("stopping the batch: %s", stopped)
-        return outcome
+    async def _lane_of(self, issuer: str | None) -> Lane[_Item] | InvoicingError:
+        """The lane of ``issuer``'s documents, opened with its route; or why there is none."""
+        key = issuer if self._per_issuer else None
+        lane = self._lanes.find(key)
+        if lane is not None:
+            return lane
+        try:
+            route = await self._sender.acquire(issuer)
+        except UnknownIssuerError as exc:
+            return exc
+        lane = self._lanes.find(key)
+        if lane is not None:  # opened meanwhile by another preparer
+            self._sender.release(route)
+            return lane
+        shared = self._new_shared() if self._per_issuer else self._shared
+        return self._lanes.open(key, _Issuer(issuer, route, shared))
+
+    def _lane_done(self, lane: Lane[_Item]) -> None:
+        """An issuer's lane holds nothing any more: its route is let go."""
+        issuer: _Issuer = lane.context
+        self._sender.release(issuer.route)
+
+    async def _attempt(self, lane: Lane[_Item], item: _Item, slot: int) -> None:
+        """One turn of a document: at most one attempt, then settled or back in its lane."""
+        issuer: _Issuer = lane.context
+        delivery = item.delivery
+        stopped = self._stop or (issuer.shared.breaker.error if not item.started else None)
+        if stopped is not None:  # nothing more is sent (and never marked sending)
+            self._lanes.sent(lane, slot, None, answered=False)
+            await self._finish(lane, item, delivery.give_up("stop", stopped))
+            return
+        if not item.started:
+            item.started = True
+            if self._journal is not None:
+                self._out.add(item)
+                try:
+                    await self._journal.before_send(item.pending.key)
+                except Withdrawn:
+                    self._lanes.sent(lane, slot, None, answered=False)
+                    await self._finish(lane, item, delivery.give_up("lease lost"))
+                    return
+        stepped = None
+        try:
+            stepped = await delivery.step(functools.partial(issuer.route.send, item.prepared))
+        finally:
+            answered = stepped is not None and stepped.answered
+            overload = stepped.overload if stepped is not None else None
+            self._lanes.sent(lane, slot, overload, answered=answered)
+        decision = stepped.decision
+        if isinstance(decision, End):
+            await self._finish(lane, item, delivery.outcome(decision))
+            return
+        if classify(decision.after) is Kind.THROTTLED:
+            self._lanes.pause(lane, decision.seconds)  # the issuer was asked to slow down
+        self._lanes.later(lane, item, decision.seconds)
+
+    async def _finish(self, lane: Lane[_Item], item: _Item, outcome: Outcome) -> None:
+        self._out.discard(item)
+        issuer: _Issuer = lane.context
+        error = issuer.shared.breaker.error
+        if error is not None:
+            if isinstance(error, _EVERYONES):
+                self._stop_all(error)
+            elif issuer.key not in self._stop_told:
+                self._stop_told.add(issuer.key)
+                if self._per_issuer:
+                    log.warning(
+                        "stopping issuer %s's documents: %s",
+                        issuer.key,
+                        error,
+                        extra={"invoicing.issuer": issuer.key},
+                    )
+                else:
+                    log.warning("stopping the batch: %s", error)
+        await self._outbox.put(self._settled(outcome, item.prepared))
+        self._lanes.settled(lane)
+
+    def _stop_all(self, error: InvoicingError) -> None:
+        """Nothing more is sent for anyone (said once)."""
+        if self._stop is None:
+            self._stop = error
+            self._shared.breaker.trip(error)
+            log.warning("stopping the batch: %s", error)
+
+    def _interrupted(self) -> None:
+        """Record the documents cut off after they were marked sending."""
+        journal = self._journal
+        if journal is None:
+            return
+        for item in self._out:
+            with contextlib.suppress(Exception):  # the journal may be what failed
+                journal.after_outcome(item.delivery.interrupted(), item.prepared)
+        self._out.clear()
+
+
+class _Item:
+    """A document in its issuer's lane: prepared, and its attempts so far."""
+
+    __slots__ = ("delivery", "pending", "prepared", "started")
+
+    def __init__(self, pending: _Pending, prepared: Prepared, delivery: Delivery) -> None:
+        self.pending = pending
+        self.prepared = prepared
+        self.delivery = delivery
+        #: Its first turn came (the journal was told it is sending).
+        self.started = False
+
+
+@attrs.frozen
+class _Issuer:
+    """What a batch keeps for one issuer: its route, and what its documents share."""
+
+    key: str | None
+    route: Route
+    shared: Shared
+
+
+#: Refusals that stop every issuer's documents, not only those of the issuer they met.
+_EVERYONES = (ProviderKeyError, ClientStateError)
 
 
 async def _aiter(documents: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Any]:

@@ -290,6 +290,7 @@ _WHY = {
     "credentials": "the provider refused the credentials or the issuer (a new token did not help)",
     "refused on re-send": "a re-send for the record was refused",
     "lease lost": "another worker took the entry over",
+    "no credentials": "there are no credentials for its issuer",
 }
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from ._attempts import drive, log_ending
+from ._attempts import drive, log_ending, step
 from ._decision import SINGLE, Attempts
 from ._documents import foreign_fields
 from ._errors import DuplicateDocumentError, ForeignRecordError, InvoicingError
@@ -23,8 +23,9 @@ from ._safety import Safety
 
 if TYPE_CHECKING:
     import random
-    from collections.abc import Awaitable, Collection
+    from collections.abc import Awaitable, Callable, Collection
 
+    from ._attempts import Stepped
     from ._decision import End, Kind, Shared
     from ._documents import Identity
     from ._limiter import Limiter
@@ -93,8 +94,41 @@ class Delivery:
         """Whether the provider may hold the document (an attempt may have been processed)."""
         return self._attempts.maybe_committed
 
+    @property
+    def core(self) -> Attempts:
+        """The decision core's state of this document's attempts."""
+        return self._attempts
+
+    @property
+    def label(self) -> str:
+        """What its log lines name."""
+        return f"invoice {self.key}"
+
+    @property
+    def fields(self) -> dict[str, str | None]:
+        """What its log lines carry as ``extra``."""
+        return {"invoicing.document_key": self.key, "invoicing.issuer": self.identity.issuer}
+
     async def run(self, send: Send, *, limiter: Limiter | None = None) -> Outcome:
         """Send until the outcome is known; ``send(timeout=...)`` makes one attempt."""
+        end = await drive(
+            self._attempts,
+            self.attempt(send),
+            label=self.label,
+            log=log,
+            extra=self.fields,
+            limiter=limiter,
+        )
+        return self.outcome(end)
+
+    async def step(self, send: Send) -> Stepped:
+        """At most one attempt, as the core says (a batch's worker)."""
+        return await step(
+            self._attempts, self.attempt(send), label=self.label, log=log, extra=self.fields
+        )
+
+    def attempt(self, send: Send) -> Callable[[float | None], Awaitable[DocumentResult]]:
+        """One attempt with ``send``: the record, checked against the document's identity."""
 
         async def attempt(timeout: float | None) -> DocumentResult:
             self._sending = True
@@ -116,15 +150,7 @@ class Delivery:
                 raise mismatch
             return record
 
-        end = await drive(
-            self._attempts,
-            attempt,
-            label=f"invoice {self.key}",
-            log=log,
-            extra={"invoicing.document_key": self.key},
-            limiter=limiter,
-        )
-        return self._outcome(end)
+        return attempt
 
     def give_up(self, why: str, error: InvoicingError | None = None) -> Outcome:
         """Stop before (or between) attempts: see :meth:`~._decision.Attempts.give_up`."""
@@ -136,21 +162,20 @@ class Delivery:
             "invoice %s: rejected before sending: %s",
             self.key,
             error,
-            extra={"invoicing.document_key": self.key, "invoicing.outcome": "rejected"},
+            extra={**self.fields, "invoicing.outcome": "rejected"},
         )
-        return self._outcome(self._attempts.refuse(error))
+        return self.outcome(self._attempts.refuse(error))
 
     def interrupted(self) -> Outcome:
         """The outcome to record when the delivery is cancelled midway."""
-        return self._outcome(self._attempts.interrupted(sending=self._sending))
+        return self.outcome(self._attempts.interrupted(sending=self._sending))
 
     def _told(self, end: End) -> Outcome:
-        log_ending(
-            end, label=f"invoice {self.key}", log=log, extra={"invoicing.document_key": self.key}
-        )
-        return self._outcome(end)
+        log_ending(end, label=self.label, log=log, extra=self.fields)
+        return self.outcome(end)
 
-    def _outcome(self, end: End) -> Outcome:
+    def outcome(self, end: End) -> Outcome:
+        """The document's outcome for the core's ending."""
         return Outcome(
             index=self.index,
             key=self.key,

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from ._batch import Batch, collect
+from ._channel import Channel
 from ._delivery import Delivery
 from ._documents import Prepared, describe
 from ._errors import InvoicingError
@@ -52,8 +53,7 @@ if TYPE_CHECKING:
         Iterable,
     )
 
-    from ._batch import BatchOptions
-    from ._channel import Channel
+    from ._batch import BatchOptions, Route
     from ._decision import Kind
     from ._documents import Document, SendOptions
     from ._journal import Journal
@@ -306,13 +306,19 @@ class Engine:
         """The connection pool size (0: unlimited)."""
         return self._transport.limit
 
-    async def send(self, prepared: Prepared, *, timeout: float | None) -> DocumentResult:
-        """One attempt at ``prepared``, through its issuer's channel."""
-        channel = await self._channels.acquire(prepared.identity.issuer)
-        try:
-            return await channel.send(prepared, timeout=timeout)
-        finally:
-            self._channels.release(channel)
+    @property
+    def per_issuer(self) -> bool:
+        """Whether documents go to the issuers they name (a pool), not one issuer."""
+        return not isinstance(self._channels, OneIssuer)
+
+    async def acquire(self, issuer: str | None) -> Channel:
+        """The channel of ``issuer``'s documents (see :class:`Channels`)."""
+        return await self._channels.acquire(issuer)
+
+    def release(self, route: Route) -> None:
+        """A batch no longer sends through ``route`` (a channel of this engine)."""
+        assert isinstance(route, Channel)  # noqa: S101  (acquire gives channels)
+        self._channels.release(route)
 
     def batch(self, options: BatchOptions, journal: Journal | None) -> Batch:
         """A batch of documents over ``journal`` (``None``: no journal)."""

@@ -91,8 +91,8 @@ class Lanes(Generic[T]):
 
     :param capacity: documents held at most, across every lane.
     :param limit: each lane's in-flight limit to begin with (the batch's concurrency).
-    :param context: makes what the batch keeps for a new lane's issuer.
-    :param on_empty: told of a lane dropped because it holds nothing any more.
+    :param on_empty: told of a lane dropped because it holds nothing any more;
+        ``None``: lanes are kept (one issuer: its adaptive limit lasts the batch).
     """
 
     def __init__(
@@ -100,14 +100,12 @@ class Lanes(Generic[T]):
         capacity: int,
         *,
         limit: int,
-        context: Callable[[str | None], Any],
         on_empty: Callable[[Lane[T]], None] | None = None,
     ) -> None:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self._capacity = capacity
         self._limit = limit
-        self._context = context
         self._on_empty = on_empty
         self._lanes: dict[str | None, Lane[T]] = {}
         self._turn: collections.deque[Lane[T]] = collections.deque()
@@ -127,11 +125,13 @@ class Lanes(Generic[T]):
         """Documents held: queued, waiting or in flight."""
         return self._held
 
-    def lane(self, key: str | None) -> Lane[T]:
-        """The lane of issuer ``key`` (made on first use)."""
-        lane = self._lanes.get(key)
-        if lane is None:
-            lane = self._lanes[key] = Lane(key, self._limit, self._context(key))
+    def find(self, key: str | None) -> Lane[T] | None:
+        """The lane of issuer ``key``, if it has one now."""
+        return self._lanes.get(key)
+
+    def open(self, key: str | None, context: Any) -> Lane[T]:
+        """A new lane for issuer ``key``, keeping ``context`` for the batch."""
+        lane = self._lanes[key] = Lane(key, self._limit, context)
         return lane
 
     async def put(self, lane: Lane[T], item: T) -> None:
@@ -200,10 +200,9 @@ class Lanes(Generic[T]):
         self._held -= 1
         lane.held -= 1
         self._room.set()
-        if lane.held == 0 and self._lanes.get(lane.key) is lane:
+        if lane.held == 0 and self._on_empty is not None and self._lanes.get(lane.key) is lane:
             del self._lanes[lane.key]
-            if self._on_empty is not None:
-                self._on_empty(lane)
+            self._on_empty(lane)
         self._changed.set()
 
     def drain(self, lane: Lane[T]) -> list[T]:

@@ -66,6 +66,9 @@ class _Entry:
     #: The last token the provider accepted (a token, not its value: reprs hide it).
     confirmed: AccessToken | None = attrs.field(default=None, repr=False)
     confirmation: asyncio.Future[None] | None = None  # done when a token is confirmed
+    #: The token endpoint refused these credentials: until when that is the answer.
+    refused_until: float = float("-inf")
+    refusal: CredentialsError | None = None
 
 
 class TokenCache:
@@ -82,7 +85,8 @@ class TokenCache:
     :param reauth_cooldown: seconds during which a 401 cannot force another new token for
         the same credentials: a 401 after a re-authentication that recent is the
         request's own answer. Token requests caused by 401s stay at one per cooldown
-        however many requests are refused.
+        however many requests are refused; credentials the token endpoint refused are
+        not asked about again for as long (every caller gets the refusal).
     :param propagation_delay: seconds a multi-node provider may take to accept a token it
         has just issued on all its nodes. A 401 to a token this young is retried once the
         token is this old, instead of being taken as the answer, even when another node
@@ -171,6 +175,8 @@ class TokenCache:
                     self._renew_in_background(key, entry, token, fetch)
                 return token
             if pending is None:
+                if entry.refusal is not None and now < entry.refused_until:
+                    raise _own_copy(entry.refusal)  # refused lately: not asked again yet
                 return await self._fetch(key, entry, token, fetch, self._begin(entry))
             await asyncio.wait([pending])
             if pending.cancelled():
@@ -385,11 +391,18 @@ class TokenCache:
             future.cancel()
             raise
         except BaseException as exc:
+            if isinstance(exc, CredentialsError):
+                # Refused credentials stay refused for a while: the callers that meet a
+                # 401 after the refusal (or whose documents come later) get it again
+                # without a token request each.
+                entry.refusal = exc
+                entry.refused_until = self._clock() + self._cooldown
             future.set_exception(exc)
             future.exception()  # mark retrieved: waiters may be none
             raise
         else:
             self._adopt(entry, token)
+            entry.refusal = None
             future.set_result(token)
             return token
         finally:

@@ -43,7 +43,15 @@ class FakeProvider:
     limit = 100
     parallelism = (16, 2)
 
+    per_issuer = False
+
     def ensure_usable(self):
+        pass
+
+    async def acquire(self, issuer):
+        return self
+
+    def release(self, route):
         pass
 
     def __init__(self, script: dict[str, list[str]] | None = None) -> None:

@@ -166,7 +166,15 @@ class _Sender:
     def __init__(self, answers):
         self._attempt = scripted(answers)
 
+    per_issuer = False
+
     def ensure_usable(self):
+        pass
+
+    async def acquire(self, issuer):
+        return self
+
+    def release(self, route):
         pass
 
     async def prepare_many(self, documents):
