@@ -151,6 +151,11 @@ def _version() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
+    return _build()[0]
+
+
+def _build() -> tuple[argparse.ArgumentParser, Commands]:
+    """The command's parser, and its subcommands."""
     parser = argparse.ArgumentParser(
         prog="invoicing-async",
         description="Submit invoices to the e-invoicing provider, or try it on a sandbox.",
@@ -169,17 +174,12 @@ def _parser() -> argparse.ArgumentParser:
     if "demo" not in commands.choices:
         start += f" (it comes with {_missing.SANDBOX_DISTRIBUTION}: install that first)"
     parser.epilog = f"Run 'invoicing-async COMMAND --help' for a command's options. {start}."
-    return parser
+    return parser, commands
 
 
 def _offered(commands: Commands) -> list[str]:
     """The commands --help lists: old names still work but are not offered."""
     return [name for name in commands.choices if name not in _ledger.DEPRECATED_COMMANDS]
-
-
-def _commands(parser: argparse.ArgumentParser) -> Commands:
-    [commands] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # noqa: SLF001
-    return commands
 
 
 def _quiet_stdout() -> None:
@@ -192,10 +192,9 @@ def _quiet_stdout() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status."""
-    parser = _parser()
+    parser, commands = _build()
     words = sys.argv[1:] if argv is None else argv
     word = _missing.command_word(words)
-    commands = _commands(parser)
     if word is not None and word not in commands.choices:
         # Not argparse's "invalid choice" (every name, hidden ones too, and nothing on
         # what to install): what the user can do about it.
