@@ -1,4 +1,4 @@
-"""Developer sessions: ``nox -s tests unit system lint typing bench soak docs``."""
+"""Developer sessions: ``nox -s tests unit system wheels lint typing bench soak docs``."""
 
 from __future__ import annotations
 
@@ -32,6 +32,15 @@ def system(session: nox.Session) -> None:
     """The system suite: commands, servers, peers, processes, docs (tests/system)."""
     session.install("-e", ".[test]", "-e", "./sandbox[pytest]")
     session.run("pytest", "tests/system", *session.posargs)
+
+
+@nox.session(python="3.12")
+def wheels(session: nox.Session) -> None:
+    """Both distributions as users receive them: built, checked, installed, smoke-tested.
+
+    The same script CI runs (``.ci/wheels.py``; ``-- --keep DIR`` keeps the wheels).
+    """
+    session.run("python", ".ci/wheels.py", *session.posargs)
 
 
 @nox.session(python="3.12")

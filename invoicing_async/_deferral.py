@@ -251,10 +251,11 @@ class Deferral:
             raise body
         down = self._state.down
         if down is not None:
-            return await self._defer(
-                document, key, identity, encrypted, down, attempts=0, maybe_sent=False,
-                detail=f"the provider is down ({down.value}): deferred without a request",
-            )  # fmt: skip
+            with self._state.deferring():
+                return await self._defer(
+                    document, key, identity, encrypted, down, attempts=0, maybe_sent=False,
+                    detail=f"the provider is down ({down.value}): deferred without a request",
+                )  # fmt: skip
         prepared = Prepared(key, identity, body[0], SendOptions(encrypted=encrypted), plain=body[1])
         outcome = await engine.deliver(
             prepared, deadline=deadline, decisive=_DECISIVE, grace=_GRACE
@@ -269,12 +270,13 @@ class Deferral:
             if outcome.status in (OutcomeStatus.REJECTED, OutcomeStatus.DUPLICATE):
                 self._state.mark_up("a sale was answered")
             raise error or _unexpected(outcome)
-        self._state.mark_down(reason)
-        return await self._defer(
-            document, key, identity, encrypted, reason, attempts=outcome.attempts,
-            maybe_sent=outcome.status is not OutcomeStatus.NOT_SENT,
-            detail=str(error) if error is not None else "no answer within the budget",
-        )  # fmt: skip
+        with self._state.deferring():  # the drainer's pass must not undo this mark_down
+            self._state.mark_down(reason)
+            return await self._defer(
+                document, key, identity, encrypted, reason, attempts=outcome.attempts,
+                maybe_sent=outcome.status is not OutcomeStatus.NOT_SENT,
+                detail=str(error) if error is not None else "no answer within the budget",
+            )  # fmt: skip
 
     async def _defer(
         self,

@@ -36,7 +36,7 @@ from ._receipts import DeferredOutcome, last_error, reason_of, receipt_of
 from ._worker import run_worker
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
     from ._engine import Engine
     from ._ledger._deferrals import DeferralStore, Deferred
@@ -160,6 +160,34 @@ class ProviderState:
         self._delay = probe_delay
         self._next = 0.0
         self._changed = asyncio.Event()
+        # Sales deferring now, and a count of every step a sale took towards the outbox
+        # (found the provider down, made its deferral durable): an empty outbox counted
+        # before such a step proves nothing about the provider (see :meth:`unchanged`).
+        self._deferring = 0
+        self._steps = 0
+
+    @contextlib.contextmanager
+    def deferring(self) -> Iterator[None]:
+        """Around a sale's way into the outbox, from finding the provider down on."""
+        self._deferring += 1
+        self._steps += 1
+        try:
+            yield
+        finally:
+            self._deferring -= 1
+            self._steps += 1
+
+    @property
+    def steps(self) -> int:
+        """Read before counting the outbox; give it to :meth:`unchanged` after."""
+        return self._steps
+
+    def unchanged(self, steps: int) -> bool:
+        """No sale has been on its way into the outbox since :attr:`steps` gave ``steps``.
+
+        A count of the outbox taken meanwhile may have missed that sale's deferral.
+        """
+        return self._deferring == 0 and self._steps == steps
 
     def mark_down(self, reason: DeferralReason) -> None:
         """The provider did not answer (or asked for fewer requests)."""
@@ -343,6 +371,7 @@ class Drainer:
         store = await self._queue.store()
         self._locked = False
         self._state.reset()
+        steps = self._state.steps
         try:
             await self._queue.deferrals.rewind()
             await run_worker(
@@ -358,7 +387,7 @@ class Drainer:
             empty = await store.remaining() == 0
         finally:
             await self._queue.unlock()
-        if empty:
+        if empty and self._state.unchanged(steps):  # else the count may miss a new sale
             self._state.mark_up("nothing is left to send")
         await self.refresh_backlog()
 

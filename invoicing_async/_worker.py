@@ -333,8 +333,9 @@ async def _round(
         await claims.flush()
     finally:
         heartbeat.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await heartbeat
+        # Waited for, not awaited: awaiting it would hand a cancellation of this worker
+        # arriving now to the heartbeat, and suppressing the heartbeat's would swallow it.
+        await asyncio.wait({heartbeat})
     return await claims.release(0.0 if batch.stopped is None else pause)
 
 

@@ -1,8 +1,8 @@
 """Testing an application with the sandbox: tests as they look in a user's own suite.
 
-The ``invoicing_sandbox`` and ``invoicing_client`` fixtures come from the pytest plugin
-the library installs; they need pytest-asyncio. Run with
-``python -m pytest docs/examples/test_with_sandbox.py``.
+The ``invoicing_sandbox`` and ``invoicing_client`` fixtures come from the pytest
+plugin of the sandbox distribution (invoicing-async-sandbox); they need
+pytest-asyncio. Run with ``python -m pytest docs/examples/test_with_sandbox.py``.
 """
 
 from __future__ import annotations

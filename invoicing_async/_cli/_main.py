@@ -11,7 +11,8 @@ pipe was closed (``| head``), quietly.
 Subcommands live in modules that expose ``register(commands)`` (see :mod:`._common`);
 :data:`MODULES` lists this package's. Other distributions add theirs through the
 ``invoicing_async.commands`` entry point group: the sandbox distribution
-(``invoicing-async-sandbox``) adds ``demo`` and ``sandbox`` when it is installed.
+(``invoicing-async-sandbox``) adds ``demo`` and ``sandbox`` when it is installed; without
+it, those commands say how to install it (:mod:`._missing`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from invoicing_async._env import ssl_context
 from invoicing_async._errors import InvoicingError, ProviderKeyError, ValidationError
 from invoicing_async._pgp import ProviderKey
 
-from . import _ledger, _operations, _pos, _submit
+from . import _ledger, _missing, _operations, _pos, _submit
 from ._common import (
     UsageError,
     add_credentials,
@@ -150,11 +151,14 @@ def _version() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
+    return _build()[0]
+
+
+def _build() -> tuple[argparse.ArgumentParser, Commands]:
+    """The command's parser, and its subcommands."""
     parser = argparse.ArgumentParser(
         prog="invoicing-async",
         description="Submit invoices to the e-invoicing provider, or try it on a sandbox.",
-        epilog="Run 'invoicing-async COMMAND --help' for a command's options. "
-        "Start with 'invoicing-async demo'.",
     )
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {_version()}", help="print the version"
@@ -165,10 +169,17 @@ def _parser() -> argparse.ArgumentParser:
         register(commands)
     for module in MODULES:
         module.register(commands)
-    # Old names still work but are not offered.
-    listed = [name for name in commands.choices if name not in _ledger.DEPRECATED_COMMANDS]
-    commands.metavar = "{" + ",".join(listed) + "}"
-    return parser
+    commands.metavar = "{" + ",".join(_offered(commands)) + "}"
+    start = "Start with 'invoicing-async demo'"
+    if "demo" not in commands.choices:
+        start += f" (it comes with {_missing.SANDBOX_DISTRIBUTION}: install that first)"
+    parser.epilog = f"Run 'invoicing-async COMMAND --help' for a command's options. {start}."
+    return parser, commands
+
+
+def _offered(commands: Commands) -> list[str]:
+    """The commands --help lists: old names still work but are not offered."""
+    return [name for name in commands.choices if name not in _ledger.DEPRECATED_COMMANDS]
 
 
 def _quiet_stdout() -> None:
@@ -181,7 +192,18 @@ def _quiet_stdout() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status."""
-    args = _parser().parse_args(argv)
+    parser, commands = _build()
+    words = sys.argv[1:] if argv is None else argv
+    word = _missing.command_word(words)
+    if word is not None and word not in commands.choices:
+        # Not argparse's "invalid choice" (every name, hidden ones too, and nothing on
+        # what to install): what the user can do about it.
+        print(
+            f"invoicing-async: {_missing.unknown_command(word, _offered(commands))}",
+            file=sys.stderr,
+        )
+        return 2
+    args = parser.parse_args(words)
     configure_logging(verbosity(args))
     for note in getattr(args, "deprecated", ()):
         print(f"invoicing-async: {note}", file=sys.stderr)

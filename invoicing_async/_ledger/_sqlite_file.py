@@ -76,6 +76,7 @@ _STOP = object()
 #: Seconds a statement waits for another connection's lock before SQLite says "busy".
 BUSY_TIMEOUT = 30.0
 _SQLITE_BUSY = 5  # sqlite3.SQLITE_BUSY from Python 3.11 on
+_SQLITE_IOERR, _SQLITE_FULL = 10, 13
 #: The longest pause between two tries for the lock after that.
 _BUSY_BACKOFF = 1.0
 
@@ -100,6 +101,7 @@ def connect(
             f"cannot open the ledger {path}: {exc.strerror}", reason="unreadable"
         ) from None
     os.close(fd)
+    connection: sqlite3.Connection | None = None
     try:
         connection = sqlite3.connect(
             path,
@@ -127,6 +129,12 @@ def connect(
                 f"BEGIN IMMEDIATE;{_SCHEMA}PRAGMA user_version={SCHEMA_VERSION};COMMIT;"
             )
     except sqlite3.DatabaseError as exc:
+        if connection is not None:  # a file refused here is not held open
+            connection.close()
+        if _disk_failure(exc):  # a new ledger on a full disk is a ledger it cannot write
+            raise LedgerError(
+                f"cannot write the ledger {path}: {exc}", reason="write_failed"
+            ) from None
         raise LedgerError(
             f"{path} is not a ledger ({exc}); an old JSON Lines journal cannot be resumed "
             "by this version: give the batch a new file",
@@ -435,6 +443,15 @@ class LedgerFile:
                 if waited:
                     log.info("the ledger %s is no longer locked: writing again", self.path)
                 return
+
+
+def _disk_failure(error: sqlite3.DatabaseError) -> bool:
+    """SQLite's "database or disk is full" or "disk I/O error": the disk, not the file."""
+    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None:
+        return (code & 0xFF) in (_SQLITE_IOERR, _SQLITE_FULL)
+    text = str(error)
+    return "disk is full" in text or "disk I/O error" in text
 
 
 def _busy(error: sqlite3.OperationalError) -> bool:

@@ -159,6 +159,65 @@ def tiny_tmpfs(tmp_path):
     subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+@pytest.fixture
+def connections(monkeypatch):
+    """Every SQLite connection opened during the test (the ledger's own included)."""
+    import sqlite3  # noqa: PLC0415
+
+    opened = []
+    real = sqlite3.connect
+
+    def connect(*args, **kwargs):
+        connection = real(*args, **kwargs)
+        opened.append(connection)
+        return connection
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    return opened
+
+
+def left_open(connections) -> list:
+    import sqlite3  # noqa: PLC0415
+
+    still = []
+    for connection in connections:
+        try:
+            connection.execute("SELECT 1")
+        except sqlite3.ProgrammingError:  # "Cannot operate on a closed database."
+            continue
+        still.append(connection)
+    return still
+
+
+async def test_a_refused_file_is_not_held_open(tmp_path, connections):
+    """A file refused as not a ledger leaves no SQLite connection open (a leak Python
+    3.13 reports as an unclosed database, whenever the garbage collector finds it)."""
+    path = tmp_path / "old.jsonl"
+    path.write_text('{"v":1,"event":"sending","key":"id:a","index":0}\n' * 100)
+    with pytest.raises(LedgerError, match="is not a ledger"):
+        await Ledger(path).open()
+    assert connections
+    assert left_open(connections) == []
+
+
+async def test_a_new_ledger_on_a_full_disk_says_so_and_is_not_held_open(
+    tiny_tmpfs, connections
+):
+    """A ledger created on a disk that is already full: LedgerError write_failed saying
+    the disk is full (not "not a ledger"), and no SQLite connection left open."""
+    import errno  # noqa: PLC0415
+
+    with pytest.raises(OSError) as filled:  # 1 MiB on the 192 KiB tmpfs
+        (tiny_tmpfs / "filler").write_bytes(b"\0" * (1 << 20))
+    assert filled.value.errno == errno.ENOSPC
+    with pytest.raises(LedgerError) as caught:
+        await Ledger(tiny_tmpfs / "batch.db").open()
+    assert caught.value.reason == "write_failed"
+    assert "disk is full" in str(caught.value)
+    assert "not a ledger" not in str(caught.value)
+    assert left_open(connections) == []
+
+
 async def test_disk_full_stops_the_batch_with_a_typed_error_and_loses_nothing(
     tmp_path, tiny_tmpfs
 ):
