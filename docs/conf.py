@@ -69,7 +69,7 @@ nitpick_ignore_regex = [
     ("py:class", r"sqlite3\.Connection"),  # SqliteOutbox.enqueue's connection (stdlib)
     ("py:class", r"_typing\.Any"),  # typing.Any in invoicing_async.outbox (kept private)
     ("py:class", r"(invoicing_async\..*\.)?Algorithm"),  # the sandbox's key algorithms
-    ("py:class", r"_T"),  # the type variable of BlockingClient.run (its call's result)
+    ("py:class", r"_[AT]"),  # type variables of the blocking clients: what they run, its result
     ("py:class", r"(invoicing_async\..*\.)?OutageMode"),  # the sandbox's outages
 ]
 

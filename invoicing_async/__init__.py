@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         UnknownOutcomeError,
         ValidationError,
     )
+    from ._issuers import CredentialsResolver
     from ._ledger._entry import LedgerEntry
     from ._ledger._sqlite_ledger import Ledger
     from ._models import AccessToken, DocumentResult, DocumentStatus
@@ -56,6 +57,7 @@ __all__ = [
     "ClientStateError",
     "CredentialsError",
     "CredentialsKey",
+    "CredentialsResolver",
     "Deferral",
     "DeferralReason",
     "DeferredOutcome",
@@ -106,6 +108,7 @@ _HOMES = {
     "ClientStateError": "._errors",
     "CredentialsError": "._errors",
     "CredentialsKey": "._tokenstore",
+    "CredentialsResolver": "._issuers",
     "Deferral": "._deferral",
     "DeferralReason": "._receipts",
     "DeferredOutcome": "._receipts",

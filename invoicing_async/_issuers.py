@@ -26,24 +26,29 @@ import asyncio
 import collections
 import inspect
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Union
 
 from ._channel import Channel
 from ._errors import UnknownIssuerError
 from ._log import auth as log
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
     from ._retry import RetryPolicy
     from ._tokencache import TokenCache
     from ._transport import Transport
 
-    #: A TIN's API key, or ``None``: a mapping, or a callable (async or not).
-    Resolver = Mapping[str, str] | Callable[[str], Awaitable[str | None] | str | None]
+__all__ = ["CredentialsResolver", "Issuers", "check_issuer"]
 
-__all__ = ["Issuers", "check_issuer"]
+#: Where an :class:`~invoicing_async.IssuerPool` finds each issuer's API key: a mapping
+#: ``{tin: api_key}``, or a callable (async or not) that returns the API key of a TIN, or
+#: ``None`` for an issuer it does not know.
+#:
+#: .. versionadded:: 0.4.0
+CredentialsResolver = Union[  # noqa: UP007  (a runtime alias: documented, and 3.10's)
+    Mapping[str, str],
+    Callable[[str], Union[Awaitable[str | None], str | None]],  # noqa: UP007
+]
 
 
 class _Slot:
@@ -66,7 +71,7 @@ class Issuers:
     def __init__(
         self,
         base_url: str,
-        resolver: Resolver,
+        resolver: CredentialsResolver,
         *,
         transport: Transport,
         token_cache: TokenCache,
@@ -235,7 +240,7 @@ def check_issuer(issuer: str) -> str | None:
     return None
 
 
-async def _api_key(resolver: Resolver, issuer: str) -> Any:
+async def _api_key(resolver: CredentialsResolver, issuer: str) -> Any:
     if isinstance(resolver, Mapping):
         return resolver.get(issuer)
     answer = resolver(issuer)

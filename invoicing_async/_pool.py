@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from ._client import InvoicingClient
     from ._documents import Document
-    from ._issuers import Resolver
+    from ._issuers import CredentialsResolver
     from ._ledger._sqlite_ledger import Ledger
     from ._models import DocumentResult
     from ._outcomes import BatchProgress, Outcome
@@ -80,7 +80,7 @@ class IssuerPool:
     def __init__(
         self,
         base_url: str,
-        credentials: Resolver,
+        credentials: CredentialsResolver,
         *,
         provider_key: ProviderKey | None = None,
         session: ClientSession | None = None,

@@ -45,7 +45,7 @@ if typing.TYPE_CHECKING:
 
     from ._client import InvoicingClient
     from ._documents import Document
-    from ._issuers import Resolver
+    from ._issuers import CredentialsResolver
     from ._ledger._sqlite_ledger import Ledger
     from ._models import AccessToken, DocumentResult
     from ._outcomes import BatchProgress, Outcome
@@ -396,7 +396,9 @@ class BlockingPool(_Blocking[_IssuerPool]):
     .. versionadded:: 0.4.0
     """
 
-    def __init__(self, base_url: str, credentials: Resolver, **options: typing.Any) -> None:
+    def __init__(
+        self, base_url: str, credentials: CredentialsResolver, **options: typing.Any
+    ) -> None:
         _no_session(options)
         pool = _IssuerPool(base_url, credentials, **options)
         super().__init__(pool, pool.close)

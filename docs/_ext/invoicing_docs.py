@@ -28,6 +28,8 @@ no public twin is reported by Sphinx's nitpicky mode, so it is seen and fixed.
 
 from __future__ import annotations
 
+import typing
+
 import enum
 import importlib
 import importlib.metadata
@@ -153,10 +155,17 @@ def _autodoc_lines(full: str, value: Any) -> list[str]:
         lines = [f".. {kind}:: {full}", "   :members:", "   :undoc-members:"]
         if value.__bases__ != (object,):  # "Bases: object" says nothing
             lines.append("   :show-inheritance:")
+        if any(_private_base(base) for base in value.__mro__[1:]):
+            lines.append("   :inherited-members:")  # a private base's methods are its own
         return [*lines, ""]
     if callable(value):
         return [f".. autofunction:: {full}", ""]
     return [f".. autodata:: {full}", "   :no-value:", ""]
+
+
+def _private_base(base: type) -> bool:
+    """A base class of this project that its public classes stand for."""
+    return base.__module__.startswith("invoicing") and base.__name__.startswith("_")
 
 
 # --- the error tree ----------------------------------------------------------------------
@@ -294,6 +303,9 @@ def _process_bases(app: Sphinx, name: str, obj: Any, options: Any, bases: list[A
     result: list[Any] = []
 
     def visit(base: Any) -> None:
+        base = typing.get_origin(base) or base  # a generic base: its class
+        if base is typing.Generic:
+            return
         if base in (object, Exception, BaseException):
             result.append(base)
         elif id(base) in public:
