@@ -28,8 +28,6 @@ no public twin is reported by Sphinx's nitpicky mode, so it is seen and fixed.
 
 from __future__ import annotations
 
-import typing
-
 import enum
 import importlib
 import importlib.metadata
@@ -38,6 +36,7 @@ import os
 import re
 import subprocess
 import sys
+import typing
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs

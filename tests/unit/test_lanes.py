@@ -10,7 +10,7 @@ from invoicing_async import RateLimitError
 from invoicing_async._lanes import Lanes
 
 
-def lanes(capacity=100, limit=4, on_empty=lambda lane: None):
+def lanes(capacity=100, limit=4, on_empty=lambda _: None):
     scheduler = Lanes(capacity, limit=limit, on_empty=on_empty)
     scheduler.lane = lambda key: scheduler.find(key) or scheduler.open(key, {"issuer": key})
     return scheduler
