@@ -263,6 +263,11 @@ class Submission:
     document: Document = attrs.field(repr=False)
     #: The document's identity, if the caller knows it (else the batch's ``key=``).
     key: str | None = None
+    #: The issuer whose credentials send it, when the document does not name it in
+    #: ``Issuer.Vat`` (or to override it): an :class:`~invoicing_async.IssuerPool`'s batch.
+    #:
+    #: .. versionadded:: 0.4.0
+    issuer: str | None = None
     encrypted: bool | None = None
     send_method: str | None = None
     time_stamp: dt.datetime | str | None = None
