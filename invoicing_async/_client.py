@@ -22,7 +22,15 @@ from . import _protocol as proto
 from ._batch import Batch, BatchOptions, collect
 from ._delivery import Delivery
 from ._deprecation import deprecated
-from ._documents import Document, Prepared, SendOptions, describe, document_key
+from ._documents import (
+    DEFAULT_MAX_DOCUMENT_SIZE,
+    Document,
+    Prepared,
+    SendOptions,
+    describe,
+    document_key,
+    size_limit,
+)
 from ._env import client_arguments
 from ._errors import InvoicingError
 from ._ledger._sqlite_ledger import journal as ledger_journal
@@ -80,8 +88,13 @@ class InvoicingClient:
         (:meth:`submit_secure`, :meth:`submit_json`) unless a call gives its own; by
         default ``RetryPolicy()``: up to 6 attempts of at most 30 s each, backing off up
         to 15 s (or as ``Retry-After`` asks, at most 120 s).
+    :param max_document_size: the largest document sent, in bytes of its serialised JSON
+        (or of the bytes given): a larger one is refused before it is encrypted, with
+        :class:`~invoicing_async.DocumentTooLargeError` (a batch's outcome
+        ``rejected``). Default: 10 MiB.
 
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.4.0 ``max_document_size``.
     """
 
     def __init__(
@@ -102,6 +115,7 @@ class InvoicingClient:
         encrypt_executor: concurrent.futures.Executor | None = None,
         token_attempts: int = 4,
         retry: RetryPolicy | None = None,
+        max_document_size: int = DEFAULT_MAX_DOCUMENT_SIZE,
     ) -> None:
         problem = _credentials_problem(client_id, client_secret)
         if problem is not None:
@@ -120,7 +134,9 @@ class InvoicingClient:
             max_response_size=max_response_size,
             ssl=ssl,
         )
-        self._preparer = Preparer(provider_key, encrypt_executor)
+        self._preparer = Preparer(
+            provider_key, encrypt_executor, size_limit(max_document_size)
+        )
         self._session = Session(
             self._base_url,
             client_id,
@@ -334,6 +350,7 @@ class InvoicingClient:
         time_stamp: dt.datetime | str | None = None,
         key: Callable[[Any], str] = document_key,
         journal: str | os.PathLike[str] | Ledger | None = None,
+        max_document_size: int | None = None,
     ) -> list[Outcome]:
         """Submit many documents; return one :class:`~invoicing_async.Outcome` each, in order.
 
@@ -348,6 +365,7 @@ class InvoicingClient:
             deadline=deadline,
             on_progress=on_progress,
             key=key,
+            max_document_size=max_document_size,
         )
         ledger = _ledger_argument(ledger, journal)
         if ledger is None:
@@ -369,6 +387,7 @@ class InvoicingClient:
         time_stamp: dt.datetime | str | None = None,
         key: Callable[[Any], str] = document_key,
         journal: str | os.PathLike[str] | Ledger | None = None,
+        max_document_size: int | None = None,
     ) -> AsyncGenerator[Outcome, None]:
         """Submit documents with bounded concurrency, yielding outcomes as they settle.
 
@@ -390,12 +409,16 @@ class InvoicingClient:
             every settled document.
         :param key: the identity of a document (default: :func:`document_key`).
         :param journal: the former name of ``ledger``.
+        :param max_document_size: the largest document sent, in bytes (default: the
+            client's): a larger one ends ``rejected`` with
+            :class:`~invoicing_async.DocumentTooLargeError`, and the others go on.
 
         Close the generator (``async with contextlib.aclosing(...)``) to stop early: the
         workers are cancelled and documents in flight are recorded as unknown.
 
         .. versionchanged:: 0.3.0 ``ledger`` (``journal`` is deprecated);
            :class:`~invoicing_async.Submission` inputs.
+        .. versionchanged:: 0.4.0 ``max_document_size``.
         """
         options = BatchOptions(
             concurrency=concurrency,
@@ -404,6 +427,7 @@ class InvoicingClient:
             deadline=deadline,
             on_progress=on_progress,
             key=key,
+            max_document_size=max_document_size,
         )
         return self._stream(documents, options, _ledger_argument(ledger, journal))
 
@@ -428,7 +452,10 @@ class InvoicingClient:
 
     def _batch(self, options: BatchOptions, journal: Journal | None) -> Batch:
         """A batch of this client's documents (an outbox worker's too)."""
-        return Batch(self._preparer, self._session, options, journal)
+        preparer, limit = self._preparer, options.max_document_size
+        if limit is not None and limit != preparer.max_document_size:
+            preparer = Preparer(preparer.provider_key, preparer.executor, size_limit(limit))
+        return Batch(preparer, self._session, options, journal)
 
     def _offline_signature(self, text: str) -> str:
         """The provider's offline QR signature: the hex SHA-1 of ``text`` and the API key.

@@ -316,6 +316,7 @@ class BlockingClient:
         send_method: str | None = None,
         time_stamp: dt.datetime | str | None = None,
         key: Callable[[typing.Any], str] | None = None,
+        max_document_size: int | None = None,
     ) -> list[Outcome]:
         """:meth:`~invoicing_async.InvoicingClient.submit_many`, blocking.
 
@@ -338,6 +339,7 @@ class BlockingClient:
                 send_method=send_method,
                 time_stamp=time_stamp,
                 key=identity,
+                max_document_size=max_document_size,
             )
         )
 

@@ -376,7 +376,9 @@ class Decryptor:
         limit = max_size + max(65536, max_size // 8)
         # Armor inflates by 4/3 and compression only shrinks realistic payloads.
         if len(data) > 4 * limit:
-            raise MessageTooLargeError("message exceeds size limit")
+            raise MessageTooLargeError(
+                f"message of {len(data)} bytes exceeds the size limit ({max_size} bytes of data)"
+            )
         try:
             return self._decrypt(bytes(data), max_size, limit)
         except (ArmorError, PacketError) as exc:
@@ -393,7 +395,9 @@ class Decryptor:
         if not found:
             raise MalformedMessageError("no literal data packet")
         if len(found[0]) > max_size:
-            raise MessageTooLargeError("message exceeds size limit")
+            raise MessageTooLargeError(
+                f"data of {len(found[0])} bytes exceeds the size limit of {max_size} bytes"
+            )
         return found[0]
 
     def _plaintext(self, pkesks: list[bytes], encrypted: bytes, *, saw_skesk: bool) -> bytes:

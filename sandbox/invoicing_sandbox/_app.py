@@ -24,7 +24,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
+from aiohttp import http_exceptions, web
 
 from invoicing_async._pgp import OpenPGPError
 
@@ -34,7 +34,15 @@ from ._inspect import PREFIX
 from ._operations import ROUTES as OPERATION_ROUTES
 from ._operations import OperationCall, UploadedFile
 from ._outage import OutageSwitch
-from ._replies import METHOD_NOT_ALLOWED, Reply, error_reply, fault_reply, mangled, undecryptable
+from ._replies import (
+    METHOD_NOT_ALLOWED,
+    Reply,
+    error_reply,
+    fault_reply,
+    mangled,
+    oauth_error,
+    undecryptable,
+)
 
 if TYPE_CHECKING:
     import ssl
@@ -168,6 +176,9 @@ class Server:
                 if self.outage.mode is not None:
                     return await self._during_outage(request, exchange)
                 return await handler(request, exchange.environment, exchange)
+            except _Unreadable as exc:
+                # Hostile or broken input: a 4xx, and this request's one log line.
+                return await self._send(request, exc.reply(route), None, exchange)
             except ConnectionError:
                 # The client went away (killed, timed out): not the sandbox's failure, and
                 # no traceback; the request's log line (-v) says so.
@@ -296,7 +307,7 @@ class Server:
     async def _token(
         self, request: web.Request, environment: str, exchange: Exchange
     ) -> web.StreamResponse:
-        form = await request.post() if request.method == "POST" else None
+        form = await _read_form(request, self._max_body_size) if request.method == "POST" else None
         # A refresh grant takes a scripted refresh fault first, then any token fault.
         fault = None
         if form is not None and form.get("grant_type") == "refresh_token":
@@ -330,11 +341,7 @@ class Server:
         if latency := self._faults.base_latency():  # the service's --latency
             await _sleep_unless(latency, self._stopping)
         scripted, fault = self._faults.take(self._faults.documents)
-        try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            reply = error_reply(413, "the request body is too large")
-            return await self._send(request, reply, fault, exchange)
+        body = await _read_body(request, self._max_body_size)
         await self._gate.enter(self._stopping)  # received: a test may hold it here
         early = await self._before(request, fault, exchange)
         if early is not None:
@@ -371,9 +378,11 @@ class Server:
         if not encrypted and media not in _JSON_TYPES and not media.endswith("+json"):
             return error_reply(415, "Content-Type must be application/json")
         if encrypted:
+            # The decrypted document is bounded as the body is: a larger one is a 413.
+            decrypt = functools.partial(self._decryptor.decrypt, max_size=self._max_body_size)
             try:
                 body = await asyncio.get_running_loop().run_in_executor(
-                    self._executor, self._decryptor.decrypt, body
+                    self._executor, decrypt, body
                 )
             except OpenPGPError as exc:
                 return undecryptable(exc)
@@ -396,36 +405,93 @@ class Server:
         else:
             reply = self._authenticate(request, environment, exchange)
         if reply is None:
-            try:
-                call = await _operation_call(request)
-            except web.HTTPRequestEntityTooLarge:
-                reply = error_reply(413, "the request body is too large")
-            else:
-                reply = operations.handle(name, exchange, call)
+            call = await _operation_call(request, self._max_body_size)
+            reply = operations.handle(name, exchange, call)
         return await self._send(request, reply, fault, exchange)
 
     def _authenticate(
         self, request: web.Request, environment: str, exchange: Exchange
     ) -> Reply | None:
         headers = request.headers
-        authorization, api_key = headers.get("Authorization", ""), headers.get("APIKey", "")
+        authorization = _header(headers.get("Authorization", ""))
+        api_key = _header(headers.get("APIKey", ""))
         return self._provider.authenticate(environment, authorization, api_key, exchange)
 
 
-async def _operation_call(request: web.Request) -> OperationCall:
+class _Unreadable(Exception):  # noqa: N818  (a reply, not an error of the sandbox)
+    """A request whose body cannot be read: what to answer (see :func:`_read_body`)."""
+
+    def __init__(self, status: int, why: str) -> None:
+        super().__init__(why)
+        self.status = status
+        self.why = why
+
+    def reply(self, route: Route) -> Reply:
+        """The 4xx, in the token endpoint's OAuth shape or the API's."""
+        if route == "token" and self.status == 400:
+            return oauth_error("invalid_request", self.why)
+        return error_reply(self.status, self.why)
+
+
+def _too_large(size: int | None, limit: int) -> _Unreadable:
+    actual = f" of {size} bytes" if size is not None else ""
+    return _Unreadable(413, f"the request body{actual} is too large: the limit is {limit} bytes")
+
+
+async def _read_body(request: web.Request, limit: int) -> bytes:
+    """The body, refused with a 413 before it is read when its declared length is too large.
+
+    A body sent without a length is read up to the limit (aiohttp's ``client_max_size``).
+    """
+    if request.content_length is not None and request.content_length > limit:
+        raise _too_large(request.content_length, limit)
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise _too_large(None, limit) from None
+
+
+async def _read_form(request: web.Request, limit: int) -> Any:
+    """The form of a request (URL-encoded or multipart), or a 400 saying why it is not one.
+
+    Text that is not UTF-8, a broken multipart body, a part with bad headers: the client's
+    mistake or a hostile one, answered as such.
+    """
+    if request.content_length is not None and request.content_length > limit:
+        raise _too_large(request.content_length, limit)
+    try:
+        return await request.post()
+    except web.HTTPRequestEntityTooLarge:
+        raise _too_large(None, limit) from None
+    except (ValueError, LookupError, AssertionError, http_exceptions.HttpProcessingError) as exc:
+        # UnicodeDecodeError is a ValueError; LookupError: an unknown charset.
+        raise _Unreadable(400, f"the form cannot be read: {type(exc).__name__}") from None
+
+
+def _header(value: str) -> str:
+    """A header as text; bytes that were not UTF-8 become U+FFFD (a value that never matches)."""
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+async def _operation_call(request: web.Request, limit: int) -> OperationCall:
     """What an operation request carries: its body, or its form's fields and files."""
     fields: dict[str, str] = {}
     files: list[UploadedFile] = []
     body = b""
     if request.content_type == "multipart/form-data":
-        for name, value in (await request.post()).items():
+        for name, value in (await _read_form(request, limit)).items():
             if isinstance(value, web.FileField):
                 content = value.file.read()
                 files.append(UploadedFile(name, value.filename, value.content_type, content))
+            elif isinstance(value, str):
+                fields[name] = value
             else:
-                fields[name] = value if isinstance(value, str) else bytes(value).decode()
+                try:
+                    fields[name] = bytes(value).decode()
+                except UnicodeDecodeError as exc:
+                    raise _Unreadable(400, f"form field {name[:40]!r} is not UTF-8 text") from exc
     else:
-        body = await request.read()
+        body = await _read_body(request, limit)
     return OperationCall(
         method=request.method,
         query=dict(request.query),
