@@ -24,7 +24,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import http_exceptions, web
+from aiohttp import BodyPartReader, http_exceptions, web
 
 from invoicing_async._pgp import OpenPGPError
 
@@ -127,7 +127,7 @@ class Server:
         # that disconnects must not cancel the commit of a document it already sent.
         runner = web.AppRunner(
             app, access_log=None, handle_signals=False, shutdown_timeout=2.0,
-            handler_cancellation=False,
+            handler_cancellation=False, logger=_ProtocolLog(log),
         )  # fmt: skip
         await runner.setup()
         site = web.TCPSite(runner, host, port, ssl_context=tls)
@@ -307,7 +307,10 @@ class Server:
     async def _token(
         self, request: web.Request, environment: str, exchange: Exchange
     ) -> web.StreamResponse:
-        form = await _read_form(request, self._max_body_size) if request.method == "POST" else None
+        form = None
+        if request.method == "POST":  # the first value of each text field, as aiohttp's get()
+            fields = await _read_form(request, self._max_body_size)
+            form = {k: v for k, v in reversed(fields) if isinstance(v, str)}
         # A refresh grant takes a scripted refresh fault first, then any token fault.
         fault = None
         if form is not None and form.get("grant_type") == "refresh_token":
@@ -418,6 +421,25 @@ class Server:
         return self._provider.authenticate(environment, authorization, api_key, exchange)
 
 
+class _ProtocolLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's server log, where a request that is not valid HTTP is one line.
+
+    aiohttp answers such a request 400 itself (bad header bytes, a broken request line)
+    and logs it with a traceback: hostile input, not a failure of the sandbox, so it
+    gets one line like the request log's. Anything else (a handler that failed) keeps
+    its traceback.
+    """
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        error = kwargs.get("exc_info")
+        if isinstance(error, http_exceptions.HttpProcessingError):
+            first = str(error.message).strip().splitlines()[0] if error.message else ""
+            remote = args[0] if args else "?"
+            self.logger.info("malformed HTTP request from %s -> 400: %s", remote, first[:200])
+            return
+        super().log(level, msg, *args, **kwargs)
+
+
 class _Unreadable(Exception):  # noqa: N818  (a reply, not an error of the sandbox)
     """A request whose body cannot be read: what to answer (see :func:`_read_body`)."""
 
@@ -451,21 +473,59 @@ async def _read_body(request: web.Request, limit: int) -> bytes:
         raise _too_large(None, limit) from None
 
 
-async def _read_form(request: web.Request, limit: int) -> Any:
-    """The form of a request (URL-encoded or multipart), or a 400 saying why it is not one.
+async def _read_form(request: web.Request, limit: int) -> list[tuple[str, str | UploadedFile]]:
+    """The fields of a form (URL-encoded or multipart), in order; files read whole.
 
-    Text that is not UTF-8, a broken multipart body, a part with bad headers: the client's
-    mistake or a hostile one, answered as such.
+    Text that is not UTF-8, a broken multipart body, a part with bad headers: the
+    client's mistake or a hostile one, a 400 saying so.
     """
     if request.content_length is not None and request.content_length > limit:
         raise _too_large(request.content_length, limit)
     try:
-        return await request.post()
+        if request.content_type == "multipart/form-data":
+            return await _multipart(request, limit)
+        form = await request.post()
     except web.HTTPRequestEntityTooLarge:
         raise _too_large(None, limit) from None
-    except (ValueError, LookupError, AssertionError, http_exceptions.HttpProcessingError) as exc:
-        # UnicodeDecodeError is a ValueError; LookupError: an unknown charset.
-        raise _Unreadable(400, f"the form cannot be read: {type(exc).__name__}") from None
+    except UnicodeDecodeError:
+        raise _Unreadable(400, "the form is not UTF-8 text") from None
+    except LookupError:
+        raise _Unreadable(400, "the form names a charset that does not exist") from None
+    except (ValueError, http_exceptions.HttpProcessingError, Warning):
+        # Warning: aiohttp warns of a bad part header (an exception where warnings are
+        # errors, as in a test suite) and reads on.
+        raise _Unreadable(400, "the form cannot be read: a malformed body") from None
+    return [(name, value) for name, value in form.items() if isinstance(value, str)]
+
+
+async def _multipart(request: web.Request, limit: int) -> list[tuple[str, str | UploadedFile]]:
+    """A ``multipart/form-data`` body's parts, in memory and within ``limit`` bytes.
+
+    Read here rather than by aiohttp's ``post()``, which spools file parts to temporary
+    files that a body broken further on leaves open, and bounds the bytes received but
+    not what a compressed part inflates to.
+    """
+    fields: list[tuple[str, str | UploadedFile]] = []
+    reader = await request.multipart()
+    room = limit
+    while (part := await reader.next()) is not None:
+        if not isinstance(part, BodyPartReader) or part.name is None:
+            raise _Unreadable(400, "the form cannot be read: a part without a name")
+        data = bytearray()
+        while chunk := await part.read_chunk():
+            async for decoded in part.decode_iter(chunk):
+                room -= len(decoded)
+                if room < 0:
+                    raise _too_large(None, limit)
+                data += decoded
+        # Part headers: bytes that are not UTF-8 arrive escaped.
+        name = _header(part.name)
+        if part.filename:  # as aiohttp reads a form: a file part has a file name
+            media = _header(part.headers.get("Content-Type", "application/octet-stream"))
+            fields.append((name, UploadedFile(name, _header(part.filename), media, bytes(data))))
+        else:
+            fields.append((name, bytes(data).decode(part.get_charset("utf-8"))))
+    return fields
 
 
 def _header(value: str) -> str:
@@ -479,17 +539,11 @@ async def _operation_call(request: web.Request, limit: int) -> OperationCall:
     files: list[UploadedFile] = []
     body = b""
     if request.content_type == "multipart/form-data":
-        for name, value in (await _read_form(request, limit)).items():
-            if isinstance(value, web.FileField):
-                content = value.file.read()
-                files.append(UploadedFile(name, value.filename, value.content_type, content))
-            elif isinstance(value, str):
-                fields[name] = value
+        for name, value in await _read_form(request, limit):
+            if isinstance(value, UploadedFile):
+                files.append(value)
             else:
-                try:
-                    fields[name] = bytes(value).decode()
-                except UnicodeDecodeError as exc:
-                    raise _Unreadable(400, f"form field {name[:40]!r} is not UTF-8 text") from exc
+                fields[name] = value
     else:
         body = await _read_body(request, limit)
     return OperationCall(

@@ -342,6 +342,10 @@ def build_record(
     return result_from_dict(wire), dumps(wire)
 
 
+#: Digits a mark may have (a 64-bit integer).
+_MARK_DIGITS = 19
+
+
 def cancellation_mark(query: str | None, body: bytes) -> int | Reply:
     """The mark to cancel, from the JSON body (``{"mark": …}``) or the query string."""
     mark: Any = query
@@ -350,8 +354,11 @@ def cancellation_mark(query: str | None, body: bytes) -> int | Reply:
         if isinstance(data, Reply):
             return data
         mark = data.get("mark", mark)
-    if isinstance(mark, str) and mark.strip().isdigit():
-        mark = int(mark)
+    text = mark.strip() if isinstance(mark, str) else ""
+    # ASCII digits only ("²".isdigit() is true), and no more than a mark has: int() of
+    # thousands of digits raises.
+    if text.isascii() and text.isdigit() and len(text) <= _MARK_DIGITS:
+        mark = int(text)
     if isinstance(mark, int) and not isinstance(mark, bool):
         return mark
     message = "an integer is required"
