@@ -12,22 +12,47 @@ own outcome and never stops the documents around it:
 - a value that is not an object (``"text"``, ``3``, ``null``) is never sent: it is
   unreadable, and an array holding no object at all (``[1, 2, 3]``) is one unreadable
   entry for the file, not three documents.
+
+Input is read as a stream, and memory follows the largest document taken (``max_size``
+bytes of JSON text), never the input: a JSON Lines line is read up to that size, an
+array one element at a time (:class:`_Scanner`, over ``json``'s own decoder on a window
+of the text). A document larger than ``max_size`` is skipped without being held, and is
+one unreadable entry at its line, naming its size and the limit. To keep "a broken file
+sends nothing" true, an array is read twice: once to check it, once to send it
+(standard input that is not JSON Lines is first spooled to a temporary file).
+
+With a ``deadline`` (a :func:`time.monotonic` instant), reading stops when it passes,
+even inside a huge document: what was not read is one :class:`NotRead` entry per source,
+from the line reading stopped at.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 
-if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+from invoicing_async._documents import DEFAULT_MAX_DOCUMENT_SIZE, utf8_size
 
-__all__ = ["JSON_LINES", "Source", "Unreadable", "UsageError", "count_documents", "read"]
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+__all__ = [
+    "JSON_LINES",
+    "NotRead",
+    "Source",
+    "Unreadable",
+    "UsageError",
+    "count_documents",
+    "read",
+]
 
 #: Suffixes read as JSON Lines; ``.json`` is one value; others are recognised.
 JSON_LINES = frozenset({".jsonl", ".ndjson"})
@@ -41,6 +66,17 @@ _KINDS = {
     "a boolean": "booleans",
     "an array": "arrays",
 }
+#: Characters read at a time; a value that is not complete yet doubles it.
+_READ = 1 << 16
+#: Characters read at a time while skipping a document larger than the limit.
+_SKIP = 1 << 20
+#: Where a skipped value's strings end (``"``) or escape (``\``), and its structure.
+_IN_STRING = re.compile(r'["\\]')
+_STRUCTURE = re.compile(r'["\[\]{}]')
+_SCALAR_END = re.compile(r"[\s,\]}]")
+#: How close to the end of what was read a decoding error may be and still mean only
+#: "read more" ("Expecting value" at a cut ``tru``, an escape cut after ``\u12`` …).
+_NEAR_END = 16
 
 
 class UsageError(Exception):
@@ -64,90 +100,108 @@ class Source:
 
 @attrs.frozen
 class Unreadable:
-    """Input that is not a document: refused locally, with what is wrong and where."""
+    """Input that is not a document: refused locally, with what is wrong and where.
+
+    ``size`` is set for a document larger than the limit: its size in bytes.
+    """
 
     why: str
     column: int | None = None
+    size: int | None = None
+
+
+@attrs.frozen
+class NotRead:
+    """Input left unread because the deadline passed: the rest of a source, from a line."""
+
+    why: str
+
+
+class _DeadlinePassed(Exception):  # noqa: N818  (a signal to stop, not an error)
+    def __init__(self, line: int) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+class _Invalid(Exception):  # noqa: N818  (becomes an Unreadable)
+    """A JSON text that is not valid: what is wrong, and where."""
+
+    def __init__(self, message: str, line: int, column: int) -> None:
+        super().__init__(message)
+        self.message, self.line, self.column = message, line, column
+
+
+@attrs.frozen
+class _Bounds:
+    """How much one document may take, and until when reading may go on."""
+
+    max_size: int
+    deadline: float | None = None
+
+    def check(self, line: int) -> None:
+        """Raise :class:`_DeadlinePassed` (at ``line``) once the deadline has passed."""
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise _DeadlinePassed(line)
+
+    def too_large(self, size: int) -> Unreadable:
+        why = (
+            f"the document is {size:,} bytes, more than the limit of {self.max_size:,} "
+            "bytes (--max-document-size): not read"
+        )
+        return Unreadable(why, size=size)
+
+
+@attrs.frozen
+class _TooLarge:
+    """A value larger than the limit, skipped: its size and what its first character says."""
+
+    size: int
+    kind: str
 
 
 def _kind(value: Any) -> str:
     return "null" if value is None else _KIND.get(type(value), type(value).__name__)
 
 
+def _first_kind(first: str) -> str:
+    """The kind of a value from its first character (of a value too large to parse)."""
+    kinds = {"{": "dict", "[": "an array", '"': "a string", "n": "null"}
+    return kinds.get(first, "a boolean" if first in "tf" else "a number")
+
+
 def _not_object(value: Any) -> Unreadable:
     return Unreadable(f"{_kind(value)}, not a JSON object: a document is an object")
 
 
-def _invalid(exc: json.JSONDecodeError) -> tuple[int, Unreadable]:
-    return exc.lineno, Unreadable(f"invalid JSON ({exc.msg})", exc.colno)
+# --- JSON Lines ---------------------------------------------------------------------------
 
 
-def _line_of(text: str, position: int) -> int:
-    return text.count("\n", 0, position) + 1
+def _lines(
+    file: IO[str], bounds: _Bounds, first: int = 1, head: tuple[str, ...] = ()
+) -> Iterator[tuple[int, Any]]:
+    """JSON Lines: one value per non-blank line; a line over the limit is skipped unread.
 
-
-def _skip(text: str, position: int) -> int:
-    match = _WHITESPACE.match(text, position)
-    return match.end() if match else position
-
-
-def _array(text: str, start: int) -> tuple[list[tuple[int, Any]], int]:
-    """The array at ``start``: ``(position, element)`` pairs and the position after it.
-
-    Raises :class:`json.JSONDecodeError` at the problem, with its line and column.
+    ``head``: lines read already (to recognise the format), numbered from ``first``.
     """
-    elements: list[tuple[int, Any]] = []
-    position = _skip(text, start + 1)
-    if text.startswith("]", position):
-        return elements, position + 1
+    cap = bounds.max_size + 1
+    number = first - 1
+    pending = iter(head)
     while True:
-        value, end = _DECODER.raw_decode(text, position)
-        elements.append((position, value))
-        position = _skip(text, end)
-        if text.startswith(",", position):
-            position = _skip(text, position + 1)
-        elif text.startswith("]", position):
-            return elements, position + 1
-        else:
-            raise json.JSONDecodeError("Expecting ',' delimiter", text, position)
-
-
-def _decode(text: str, start: int, *, is_array: bool) -> list[tuple[int, Any]]:
-    if is_array:
-        elements, end = _array(text, start)
-    else:
-        value, end = _DECODER.raw_decode(text, start)
-        elements = [(start, value)]
-    end = _skip(text, end)
-    if end != len(text):
-        raise json.JSONDecodeError("Extra data after the JSON value", text, end)
-    return elements
-
-
-def _whole(text: str) -> Iterator[tuple[int, Any]]:
-    """A text holding one JSON value: an object, or an array of objects."""
-    start = _skip(text, 0)
-    if start == len(text):
-        return  # empty: no document (the command says so if nothing else comes)
-    is_array = text.startswith("[", start)
-    try:
-        elements = _decode(text, start, is_array=is_array)
-    except json.JSONDecodeError as exc:
-        yield _invalid(exc)
-        return
-    if is_array and elements and not any(isinstance(v, dict) for _, v in elements):
-        kinds = " and ".join(sorted({_KINDS.get(_kind(v), "nulls") for _, v in elements}))
-        why = f"an array of {kinds}, not of JSON objects: a document is an object"
-        yield _line_of(text, start), Unreadable(why)
-        return
-    for position, value in elements:
-        yield _line_of(text, position), value if isinstance(value, dict) else _not_object(value)
-
-
-def _lines(lines: Iterable[str], first: int = 1) -> Iterator[tuple[int, Any]]:
-    """JSON Lines: one value per non-blank line."""
-    for number, line in enumerate(lines, first):
+        line = next(pending, None)
+        if line is None:
+            line = file.readline(cap)
+        if not line:
+            return
+        number += 1
+        bounds.check(number)
+        if len(line) == cap and not line.endswith("\n"):  # longer than the limit
+            yield number, bounds.too_large(utf8_size(line) + _skip_line(file, bounds, number))
+            continue
         if not line.strip():
+            continue
+        size = utf8_size(line.rstrip("\r\n"))
+        if size > bounds.max_size:  # not ASCII: more bytes than characters
+            yield number, bounds.too_large(size)
             continue
         try:
             value = json.loads(line)
@@ -157,18 +211,270 @@ def _lines(lines: Iterable[str], first: int = 1) -> Iterator[tuple[int, Any]]:
         yield number, value if isinstance(value, dict) else _not_object(value)
 
 
-def _stream(file: IO[str], *, json_lines: bool | None) -> Iterator[tuple[int, Any]]:
-    """The values of an open text stream; ``json_lines=None``: recognise the format."""
-    if json_lines:
-        yield from _lines(file)
+def _skip_line(file: IO[str], bounds: _Bounds, number: int) -> int:
+    """Read past the rest of a line, a piece at a time: its size in bytes."""
+    size = 0
+    while True:
+        bounds.check(number)
+        part = file.readline(_SKIP)
+        if not part:
+            return size
+        if part.endswith("\n"):
+            return size + utf8_size(part.rstrip("\r\n"))
+        size += utf8_size(part)
+
+
+# --- one JSON value, or an array of them, from a window of the text ------------------------
+
+
+class _Scanner:
+    """A JSON text read a piece at a time, its values parsed from a bounded window.
+
+    ``text`` holds what was read and not yet consumed (from ``pos``); line and column
+    numbers are counted as the window moves, so an error anywhere says where it is.
+    """
+
+    def __init__(self, file: IO[str], bounds: _Bounds) -> None:
+        self._file = file
+        self._bounds = bounds
+        self.text = ""
+        self.pos = 0
+        self.eof = False
+        # Line and column of text[0]; newlines counted up to _counted.
+        self._line = 1
+        self._counted = 0
+        self._column = 1
+
+    # -- where --
+
+    def line_at(self, position: int) -> int:
+        """The line of ``position`` (never before one asked for already)."""
+        self._line += self.text.count("\n", self._counted, position)
+        self._counted = position
+        return self._line
+
+    def column_at(self, position: int) -> int:
+        newline = self.text.rfind("\n", 0, position)
+        return position - newline if newline >= 0 else self._column + position
+
+    def _drop(self, upto: int) -> None:
+        """Forget ``text[:upto]`` (consumed), keeping the line and column count."""
+        self.line_at(upto)
+        newline = self.text.rfind("\n", 0, upto)
+        self._column = upto - newline if newline >= 0 else self._column + upto
+        self.text, self.pos, self._counted = self.text[upto:], self.pos - upto, 0
+
+    def _read(self, size: int) -> bool:
+        """Read ``size`` more characters; False at the end of the text."""
+        if self.pos > _READ:
+            self._drop(self.pos)
+        chunk = self._file.read(size)
+        if not chunk:
+            self.eof = True
+            return False
+        self.text += chunk
+        return True
+
+    def invalid(self, message: str, position: int) -> _Invalid:
+        """The error for ``message`` at ``position``, with its line and column."""
+        return _Invalid(message, self.line_at(position), self.column_at(position))
+
+    # -- reading --
+
+    def skip_whitespace(self) -> str:
+        """Move past whitespace; the next character, or ``""`` at the end."""
+        while True:
+            match = _WHITESPACE.match(self.text, self.pos)
+            self.pos = match.end() if match else self.pos
+            if self.pos < len(self.text):
+                return self.text[self.pos]
+            if not self._read(_READ):
+                return ""
+
+    def value(self) -> Any:
+        """The value at ``pos`` (after whitespace), or :class:`_TooLarge` when skipped.
+
+        :raises _Invalid: not valid JSON.
+        """
+        start, want = self.pos, _READ
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self.text, start)
+            except json.JSONDecodeError as exc:
+                incomplete = exc.msg.startswith("Unterminated string") or (
+                    exc.pos >= len(self.text) - _NEAR_END
+                )
+                if self.eof or not incomplete:
+                    raise self.invalid(exc.msg, exc.pos) from None
+                if len(self.text) - start > self._bounds.max_size:
+                    return self._skip(start)
+                self._bounds.check(self.line_at(start))
+                self._read(want)
+                want *= 2
+                start = self.pos  # the window may have moved
+                continue
+            if end == len(self.text) and not self.eof and self.text[end - 1] not in '}]"':
+                self._read(_READ)  # a number or a literal may go on
+                start = self.pos
+                continue
+            size = end - start
+            if size > self._bounds.max_size // 4:  # else its bytes cannot exceed the limit
+                size = utf8_size(self.text[start:end])
+            self.pos = end
+            if size > self._bounds.max_size:
+                return _TooLarge(size, _first_kind(self.text[start]))
+            return value
+
+    def _skip(self, start: int) -> _TooLarge:
+        """Move past the value at ``start`` without holding it: its size and kind.
+
+        The text is read a megabyte at a time and forgotten as it is scanned.
+
+        :raises _Invalid: the text ends inside the value.
+        """
+        line, first = self.line_at(start), self.text[start]
+        skipping = _Skipping(scalar=first not in '{["')
+        size = 0
+        while True:
+            end = skipping.end_in(self.text, start)
+            if end is not None:
+                self.pos = end
+                return _TooLarge(size + utf8_size(self.text[start:end]), _first_kind(first))
+            size += utf8_size(self.text[start:])
+            self.pos = len(self.text)
+            self._drop(self.pos)
+            start = 0
+            self._bounds.check(line)
+            if not self._read(_SKIP):
+                if skipping.scalar:  # a number at the very end of the text
+                    return _TooLarge(size, _first_kind(first))
+                raise _Invalid("Unterminated value larger than the limit", line, 1)
+
+
+@attrs.define
+class _Skipping:
+    """How far skipping a value has come: in a string, after a backslash, how deep.
+
+    Strings and nesting are followed, not checked: a value too large is refused whatever
+    it holds.
+    """
+
+    scalar: bool
+    depth: int = 0
+    in_string: bool = False
+    escaped: bool = False
+
+    def end_in(self, text: str, pos: int) -> int | None:
+        """Where the value ends in ``text``, scanned from ``pos``; ``None``: read on."""
+        if self.escaped and pos < len(text):  # the character after a "\\" ending a piece
+            pos, self.escaped = pos + 1, False
+        if self.scalar:  # a number or a literal: it ends before a delimiter
+            match = _SCALAR_END.search(text, pos)
+            return None if match is None else match.start()
+        while match := (_IN_STRING if self.in_string else _STRUCTURE).search(text, pos):
+            char, pos = match.group(), match.end()
+            if self.in_string and char == "\\":
+                if pos == len(text):
+                    self.escaped = True
+                    return None
+                pos += 1
+            elif self.in_string or char == '"':
+                self.in_string = not self.in_string
+                if not self.in_string and self.depth == 0:
+                    return pos
+            else:
+                self.depth += 1 if char in "[{" else -1
+                if self.depth == 0:
+                    return pos
+        return None
+
+
+def _values(scanner: _Scanner) -> Iterator[tuple[int, Any]]:
+    """``(line, value or _TooLarge)`` for the value of a JSON text, or its array's elements.
+
+    Nothing may follow it but whitespace.
+
+    :raises _Invalid: where the text stops being valid JSON.
+    """
+    first = scanner.skip_whitespace()
+    if not first:
+        return  # empty: no document (the command says so if nothing else comes)
+    if first != "[":
+        yield scanner.line_at(scanner.pos), scanner.value()
+    else:
+        scanner.pos += 1
+        if scanner.skip_whitespace() == "]":
+            scanner.pos += 1
+        else:
+            while True:
+                yield scanner.line_at(scanner.pos), scanner.value()
+                after = scanner.skip_whitespace()
+                scanner.pos += 1
+                if after == "]":
+                    break
+                if after != ",":
+                    raise scanner.invalid("Expecting ',' delimiter", scanner.pos - 1)
+                scanner.skip_whitespace()
+    if scanner.skip_whitespace():
+        raise scanner.invalid("Extra data after the JSON value", scanner.pos)
+
+
+def _whole(opened: Callable[[], Any], bounds: _Bounds) -> Iterator[tuple[int, Any]]:
+    """A text holding one JSON value: an object, or an array of objects.
+
+    ``opened()`` opens the text from its start. An array is read once to check it (a
+    broken one gives one entry, none of its documents; one without any object gives one
+    entry), then again to give its elements.
+    """
+    with opened() as file:
+        scanner = _Scanner(file, bounds)
+        if scanner.skip_whitespace() != "[":  # one value (or none): nothing to check first
+            yield from _entries(scanner, bounds)
+            return
+        start = scanner.line_at(scanner.pos)
+        kinds: set[str] = set()
+        try:
+            for _, value in _values(scanner):
+                kinds.add(value.kind if isinstance(value, _TooLarge) else _kind(value))
+        except _Invalid as exc:
+            yield exc.line, Unreadable(f"invalid JSON ({exc.message})", exc.column)
+            return
+    if kinds and "dict" not in kinds:
+        names = " and ".join(sorted({_KINDS.get(kind, "nulls") for kind in kinds}))
+        why = f"an array of {names}, not of JSON objects: a document is an object"
+        yield start, Unreadable(why)
         return
-    if json_lines is False:
-        yield from _whole(file.read())
-        return
-    # Recognise: blank lines first, then a first line that is a whole JSON value means
-    # JSON Lines; anything else (an array, a pretty-printed object) is one JSON value.
+    with opened() as file:
+        yield from _entries(_Scanner(file, bounds), bounds)
+
+
+def _entries(scanner: _Scanner, bounds: _Bounds) -> Iterator[tuple[int, Any]]:
+    """Each value of ``scanner`` as a document or its refusal (``_TooLarge``, not an object)."""
+    try:
+        for line, value in _values(scanner):
+            if isinstance(value, _TooLarge):
+                yield line, bounds.too_large(value.size)
+            else:
+                yield line, value if isinstance(value, dict) else _not_object(value)
+    except _Invalid as exc:
+        yield exc.line, Unreadable(f"invalid JSON ({exc.message})", exc.column)
+
+
+# --- sources ------------------------------------------------------------------------------
+
+
+def _recognised(
+    file: IO[str], bounds: _Bounds, whole: Callable[[tuple[str, ...]], Iterator[tuple[int, Any]]]
+) -> Iterator[tuple[int, Any]]:
+    """A text whose format its first line tells: JSON Lines, or one JSON value.
+
+    Blank lines first, then a first line that is a whole JSON value (or one longer than
+    the limit, not an array) means JSON Lines; anything else (an array, a pretty-printed
+    object) is one JSON value, read by ``whole(lines read so far)``.
+    """
+    cap = bounds.max_size + 1
     head: list[str] = []
-    for line in file:
+    while line := file.readline(cap):
         head.append(line)
         if line.strip():
             break
@@ -176,15 +482,56 @@ def _stream(file: IO[str], *, json_lines: bool | None) -> Iterator[tuple[int, An
     if not first:
         return
     if not first.startswith("["):
+        if len(head[-1]) == cap and not head[-1].endswith("\n"):  # a line over the limit
+            yield from _lines(file, bounds, head=tuple(head))
+            return
         try:
             json.loads(first)
         except json.JSONDecodeError:
             pass
         else:
-            yield from _lines(head)
-            yield from _lines(file, len(head) + 1)
+            yield from _lines(file, bounds, head=tuple(head))
             return
-    yield from _whole("".join(head) + file.read())
+    yield from whole(tuple(head))
+
+
+@contextlib.contextmanager
+def _spooled(head: tuple[str, ...], rest: IO[str], bounds: _Bounds) -> Iterator[Callable[[], Any]]:
+    """Standard input copied to a temporary file: an opener of it, for :func:`_whole`."""
+    with tempfile.TemporaryFile("w+", encoding="utf-8", newline="") as spool:
+        spool.writelines(head)
+        while chunk := rest.read(_SKIP):
+            bounds.check(1)
+            spool.write(chunk)
+
+        @contextlib.contextmanager
+        def opened() -> Iterator[IO[str]]:
+            spool.seek(0)
+            yield spool
+
+        yield opened
+
+
+def _stdin(stdin: IO[str], bounds: _Bounds) -> Iterator[tuple[int, Any]]:
+    def whole(head: tuple[str, ...]) -> Iterator[tuple[int, Any]]:
+        with _spooled(head, stdin, bounds) as opened:
+            yield from _whole(opened, bounds)
+
+    yield from _recognised(stdin, bounds, whole)
+
+
+def _path(path: Path, bounds: _Bounds) -> Iterator[tuple[int, Any]]:
+    def opened() -> IO[str]:
+        return path.open(encoding="utf-8-sig")
+
+    if path.suffix == ".json":
+        yield from _whole(opened, bounds)
+        return
+    with opened() as file:
+        if path.suffix in JSON_LINES:
+            yield from _lines(file, bounds)
+        else:
+            yield from _recognised(file, bounds, lambda _head: _whole(opened, bounds))
 
 
 def _files(source: str) -> list[Path]:
@@ -196,48 +543,63 @@ def _files(source: str) -> list[Path]:
     raise UsageError(f"no such file or directory: {source}")
 
 
-def _format(path: Path) -> bool | None:
-    if path.suffix in JSON_LINES:
-        return True
-    return False if path.suffix == ".json" else None
-
-
-def read(sources: list[str], stdin: IO[str] | None = None) -> Iterator[tuple[Source, Any]]:
-    """``(source, document or Unreadable)`` for every document of ``sources`` in order.
+def read(
+    sources: list[str],
+    stdin: IO[str] | None = None,
+    *,
+    max_size: int = DEFAULT_MAX_DOCUMENT_SIZE,
+    deadline: float | None = None,
+) -> Iterator[tuple[Source, Any]]:
+    """``(source, document, Unreadable or NotRead)`` for every entry of ``sources`` in order.
 
     ``-`` is standard input. A file that cannot be opened or decoded is one unreadable
     entry; a name that does not exist is a :class:`UsageError` before anything is read.
+    A document over ``max_size`` bytes is an unreadable entry, never read whole; once
+    ``deadline`` (a :func:`time.monotonic` instant) has passed, the rest of each source
+    is one :class:`NotRead` entry.
     """
     for source in sources:
         if source != "-":
             _files(source)  # a missing name fails before anything is sent
+    bounds = _Bounds(max_size, deadline)
+    stopped = False
     for source in sources:
-        if source == "-":
-            for line, value in _stream(stdin or sys.stdin, json_lines=None):
-                yield Source("-", line), value
-            continue
-        for path in _files(source):
-            name = str(path)
+        for path in [None] if source == "-" else _files(source):
+            name = "-" if path is None else str(path)
+            if stopped:
+                yield Source(name, 1), NotRead(_DEADLINE)
+                continue
+            entries = _stdin(stdin or sys.stdin, bounds) if path is None else _path(path, bounds)
             try:
-                with path.open(encoding="utf-8-sig") as file:
-                    for line, value in _stream(file, json_lines=_format(path)):
-                        yield Source(name, line), value
+                for line, value in entries:
+                    yield Source(name, line), value
+            except _DeadlinePassed as exc:
+                stopped = True
+                yield Source(name, exc.line), NotRead(_DEADLINE)
             except UnicodeDecodeError as exc:
                 yield Source(name, 1), Unreadable(f"not UTF-8 text (byte {exc.start})")
             except OSError as exc:
                 yield Source(name, 1), Unreadable(f"cannot read: {exc.strerror or exc}")
 
 
-def count_documents(sources: list[str]) -> int | None:
-    """How many entries :func:`read` will give, for a progress bar; ``None`` for stdin."""
+_DEADLINE = "the deadline passed before it was read"
+
+
+def count_documents(
+    sources: list[str], *, max_size: int = DEFAULT_MAX_DOCUMENT_SIZE, deadline: float | None = None
+) -> int | None:
+    """How many entries :func:`read` will give, for a progress bar.
+
+    ``None`` for standard input, or when the deadline passes while counting.
+    """
     if "-" in sources:
         return None
     total = 0
     try:
-        for source in sources:
-            for path in _files(source):
-                with path.open(encoding="utf-8-sig") as file:
-                    total += sum(1 for _ in _stream(file, json_lines=_format(path)))
-    except (OSError, UnicodeDecodeError, UsageError):
+        for _, value in read(sources, max_size=max_size, deadline=deadline):
+            if isinstance(value, NotRead):
+                return None
+            total += 1
+    except UsageError:
         return None
     return total
