@@ -70,10 +70,11 @@ _KINDS = {
 _READ = 1 << 16
 #: Characters read at a time while skipping a document larger than the limit.
 _SKIP = 1 << 20
-#: Where a skipped value's strings end (``"``) or escape (``\``), and its structure.
-_IN_STRING = re.compile(r'["\\]')
+#: What a skipped value's structure is made of, and what ends a number or a literal.
 _STRUCTURE = re.compile(r'["\[\]{}]')
 _SCALAR_END = re.compile(r"[\s,\]}]")
+#: What may follow a number's prefix at the end of the window (and be the rest of it).
+_NUMBER_TAIL = re.compile(r"[0-9.eE+-]*")
 #: How close to the end of what was read a decoding error may be and still mean only
 #: "read more" ("Expecting value" at a cut ``tru``, an escape cut after ``\u12`` …).
 _NEAR_END = 16
@@ -133,14 +134,15 @@ class _Invalid(Exception):  # noqa: N818  (becomes an Unreadable)
 
 @attrs.frozen
 class _Bounds:
-    """How much one document may take, and until when reading may go on."""
+    """How much one document may take, and until when (on ``clock``) reading may go on."""
 
     max_size: int
     deadline: float | None = None
+    clock: Callable[[], float] = time.monotonic
 
     def check(self, line: int) -> None:
         """Raise :class:`_DeadlinePassed` (at ``line``) once the deadline has passed."""
-        if self.deadline is not None and time.monotonic() >= self.deadline:
+        if self.deadline is not None and self.clock() >= self.deadline:
             raise _DeadlinePassed(line)
 
     def too_large(self, size: int) -> Unreadable:
@@ -306,15 +308,22 @@ class _Scanner:
                 )
                 if self.eof or not incomplete:
                     raise self.invalid(exc.msg, exc.pos) from None
-                if len(self.text) - start > self._bounds.max_size:
+                have = len(self.text) - start
+                if have > self._bounds.max_size:
                     return self._skip(start)
                 self._bounds.check(self.line_at(start))
-                self._read(want)
+                # Twice as much each time (parsing again costs linear time in all), but
+                # no more than it takes to know the value is too large.
+                self._read(max(_READ, min(want, self._bounds.max_size + 1 - have)))
                 want *= 2
                 start = self.pos  # the window may have moved
                 continue
-            if end == len(self.text) and not self.eof and self.text[end - 1] not in '}]"':
-                self._read(_READ)  # a number or a literal may go on
+            if (
+                not self.eof
+                and len(self.text) - end < _NEAR_END
+                and _NUMBER_TAIL.fullmatch(self.text, end)
+            ):  # a number may go on past the window: "0." of "0.5", "12" of "123"
+                self._read(_READ)
                 start = self.pos
                 continue
             size = end - start
@@ -366,27 +375,51 @@ class _Skipping:
 
     def end_in(self, text: str, pos: int) -> int | None:
         """Where the value ends in ``text``, scanned from ``pos``; ``None``: read on."""
-        if self.escaped and pos < len(text):  # the character after a "\\" ending a piece
+        if self.escaped and pos < len(text):  # the character after a backslash ending a piece
             pos, self.escaped = pos + 1, False
         if self.scalar:  # a number or a literal: it ends before a delimiter
             match = _SCALAR_END.search(text, pos)
             return None if match is None else match.start()
-        while match := (_IN_STRING if self.in_string else _STRUCTURE).search(text, pos):
-            char, pos = match.group(), match.end()
-            if self.in_string and char == "\\":
-                if pos == len(text):
-                    self.escaped = True
+        while pos < len(text):
+            if self.in_string:
+                pos = self._string_end(text, pos)
+                if pos < 0:
                     return None
-                pos += 1
-            elif self.in_string or char == '"':
-                self.in_string = not self.in_string
-                if not self.in_string and self.depth == 0:
+                self.in_string = False
+                if self.depth == 0:
                     return pos
+                continue
+            match = _STRUCTURE.search(text, pos)
+            if match is None:
+                return None
+            char, pos = match.group(), match.end()
+            if char == '"':
+                self.in_string = True
             else:
                 self.depth += 1 if char in "[{" else -1
                 if self.depth == 0:
                     return pos
         return None
+
+    def _string_end(self, text: str, pos: int) -> int:
+        """Where the string being skipped ends (after its quote), or -1: read on.
+
+        ``str.find`` runs at memory speed over the long strings such documents hold (a
+        regular expression takes ten times as long); a quote after an odd run of
+        backslashes is escaped.
+        """
+        while (quote := text.find('"', pos)) >= 0:
+            run = quote
+            while run > pos and text[run - 1] == "\\":
+                run -= 1
+            if (quote - run) % 2 == 0:
+                return quote + 1
+            pos = quote + 1
+        run = len(text)
+        while run > pos and text[run - 1] == "\\":
+            run -= 1
+        self.escaped = (len(text) - run) % 2 == 1
+        return -1
 
 
 def _values(scanner: _Scanner) -> Iterator[tuple[int, Any]]:
@@ -428,8 +461,13 @@ def _whole(opened: Callable[[], Any], bounds: _Bounds) -> Iterator[tuple[int, An
     """
     with opened() as file:
         scanner = _Scanner(file, bounds)
-        if scanner.skip_whitespace() != "[":  # one value (or none): nothing to check first
-            yield from _entries(scanner, bounds)
+        if scanner.skip_whitespace() != "[":  # one value (or none), given once all is read
+            try:
+                found = list(_values(scanner))
+            except _Invalid as exc:
+                yield exc.line, Unreadable(f"invalid JSON ({exc.message})", exc.column)
+                return
+            yield from ((line, _entry(value, bounds)) for line, value in found)
             return
         start = scanner.line_at(scanner.pos)
         kinds: set[str] = set()
@@ -439,6 +477,8 @@ def _whole(opened: Callable[[], Any], bounds: _Bounds) -> Iterator[tuple[int, An
         except _Invalid as exc:
             yield exc.line, Unreadable(f"invalid JSON ({exc.message})", exc.column)
             return
+        except _DeadlinePassed:
+            raise _DeadlinePassed(start) from None  # nothing of the array was given
     if kinds and "dict" not in kinds:
         names = " and ".join(sorted({_KINDS.get(kind, "nulls") for kind in kinds}))
         why = f"an array of {names}, not of JSON objects: a document is an object"
@@ -449,15 +489,19 @@ def _whole(opened: Callable[[], Any], bounds: _Bounds) -> Iterator[tuple[int, An
 
 
 def _entries(scanner: _Scanner, bounds: _Bounds) -> Iterator[tuple[int, Any]]:
-    """Each value of ``scanner`` as a document or its refusal (``_TooLarge``, not an object)."""
+    """Each value of ``scanner`` as :func:`_entry`; where it stops being JSON, the error."""
     try:
         for line, value in _values(scanner):
-            if isinstance(value, _TooLarge):
-                yield line, bounds.too_large(value.size)
-            else:
-                yield line, value if isinstance(value, dict) else _not_object(value)
+            yield line, _entry(value, bounds)
     except _Invalid as exc:
         yield exc.line, Unreadable(f"invalid JSON ({exc.message})", exc.column)
+
+
+def _entry(value: Any, bounds: _Bounds) -> Any:
+    """A value as a document, or its refusal: too large, or not an object."""
+    if isinstance(value, _TooLarge):
+        return bounds.too_large(value.size)
+    return value if isinstance(value, dict) else _not_object(value)
 
 
 # --- sources ------------------------------------------------------------------------------
@@ -549,19 +593,20 @@ def read(
     *,
     max_size: int = DEFAULT_MAX_DOCUMENT_SIZE,
     deadline: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Iterator[tuple[Source, Any]]:
     """``(source, document, Unreadable or NotRead)`` for every entry of ``sources`` in order.
 
     ``-`` is standard input. A file that cannot be opened or decoded is one unreadable
     entry; a name that does not exist is a :class:`UsageError` before anything is read.
     A document over ``max_size`` bytes is an unreadable entry, never read whole; once
-    ``deadline`` (a :func:`time.monotonic` instant) has passed, the rest of each source
-    is one :class:`NotRead` entry.
+    ``deadline`` (an instant of ``clock``) has passed, the rest of each source is one
+    :class:`NotRead` entry.
     """
     for source in sources:
         if source != "-":
             _files(source)  # a missing name fails before anything is sent
-    bounds = _Bounds(max_size, deadline)
+    bounds = _Bounds(max_size, deadline, clock)
     stopped = False
     for source in sources:
         for path in [None] if source == "-" else _files(source):
