@@ -100,9 +100,13 @@ def serialize_document(document: Document, max_size: int | None = None) -> bytes
     try:
         text = document if isinstance(document, str) else _ENCODER.encode(document)
         if max_size is not None and len(text) > max_size:
-            check_size(utf8_size(text), max_size)
+            # Refused before a second copy exists; and the text is gone before the
+            # error is raised: its traceback's frame would keep it as long as the outcome.
+            size = utf8_size(text)
+            del text
+            check_size(size, max_size)
         body = text.encode("utf-8")
-        del text  # an oversized document is refused before a second copy exists
+        del text
         # Only a key that is not a string can collide, and it is written as a number,
         # true, false or null: without such a key in the output (a C-speed search), no
         # walk is needed.
@@ -126,7 +130,10 @@ def serialize_document(document: Document, max_size: int | None = None) -> bytes
             f"the document has keys that become the same JSON key {collision!r}: "
             "a JSON object must not repeat a key"
         )
-    check_size(len(body), max_size)
+    size = len(body)
+    if max_size is not None and size > max_size:
+        del body
+        check_size(size, max_size)
     return body
 
 

@@ -157,7 +157,11 @@ HOSTILE = {
     "deeply nested json": ("/Invoice/json", "application/json", _nested(100_000)),
     "deeply nested array": ("/Invoice/json", "application/json", b"[" * 100_000),
     "json not UTF-8": ("/Invoice/json", "application/json", b'{"Series": "\xff"}'),
-    "half a surrogate pair": ("/Invoice/json", "application/json", b'{"Series": "\\ud800"}'),
+    "half a surrogate pair": (
+        "/Invoice/json",
+        "application/json",
+        json.dumps(sample_invoice(1)).replace('"Series": "', '"Series": "\\ud800', 1).encode(),
+    ),
     "nested cancellation": ("/Invoice/cancelDeliveryNote", "application/json", _nested(50_000)),
     "nested pos signature": ("/PosTransactions/signpos", "application/json", _nested(50_000)),
     "broken upload": ("/Invoice/File", "multipart/form-data; boundary=zz", b"--zz\r\n\xff\xfe"),
