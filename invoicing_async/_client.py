@@ -134,9 +134,7 @@ class InvoicingClient:
             max_response_size=max_response_size,
             ssl=ssl,
         )
-        self._preparer = Preparer(
-            provider_key, encrypt_executor, size_limit(max_document_size)
-        )
+        self._preparer = Preparer(provider_key, encrypt_executor, size_limit(max_document_size))
         self._session = Session(
             self._base_url,
             client_id,

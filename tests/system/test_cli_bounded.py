@@ -112,7 +112,7 @@ def huge_element_array(path, documents, size: int) -> int:
     return size
 
 
-def check_outcome(stdout: str, stderr: str, path, size: int, limit: int, count: int) -> None:
+def check_outcome(stdout: str, stderr: str, path, *, size: int, limit: int, count: int) -> None:
     """The huge document refused with its size and the limit, the others accepted."""
     got = records(stdout)
     refused = [r for r in got if r["status"] == "rejected"]
@@ -140,7 +140,7 @@ async def test_a_64_mib_document_with_a_1_mib_limit(sandbox, tmp_path, build):
         env=sandbox.env, tmp_path=tmp_path,
     )  # fmt: skip
     assert code == 1, stderr
-    check_outcome(stdout, stderr, path, size, MIB, len(documents))
+    check_outcome(stdout, stderr, path, size=size, limit=MIB, count=len(documents))
     assert peak < 150 * MIB, f"peak {peak / MIB:.0f} MiB"
 
 
@@ -157,7 +157,7 @@ async def test_a_gigabyte_document_among_invoices(sandbox, tmp_path, build):
         "submit", "--json", str(path), env=sandbox.env, tmp_path=tmp_path
     )
     assert code == 1, stderr
-    check_outcome(stdout, stderr, path, size, 10 * MIB, len(documents))
+    check_outcome(stdout, stderr, path, size=size, limit=10 * MIB, count=len(documents))
     assert peak < PEAK, f"peak {peak / MIB:.0f} MiB"
 
 

@@ -183,7 +183,7 @@ def test_a_line_of_few_characters_but_many_bytes_is_measured_in_bytes(tmp_path):
     """The limit counts bytes: 600 characters of 2 bytes each exceed 1,000 bytes."""
     path = tmp_path / "in.jsonl"
     path.write_text(json.dumps({"n": "é" * 600}, ensure_ascii=False) + "\n", encoding="utf-8")
-    [(line, refused)] = entries(path, max_size=1000)
+    [(_, refused)] = entries(path, max_size=1000)
     assert isinstance(refused, Unreadable)
     assert refused.size > 1000
 
@@ -191,7 +191,7 @@ def test_a_line_of_few_characters_but_many_bytes_is_measured_in_bytes(tmp_path):
 @pytest.mark.parametrize(
     "huge",
     [
-        '{"Notes": "' + "x\\\\y\\\"" * 400 + '", "k": [1, {"a": "]}"}]}',
+        '{"Notes": "' + 'x\\\\y\\"' * 400 + '", "k": [1, {"a": "]}"}]}',
         '"' + "q" * 3000 + '\\\\"',
         "1" + "5" * 3000,
         "[" + ",".join(["[1, {}]"] * 500) + "]",
