@@ -149,7 +149,7 @@ def prepare_chunk(
 _UNSET: Any = object()
 
 
-def _serialized(document: Any, max_size: int | None) -> Body:
+def _serialized(document: Any, max_size: int | None = None) -> Body:
     try:
         plain = serialize_document(document, max_size)
     except InvoicingError as exc:

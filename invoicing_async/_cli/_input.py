@@ -146,11 +146,8 @@ class _Bounds:
             raise _DeadlinePassed(line)
 
     def too_large(self, size: int) -> Unreadable:
-        why = (
-            f"the document is {size:,} bytes, more than the limit of {self.max_size:,} "
-            "bytes (--max-document-size): not read"
-        )
-        return Unreadable(why, size=size)
+        why = f"the document is {size:,} bytes, more than the limit of {self.max_size:,} bytes"
+        return Unreadable(why + ": not read", size=size)
 
 
 @attrs.frozen

@@ -207,8 +207,9 @@ def _refused(position: int, source: Source, value: Unreadable | NotRead, max_siz
             error=TransportError(f"not sent: {message}", maybe_sent=False),
         )  # fmt: skip
     where = f"{source}:{value.column}" if value.column else str(source)
-    print(f"invoicing-async: {where}: {value.why}", file=sys.stderr)
-    error: ValidationError = ValidationError(f"{where}: {value.why}")
+    why = value.why if value.size is None else f"{value.why} (--max-document-size)"
+    print(f"invoicing-async: {where}: {why}", file=sys.stderr)
+    error: ValidationError = ValidationError(f"{where}: {why}")
     if value.size is not None:
         error = DocumentTooLargeError(error.message, size=value.size, limit=max_size)
     return Outcome(
