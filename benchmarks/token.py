@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import time
 
+from invoicing_async import CredentialsKey
+
 from ._common import Section, Settings, fmt, median
 from ._provider import ProviderProcess
-from .e2e import client
+from .e2e import API_KEY, TIN, client
 
 NAME = "token"
 
@@ -24,7 +26,8 @@ async def _cold(url: str, callers: int) -> tuple[int, float, set[str]]:
         started = time.perf_counter()
         tokens = await asyncio.gather(*(c.token() for _ in range(callers)))
         seconds = time.perf_counter() - started
-        return c.token_cache.requests(c._session._credentials), seconds, {t.value for t in tokens}  # noqa: SLF001
+        key = CredentialsKey.of(c.base_url, TIN, API_KEY)
+        return c.token_cache.requests(key), seconds, {t.value for t in tokens}
 
 
 async def _warm(url: str, loops: int, repeats: int) -> tuple[list[float], list[float]]:

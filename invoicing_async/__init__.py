@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         ServerError,
         TransportError,
         UnexpectedStatusError,
+        UnknownIssuerError,
         UnknownOutcomeError,
         ValidationError,
     )
@@ -39,9 +40,11 @@ if TYPE_CHECKING:
     from ._ledger._sqlite_ledger import Ledger
     from ._models import AccessToken, DocumentResult, DocumentStatus
     from ._operations import OperationResult
-    from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
+    from ._outcomes import BatchProgress, Outcome, OutcomeStatus
     from ._pgp import ProviderKey
+    from ._pool import IssuerPool
     from ._receipts import Backlog, DeferralReason, DeferredOutcome, DeferredReceipt
+    from ._retry import RetryPolicy
     from ._safety import Safety
     from ._tokencache import TokenCache
     from ._tokenstore import CredentialsKey, MemoryTokenStore, TokenStore
@@ -65,6 +68,7 @@ __all__ = [
     "ForeignRecordError",
     "InvoicingClient",
     "InvoicingError",
+    "IssuerPool",
     "Ledger",
     "LedgerEntry",
     "LedgerError",
@@ -85,6 +89,7 @@ __all__ = [
     "TokenStore",
     "TransportError",
     "UnexpectedStatusError",
+    "UnknownIssuerError",
     "UnknownOutcomeError",
     "ValidationError",
     "document_key",
@@ -114,6 +119,7 @@ _HOMES = {
     "ForeignRecordError": "._errors",
     "InvoicingClient": "._client",
     "InvoicingError": "._errors",
+    "IssuerPool": "._pool",
     "Ledger": "._ledger._sqlite_ledger",
     "LedgerEntry": "._ledger._entry",
     "LedgerError": "._errors",
@@ -126,7 +132,7 @@ _HOMES = {
     "ProviderKeyError": "._errors",
     "ProviderTimeoutError": "._errors",
     "RateLimitError": "._errors",
-    "RetryPolicy": "._outcomes",
+    "RetryPolicy": "._retry",
     "Safety": "._safety",
     "ServerError": "._errors",
     "Submission": "._documents",
@@ -134,6 +140,7 @@ _HOMES = {
     "TokenStore": "._tokenstore",
     "TransportError": "._errors",
     "UnexpectedStatusError": "._errors",
+    "UnknownIssuerError": "._errors",
     "UnknownOutcomeError": "._errors",
     "ValidationError": "._errors",
     "document_key": "._documents",

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from ._delivery import Breaker, Budget, Delivery, Kind, Shared, classify
+from ._decision import Breaker, Budget, Kind, ReauthWaits, Shared, classify
+from ._delivery import Delivery
 from ._documents import (
     Identity,
     Prepared,
@@ -42,7 +43,9 @@ from ._documents import (
 from ._errors import InvoicingError, ValidationError
 from ._journal import SEND, Verdict, Withdrawn
 from ._limiter import Limiter
-from ._outcomes import BatchProgress, Outcome, OutcomeStatus, RetryPolicy
+from ._log import delivery as log
+from ._outcomes import BatchProgress, Outcome, OutcomeStatus
+from ._retry import RetryPolicy
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -55,7 +58,7 @@ __all__ = ["Batch", "BatchOptions", "Preparer", "Sender", "collect"]
 
 
 class Sender(Protocol):
-    """What a batch needs of a session: one attempt at a prepared document."""
+    """What a batch needs of an issuer's channel: one attempt at a prepared document."""
 
     def ensure_usable(self) -> None:
         """Raise :class:`~invoicing_async.ClientStateError` if nothing can be sent."""
@@ -151,8 +154,10 @@ class Batch:
         self._shared = Shared(
             Budget(options.retry),
             Breaker(options.retry.circuit_breaker),
-            Limiter(self._workers),
+            reauth=ReauthWaits(options.retry.reauth_waits),
         )
+        self._limiter = Limiter(self._workers)
+        self._stop_told = False
         self._deadline = (
             None
             if options.deadline is None
@@ -335,9 +340,7 @@ class Batch:
                 f"{str(exc)[:200]}"
             )
             key = f"index:{index}"
-            return Delivery(key=key, index=index, identity=Identity(), policy=RetryPolicy()).refuse(
-                error
-            )
+            return Delivery(key, index, Identity(), policy=RetryPolicy()).refuse(error)
         return _Pending(index, key, identity, document, options)
 
     def _expired(self) -> bool:
@@ -345,12 +348,14 @@ class Batch:
 
     def _delivery(self, pending: _Pending) -> Delivery:
         return Delivery(
-            key=pending.key,
-            index=pending.index,
-            identity=pending.identity,
+            pending.key,
+            pending.index,
+            pending.identity,
             policy=self._options.retry,
+            shared=self._shared,
             maybe_committed=pending.verdict.maybe_committed,
             deadline=self._deadline,
+            rng=self._random,
         )
 
     def _settled(
@@ -375,7 +380,7 @@ class Batch:
         if isinstance(ready.body, InvoicingError):  # refused before sending
             if classify(ready.body) is Kind.STOP:
                 self._shared.breaker.record(ready.body)
-                return delivery.give_up("stop", ready.body), None
+                return self._told_stop(delivery.give_up("stop", ready.body)), None
             return delivery.refuse(ready.body), None
         body, plain = ready.body
         prepared = Prepared(pending.key, pending.identity, body, pending.options, plain=plain)
@@ -386,19 +391,15 @@ class Batch:
             return attrs.evolve(refused, attempts=0), prepared
         journal = self._journal
         started = False
-
-        async def before_first() -> None:
-            nonlocal started
-            assert journal is not None  # noqa: S101
-            started = True
-            await journal.before_send(pending.key)
-
         try:
+            if journal is not None:
+                stopped = self._shared.breaker.error
+                if stopped is not None:  # nothing more is sent: never marked sending
+                    return self._told_stop(delivery.give_up("stop", stopped)), prepared
+                started = True
+                await journal.before_send(pending.key)
             outcome = await delivery.run(
-                functools.partial(self._sender.send, prepared),
-                shared=self._shared,
-                before_first=None if journal is None else before_first,
-                rng=self._random,
+                functools.partial(self._sender.send, prepared), limiter=self._limiter
             )
         except Withdrawn:
             return delivery.give_up("lease lost"), prepared
@@ -407,7 +408,15 @@ class Batch:
                 with contextlib.suppress(Exception):  # the journal may be what failed
                     journal.after_outcome(delivery.interrupted(), prepared)
             raise
-        return outcome, prepared
+        return self._told_stop(outcome), prepared
+
+    def _told_stop(self, outcome: Outcome) -> Outcome:
+        """Say once, when it happens, that the batch's breaker opened."""
+        stopped = self._shared.breaker.error
+        if stopped is not None and not self._stop_told:
+            self._stop_told = True
+            log.warning("stopping the batch: %s", stopped)
+        return outcome
 
 
 async def _aiter(documents: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Any]:

@@ -2,58 +2,46 @@
 
 The client owns the transport (unless the caller brought an aiohttp session) and wires
 the layers a document goes down through, in one direction: it is identified
-(:mod:`._documents`), prepared (:mod:`._prepare`), delivered (:mod:`._delivery`: the
-retry rules), each attempt sent by the :class:`~._session.Session` (token, 401 policy,
-parsing) over the :class:`~._transport.Transport`; many documents go through a
-:class:`~._batch.Batch`, with a ledger's journal (:mod:`._ledger`) when one is given.
-This module only wires and documents.
+(:mod:`._documents`), prepared (:mod:`._prepare`), delivered (:mod:`._delivery`, driving
+the decision core of :mod:`._decision`), each attempt sent by the issuer's
+:class:`~._channel.Channel` (token, 401 policy, parsing) over the
+:class:`~._transport.Transport`; many documents go through a :class:`~._batch.Batch`,
+with a ledger's journal (:mod:`._ledger`) when one is given. The other operations run
+through :mod:`._operations`. What the deferral, the outbox worker and the command use of
+a client is its :class:`~._engine.Engine` (:func:`~._engine.engine_of`). This module only
+wires and documents.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import functools
 import os
 from typing import TYPE_CHECKING, Any
 
-from . import _calls as ops
+from . import _operations as ops
 from . import _protocol as proto
-from ._batch import Batch, BatchOptions, collect
-from ._delivery import Delivery
-from ._deprecation import deprecated
-from ._documents import (
-    DEFAULT_MAX_DOCUMENT_SIZE,
-    Document,
-    Prepared,
-    SendOptions,
-    describe,
-    document_key,
-    size_limit,
-)
+from ._batch import BatchOptions
+from ._channel import Channel
+from ._documents import DEFAULT_MAX_DOCUMENT_SIZE, Document, SendOptions, document_key
+from ._engine import Engine, OneIssuer, Settings, attach
 from ._env import client_arguments
-from ._errors import InvoicingError
-from ._ledger._sqlite_ledger import journal as ledger_journal
-from ._outcomes import OutcomeStatus, RetryPolicy
-from ._prepare import Preparer
-from ._session import Session
-from ._tokencache import TokenCache
-from ._transport import DEFAULT_MAX_RESPONSE_SIZE, ClientSession, Transport
+from ._retry import RetryPolicy
+from ._transport import DEFAULT_MAX_RESPONSE_SIZE, ClientSession
 
 if TYPE_CHECKING:
     import concurrent.futures
     import datetime as dt
     import ssl
-    from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Mapping, Sequence
+    from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Mapping
     from types import TracebackType
 
-    from ._journal import Journal
     from ._ledger._sqlite_ledger import Ledger
     from ._models import AccessToken, DocumentResult
     from ._operations import OperationResult
     from ._outcomes import BatchProgress, Outcome
     from ._pgp import ProviderKey
     from ._safety import Safety
+    from ._tokencache import TokenCache
+    from ._transport import Transport
 
 __all__ = ["InvoicingClient"]
 
@@ -121,30 +109,47 @@ class InvoicingClient:
         if problem is not None:
             del client_secret  # a traceback formatted with locals must not show it
             raise ValueError(problem)
-        self._base_url = proto.check_base_url(base_url)
-        self._retry = retry if retry is not None else RetryPolicy()
-        self._client_id = client_id
-        self._cache = token_cache if token_cache is not None else TokenCache()
-        self._transport = Transport(
+        base_url = proto.check_base_url(base_url)
+        settings = Settings(
+            provider_key=provider_key,
             session=session,
+            token_cache=token_cache,
             limit=limit,
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
-            total_timeout=timeout,
+            timeout=timeout,
             max_response_size=max_response_size,
             ssl=ssl,
+            encrypt_executor=encrypt_executor,
+            token_attempts=token_attempts,
+            retry=retry,
+            max_document_size=max_document_size,
         )
-        self._preparer = Preparer(provider_key, encrypt_executor, size_limit(max_document_size))
-        self._session = Session(
-            self._base_url,
-            client_id,
-            client_secret,
-            transport=self._transport,
-            token_cache=self._cache,
-            token_retry=RetryPolicy(
-                max_attempts=max(1, token_attempts), base_delay=0.1, max_delay=2.0
-            ),
-        )
+        token_retry = settings.token_retry()
+
+        def one_issuer(transport: Transport, cache: TokenCache) -> OneIssuer:
+            channel = Channel(
+                base_url,
+                client_id,
+                client_secret,
+                transport=transport,
+                token_cache=cache,
+                token_retry=token_retry,
+            )
+            return OneIssuer(channel)
+
+        engine = Engine.of(settings, one_issuer)
+        channels = engine.channels
+        assert isinstance(channels, OneIssuer)  # noqa: S101  (made just above)
+        self._setup(engine, channels.channel, owns_transport=True)
+
+    def _setup(self, engine: Engine, channel: Channel, *, owns_transport: bool) -> None:
+        self._engine = engine
+        self._channel = channel
+        self._base_url = channel.base_url
+        self._client_id = channel.client_id
+        self._owns_transport = owns_transport
+        attach(self, engine)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> InvoicingClient:
@@ -169,7 +174,7 @@ class InvoicingClient:
         return f"<InvoicingClient {base_url} client_id={getattr(self, '_client_id', None)!r}>"
 
     async def __aenter__(self) -> InvoicingClient:
-        await self._transport.__aenter__()
+        await self._engine.transport.__aenter__()
         return self
 
     async def __aexit__(
@@ -181,8 +186,13 @@ class InvoicingClient:
         await self.close()
 
     async def close(self) -> None:
-        """Close the HTTP session if the client created it."""
-        await self._transport.close()
+        """Close the HTTP session if the client created it.
+
+        A client an :class:`~invoicing_async.IssuerPool` gave shares the pool's
+        connections: closing it closes nothing (close the pool).
+        """
+        if self._owns_transport:
+            await self._engine.transport.close()
 
     @property
     def base_url(self) -> str:
@@ -192,22 +202,22 @@ class InvoicingClient:
     @property
     def token_cache(self) -> TokenCache:
         """The token cache this client uses (shared or its own)."""
-        return self._cache
+        return self._engine.cache
 
     @property
     def limit(self) -> int:
         """The connection pool size."""
-        return self._transport.limit
+        return self._engine.transport.limit
 
     @property
     def encrypt_executor(self) -> concurrent.futures.Executor | None:
         """Where documents are prepared (``None``: the event loop's default thread pool)."""
-        return self._preparer.executor
+        return self._engine.preparer.executor
 
     @property
     def provider_key(self) -> ProviderKey | None:
         """The provider key documents are encrypted to."""
-        return self._preparer.provider_key
+        return self._engine.preparer.provider_key
 
     # --- documents ---------------------------------------------------------------------
 
@@ -244,7 +254,7 @@ class InvoicingClient:
         .. versionchanged:: 0.2.0 retries safely; ``retry`` and ``timeout``.
         """
         options = SendOptions(encrypted=True, send_method=send_method, time_stamp=time_stamp)
-        return await self._submit(document, options, retry=retry, timeout=timeout)
+        return await self._engine.submit(document, options, retry=retry, timeout=timeout)
 
     async def submit_json(
         self,
@@ -257,80 +267,7 @@ class InvoicingClient:
     ) -> DocumentResult:
         """``POST /Invoice/json``: the same as :meth:`submit_secure`, unencrypted."""
         options = SendOptions(encrypted=False, send_method=send_method, time_stamp=time_stamp)
-        return await self._submit(document, options, retry=retry, timeout=timeout)
-
-    async def _submit(
-        self,
-        document: Document,
-        options: SendOptions,
-        *,
-        retry: RetryPolicy | None,
-        timeout: float | None,
-    ) -> DocumentResult:
-        self._session.ensure_usable()
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        key, identity = describe(document)
-        body = await self._preparer.prepare_one(document, encrypted=options.encrypted)
-        if isinstance(body, InvoicingError):
-            raise body
-        prepared = Prepared(key, identity, body[0], options, plain=body[1])
-        delivery = Delivery(
-            key=key, index=0, identity=identity, policy=retry or self._retry, deadline=deadline
-        )
-        outcome = await delivery.run(functools.partial(self._session.send, prepared))
-        if outcome.status is OutcomeStatus.ACCEPTED and outcome.result is not None:
-            return outcome.result
-        assert outcome.error is not None  # noqa: S101  (every other outcome carries one)
-        raise outcome.error
-
-    async def prepare(self, document: Document, *, encrypted: bool) -> bytes:
-        """Serialise (and encrypt) ``document`` into the body to send.
-
-        .. deprecated:: 0.3.0 single calls and batches prepare documents themselves.
-        """
-        deprecated("InvoicingClient.prepare()", _PREPARED)
-        [body] = await self._preparer.prepare_many([(document, encrypted)])
-        if isinstance(body, InvoicingError):
-            raise body
-        return body[0]
-
-    async def prepare_many(
-        self, documents: Sequence[Document], *, encrypted: bool
-    ) -> list[bytes | InvoicingError]:
-        """Prepare several documents in one executor call.
-
-        .. deprecated:: 0.3.0 single calls and batches prepare documents themselves.
-        """
-        deprecated("InvoicingClient.prepare_many()", _PREPARED)
-        bodies = await self._preparer.prepare_many([(doc, encrypted) for doc in documents])
-        return [body if isinstance(body, InvoicingError) else body[0] for body in bodies]
-
-    async def send_prepared(
-        self,
-        payload: bytes,
-        *,
-        encrypted: bool,
-        send_method: str | None = None,
-        time_stamp: dt.datetime | str | None = None,
-        timeout: float | None = None,
-    ) -> DocumentResult:
-        """Send a body made by :meth:`prepare` once (plus one retry after a 401).
-
-        .. deprecated:: 0.3.0 use :meth:`submit_secure` / :meth:`submit_json` (bytes
-           are sent as they are), which also retry safely.
-        """
-        deprecated(
-            "InvoicingClient.send_prepared()",
-            "submit_secure()/submit_json() send bytes as they are, and retry safely",
-        )
-        return await self._session.send_body(
-            payload,
-            encrypted=encrypted,
-            send_method=send_method,
-            time_stamp=time_stamp,
-            timeout=timeout,
-        )
+        return await self._engine.submit(document, options, retry=retry, timeout=timeout)
 
     # --- bulk ----------------------------------------------------------------------------
 
@@ -347,7 +284,6 @@ class InvoicingClient:
         send_method: str | None = None,
         time_stamp: dt.datetime | str | None = None,
         key: Callable[[Any], str] = document_key,
-        journal: str | os.PathLike[str] | Ledger | None = None,
         max_document_size: int | None = None,
     ) -> list[Outcome]:
         """Submit many documents; return one :class:`~invoicing_async.Outcome` each, in order.
@@ -365,11 +301,7 @@ class InvoicingClient:
             key=key,
             max_document_size=max_document_size,
         )
-        ledger = _ledger_argument(ledger, journal)
-        if ledger is None:
-            return await collect(self._batch(options, None), documents)
-        async with ledger_journal(ledger, resend_ambiguous=options.retry.resend_ambiguous) as j:
-            return await collect(self._batch(options, j), documents)
+        return await self._engine.collect(documents, options, ledger)
 
     def submit_stream(
         self,
@@ -384,7 +316,6 @@ class InvoicingClient:
         send_method: str | None = None,
         time_stamp: dt.datetime | str | None = None,
         key: Callable[[Any], str] = document_key,
-        journal: str | os.PathLike[str] | Ledger | None = None,
         max_document_size: int | None = None,
     ) -> AsyncGenerator[Outcome, None]:
         """Submit documents with bounded concurrency, yielding outcomes as they settle.
@@ -406,7 +337,6 @@ class InvoicingClient:
         :param on_progress: called with a :class:`~invoicing_async.BatchProgress` after
             every settled document.
         :param key: the identity of a document (default: :func:`document_key`).
-        :param journal: the former name of ``ledger``.
         :param max_document_size: the largest document sent, in bytes (default: the
             client's): a larger one ends ``rejected`` with
             :class:`~invoicing_async.DocumentTooLargeError`, and the others go on.
@@ -416,7 +346,7 @@ class InvoicingClient:
 
         .. versionchanged:: 0.3.0 ``ledger`` (``journal`` is deprecated);
            :class:`~invoicing_async.Submission` inputs.
-        .. versionchanged:: 0.4.0 ``max_document_size``.
+        .. versionchanged:: 0.4.0 ``journal`` is removed; ``max_document_size``.
         """
         options = BatchOptions(
             concurrency=concurrency,
@@ -427,46 +357,12 @@ class InvoicingClient:
             key=key,
             max_document_size=max_document_size,
         )
-        return self._stream(documents, options, _ledger_argument(ledger, journal))
-
-    async def _stream(
-        self,
-        documents: Iterable[Any] | AsyncIterable[Any],
-        options: BatchOptions,
-        ledger: str | os.PathLike[str] | Ledger | None,
-    ) -> AsyncGenerator[Outcome, None]:
-        if ledger is None:
-            async with contextlib.aclosing(self._batch(options, None).run(documents)) as run:
-                async for outcome in run:
-                    yield outcome
-            return
-        self._session.ensure_usable()  # before the ledger is locked
-        async with (
-            ledger_journal(ledger, resend_ambiguous=options.retry.resend_ambiguous) as j,
-            contextlib.aclosing(self._batch(options, j).run(documents)) as run,
-        ):
-            async for outcome in run:
-                yield outcome
-
-    def _batch(self, options: BatchOptions, journal: Journal | None) -> Batch:
-        """A batch of this client's documents (an outbox worker's too)."""
-        preparer, limit = self._preparer, options.max_document_size
-        if limit is not None and limit != preparer.max_document_size:
-            preparer = Preparer(preparer.provider_key, preparer.executor, size_limit(limit))
-        return Batch(preparer, self._session, options, journal)
-
-    def _offline_signature(self, text: str) -> str:
-        """The provider's offline QR signature: the hex SHA-1 of ``text`` and the API key.
-
-        The key is read where it is used: a :class:`~invoicing_async.Deferral` signs its
-        receipts without ever holding it.
-        """
-        return self._session.offline_signature(text)
+        return self._engine.stream(documents, options, ledger)
 
     # --- other operations ----------------------------------------------------------------
     # Each declares its safety class in one table (invoicing_async._safety.OPERATIONS);
-    # invoicing_async._calls builds the call, invoicing_async._operations sends it as
-    # often as the class allows.
+    # invoicing_async._operations builds the call and runs it as often as the class
+    # allows (the decision core decides).
 
     async def cancel_delivery_note(
         self,
@@ -495,10 +391,10 @@ class InvoicingClient:
         .. versionadded:: 0.3.0
         """
         return await ops.run(
-            self._session,
+            self._channel,
             "cancel_delivery_note",
             ops.Payload(payload, params, mark=mark),
-            ops.Options(safety, retry or self._retry, timeout),
+            ops.Options(safety, retry or self._engine.retry, timeout),
         )
 
     async def cancel_receiving_note(
@@ -516,10 +412,10 @@ class InvoicingClient:
         .. versionadded:: 0.3.0
         """
         return await ops.run(
-            self._session,
+            self._channel,
             "cancel_receiving_note",
             ops.Payload(payload, params, mark=mark),
-            ops.Options(safety, retry or self._retry, timeout),
+            ops.Options(safety, retry or self._engine.retry, timeout),
         )
 
     async def request_pos_signature(
@@ -540,10 +436,10 @@ class InvoicingClient:
         .. versionadded:: 0.3.0
         """
         return await ops.run(
-            self._session,
+            self._channel,
             "request_pos_signature",
             ops.Payload(payload, params, path_params={"issuerTin": issuer_tin}),
-            ops.Options(safety, retry or self._retry, timeout),
+            ops.Options(safety, retry or self._engine.retry, timeout),
         )
 
     async def sign_pos_transaction(
@@ -565,10 +461,10 @@ class InvoicingClient:
         .. versionadded:: 0.3.0
         """
         return await ops.run(
-            self._session,
+            self._channel,
             "sign_pos_transaction",
             ops.Payload(payload, params),
-            ops.Options(safety, retry or self._retry, timeout),
+            ops.Options(safety, retry or self._engine.retry, timeout),
         )
 
     async def reseed_b2g_invoice(
@@ -592,10 +488,10 @@ class InvoicingClient:
         .. versionadded:: 0.3.0
         """
         return await ops.run_for_record(
-            self._session,
+            self._channel,
             "reseed_b2g_invoice",
             ops.Payload(document, params),
-            ops.Options(safety, retry or self._retry, timeout),
+            ops.Options(safety, retry or self._engine.retry, timeout),
         )
 
     async def get_last_b2g_status(
@@ -617,10 +513,10 @@ class InvoicingClient:
         .. versionadded:: 0.3.0
         """
         return await ops.run(
-            self._session,
+            self._channel,
             "get_last_b2g_status",
             ops.Payload(None, params, mark=mark),
-            ops.Options(safety, retry or self._retry, timeout),
+            ops.Options(safety, retry or self._engine.retry, timeout),
         )
 
     async def upload_invoice_file(
@@ -648,10 +544,10 @@ class InvoicingClient:
         .. versionadded:: 0.3.0
         """
         return await ops.run(
-            self._session,
+            self._channel,
             "upload_invoice_file",
             ops.Upload(file, content_type, filename, fields, params),
-            ops.Options(safety, retry or self._retry, timeout),
+            ops.Options(safety, retry or self._engine.retry, timeout),
         )
 
     async def upload_media(
@@ -671,10 +567,10 @@ class InvoicingClient:
         .. versionadded:: 0.3.0
         """
         return await ops.run(
-            self._session,
+            self._channel,
             "upload_media",
             ops.Upload(file, content_type, filename, fields, params),
-            ops.Options(safety, retry or self._retry, timeout),
+            ops.Options(safety, retry or self._engine.retry, timeout),
         )
 
     async def request(
@@ -701,34 +597,17 @@ class InvoicingClient:
         .. versionchanged:: 0.3.0 ``safety`` and ``retry``; retried as the class allows.
         """
         result = await ops.run_free(
-            self._session,
+            self._channel,
             method,
             path,
             ops.Payload(json, params),
-            ops.Options(safety, retry or self._retry, timeout),
+            ops.Options(safety, retry or self._engine.retry, timeout),
         )
         return result.body
 
     async def token(self) -> AccessToken:
         """A valid access token from the shared cache (fetched once for all callers)."""
-        return await self._session.token()
-
-
-#: Why the client's preparing methods are deprecated.
-_PREPARED = "single calls and batches prepare documents themselves"
-
-
-def _ledger_argument(
-    ledger: str | os.PathLike[str] | Ledger | None,
-    journal: str | os.PathLike[str] | Ledger | None,
-) -> str | os.PathLike[str] | Ledger | None:
-    """``ledger=``, or the deprecated ``journal=`` it replaces."""
-    if journal is None:
-        return ledger
-    if ledger is not None:
-        raise TypeError("give ledger= only (journal= is its deprecated name)")
-    deprecated("the journal= argument", "use ledger=", depth=2)
-    return journal
+        return await self._channel.token()
 
 
 def _credentials_problem(client_id: str, client_secret: str) -> str | None:
@@ -742,3 +621,17 @@ def _credentials_problem(client_id: str, client_secret: str) -> str | None:
                 "or variable it was read from"
             )
     return None
+
+
+def borrowed_client(engine: Engine, channel: Channel) -> InvoicingClient:
+    """A client of ``channel``'s issuer on ``engine``'s connections, cache and key.
+
+    What :meth:`IssuerPool.client <invoicing_async.IssuerPool.client>` gives: closing it
+    closes nothing; the pool owns the connections.
+    """
+    client = InvoicingClient.__new__(InvoicingClient)
+    issuer = Engine(
+        engine.transport, engine.preparer, engine.retry, engine.cache, OneIssuer(channel)
+    )
+    client._setup(issuer, channel, owns_transport=False)  # noqa: SLF001  (this module's class)
+    return client

@@ -24,23 +24,23 @@ drainer's life (the outbox knows the client, never the reverse).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
-import functools
 import hashlib
 import socket
 import time
 from typing import TYPE_CHECKING, Any
 
-from ._delivery import SINGLE, Breaker, Delivery, Kind, Shared, classify
+from ._decision import Kind
 from ._documents import Prepared, SendOptions, describe, serialize_document
 from ._drainer import Drainer, ProviderState, Queue
-from ._errors import InvoicingError
+from ._engine import engine_of
+from ._errors import InvoicingError, UnknownIssuerError
 from ._ledger._deferrals import Deferred
 from ._ledger._enqueue import Ready
 from ._log import deferral as log
-from ._outcomes import OutcomeStatus, RetryPolicy
+from ._outcomes import OutcomeStatus
 from ._receipts import Backlog, last_error, reason_of, receipt_of
+from ._retry import RetryPolicy
 from .qr import _signed_url
 
 if TYPE_CHECKING:
@@ -60,26 +60,6 @@ __all__ = ["Deferral"]
 
 #: Seconds a sale may outlive its budget while an attempt in progress is cancelled.
 _GRACE = 0.1
-
-
-class _Decisive(Breaker):
-    """A single call's answers that decide at once: defer, or raise (:data:`_DECISIVE`).
-
-    As a breaker it ends the delivery's attempts at the first such answer, however much
-    of the budget is left.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(None)
-
-    def record(self, error: InvoicingError | None, kind: Kind | None = None) -> None:
-        if error is None or self.error is not None:
-            return
-        if (kind if kind is not None else classify(error)) in _DECISIVE:
-            self.error = error
-
-    def trip(self, error: InvoicingError) -> None:  # pragma: no cover - record never trips it
-        self.error = self.error or error
 
 
 #: Kinds that end a sale's attempts at once: unreachable or throttled (defer), another
@@ -165,7 +145,7 @@ class Deferral:
     ) -> None:
         if not budget > 0:
             raise ValueError("budget must be positive")
-        self._client = client
+        self._engine = engine = engine_of(client)
         self._budget = budget
         self._stamp = stamp
         self._portal_url = portal_url
@@ -173,10 +153,10 @@ class Deferral:
         self._origin = origin if origin is not None else socket.gethostname()
         self._state = ProviderState(probe_delay, probe_max_delay)
         self._drainer = Drainer(
-            client,
+            engine,
             self._queue,
             self._state,
-            check=client._session.ensure_usable,  # noqa: SLF001  (a closed client stops it)
+            check=engine.ensure_usable,  # a closed client stops it
             origin=self._origin,
             on_outcome=on_outcome,
             warn_after=warn_after,
@@ -257,8 +237,8 @@ class Deferral:
             credentials, no provider key): never deferred.
         :raises ValueError: the ``stamp`` hook changed the document's identity.
         """
-        client = self._client
-        client._session.ensure_usable()  # noqa: SLF001  (the deferral is the client's)
+        engine = self._engine
+        engine.ensure_usable()
         await self.start()
         budget = self._budget if budget is None else budget
         loop = asyncio.get_running_loop()
@@ -266,7 +246,7 @@ class Deferral:
         key, identity = describe(document)
         # Prepared even when it will not be sent now: a document that cannot be read or
         # encrypted (no usable provider key) is refused here, never deferred.
-        body = await client._preparer.prepare_one(document, encrypted=encrypted)  # noqa: SLF001
+        body = await engine.prepare(document, encrypted=encrypted)
         if isinstance(body, InvoicingError):
             raise body
         down = self._state.down
@@ -276,22 +256,14 @@ class Deferral:
                 detail=f"the provider is down ({down.value}): deferred without a request",
             )  # fmt: skip
         prepared = Prepared(key, identity, body[0], SendOptions(encrypted=encrypted), plain=body[1])
-        delivery = Delivery(
-            key=key,
-            index=0,
-            identity=identity,
-            policy=client._retry,  # noqa: SLF001
-            deadline=deadline,
+        outcome = await engine.deliver(
+            prepared, deadline=deadline, decisive=_DECISIVE, grace=_GRACE
         )
-        decisive = _Decisive()
-        shared = Shared(SINGLE.budget, decisive, None, throttled_cost=1.0)
-        send = functools.partial(client._session.send, prepared)  # noqa: SLF001
-        outcome = await _within(delivery, delivery.run(send, shared=shared), budget + _GRACE)
         timed_out = loop.time() >= deadline
         if outcome.status is OutcomeStatus.ACCEPTED and outcome.result is not None:
             self._state.mark_up("a sale was answered")
             return outcome.result
-        error = decisive.error or last_error(outcome)
+        error = last_error(outcome)
         reason = reason_of(error, timed_out=timed_out)
         if reason is None:  # a definite answer (a foreign record too): never deferred
             if outcome.status in (OutcomeStatus.REJECTED, OutcomeStatus.DUPLICATE):
@@ -299,7 +271,7 @@ class Deferral:
             raise error or _unexpected(outcome)
         self._state.mark_down(reason)
         return await self._defer(
-            document, key, identity, encrypted, reason, attempts=delivery.attempts,
+            document, key, identity, encrypted, reason, attempts=outcome.attempts,
             maybe_sent=outcome.status is not OutcomeStatus.NOT_SENT,
             detail=str(error) if error is not None else "no answer within the budget",
         )  # fmt: skip
@@ -334,7 +306,7 @@ class Deferral:
             maybe_sent=maybe_sent,
             stamped=stamped,
             attempts=attempts,
-            offline_qr=self._offline_qr(body),
+            offline_qr=await self._offline_qr(body, identity.issuer),
             detail=detail,
         )
         ready = Ready(key, body, encrypted, hashlib.sha256(body).hexdigest())
@@ -346,35 +318,19 @@ class Deferral:
             self._drainer.deferred(stored.deferral)
         return receipt_of(stored.deferral)
 
-    def _offline_qr(self, body: bytes) -> str | None:
+    async def _offline_qr(self, body: bytes, issuer: str | None) -> str | None:
         if self._portal_url is None:
             return None
-        sign = self._client._offline_signature  # noqa: SLF001
+        try:
+            sign = await self._engine.signer(issuer)
+        except UnknownIssuerError as exc:
+            log.debug("no offline QR: %s", exc)
+            return None
         try:
             return _signed_url(body, self._portal_url, sign)
         except ValueError as exc:
             log.debug("no offline QR: %s", exc)
             return None
-
-
-async def _within(delivery: Delivery, run: Awaitable[Outcome], seconds: float) -> Outcome:
-    """The delivery's outcome, or what it is when cut off after ``seconds``.
-
-    A safety net: the delivery's own deadline ends it first, unless a step outside it
-    hangs.
-    """
-    task = asyncio.ensure_future(run)
-    try:
-        done, _ = await asyncio.wait({task}, timeout=seconds)
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-    if done:
-        return task.result()
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-    return delivery.interrupted()
 
 
 def _final(entry: LedgerEntry) -> DocumentResult:

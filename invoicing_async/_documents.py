@@ -213,12 +213,16 @@ def _key_collision(document: Mapping[str, Any]) -> str | None:
 class Identity(NamedTuple):
     """The fields of a document a result record must agree with (``None``: absent).
 
-    A named tuple: one is made for every document of a batch.
+    And the issuer whose credentials send it (``Issuer.Vat``). A named tuple: one is made
+    for every document of a batch.
     """
 
     series: str | None = None
     number: str | None = None
     internal_id: str | None = None
+    #: ``Issuer.Vat``: whose document it is (an :class:`~invoicing_async.IssuerPool`
+    #: routes it to that issuer's credentials).
+    issuer: str | None = None
 
 
 def document_key(document: Document) -> str:
@@ -256,15 +260,16 @@ def _describe(document: Any) -> tuple[str, Identity]:
     distribution = data.get("DistributionDetails")
     internal = distribution.get("InternalDocumentId") if isinstance(distribution, Mapping) else None
     series, number = data.get("Series"), data.get("Number")
+    issuer = data.get("Issuer")
+    vat = issuer.get("Vat") if isinstance(issuer, Mapping) else None
     identity = Identity(
         None if series is None else str(series),
         None if number is None else str(number),
         str(internal) if internal else None,
+        str(vat) if vat else None,
     )
     if internal:
         return f"id:{internal}", identity
-    issuer = data.get("Issuer")
-    vat = issuer.get("Vat") if isinstance(issuer, Mapping) else None
     if vat and series is not None and number is not None:
         return f"doc:{vat}/{series}/{number}", identity
     return _content_key(data), identity

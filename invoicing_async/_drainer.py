@@ -38,11 +38,12 @@ from ._worker import run_worker
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
+    from ._engine import Engine
     from ._ledger._deferrals import DeferralStore, Deferred
     from ._ledger._store import Store
-    from ._outcomes import Outcome, RetryPolicy
+    from ._outcomes import Outcome
     from ._receipts import DeferralReason
-    from ._worker import Client
+    from ._retry import RetryPolicy
 
 __all__ = ["Drainer", "ProviderState", "Queue"]
 
@@ -220,7 +221,7 @@ class Drainer:
 
     def __init__(
         self,
-        client: Client,
+        engine: Engine,
         queue: Queue,
         state: ProviderState,
         *,
@@ -232,7 +233,7 @@ class Drainer:
         concurrency: int,
         poll: float,
     ) -> None:
-        self._client = client
+        self._engine = engine
         self._check = check
         self._queue = queue
         self._state = state
@@ -346,7 +347,7 @@ class Drainer:
             await self._queue.deferrals.rewind()
             await run_worker(
                 store,
-                self._client,
+                self._engine,
                 concurrency=self._concurrency,
                 stop_when_empty=True,
                 retry=self._retry,

@@ -6,6 +6,7 @@ Every failure the library reports derives from :class:`InvoicingError`::
     ├── ProviderKeyError             .reason: the provider key cannot be used
     ├── AuthenticationError          401/403 from an operation: .error, .error_description
     │   └── CredentialsError         the token endpoint refused the credentials: nothing sent
+    ├── UnknownIssuerError           no credentials for a document's issuer: nothing sent
     ├── ValidationError              400 and other definite refusals; status None: refused locally
     │   └── DocumentTooLargeError    larger than the limit (locally) or 413: .size, .limit
     ├── DuplicateDocumentError       409: already transmitted; .result is the original record
@@ -24,8 +25,9 @@ Messages are built from status codes and the provider's own ``message`` /
 ``error_description`` text, never from request headers, so the API key and tokens cannot
 appear in them (the client additionally scrubs its own secrets from provider text).
 
-Whether an attempt *may have been committed* by the provider is the question retrying
-asks of every failure; :func:`may_have_committed` answers it in one place.
+Whether an attempt *may have been processed* by the provider is the question retrying
+asks of every failure; the decision core answers it in one place
+(:func:`invoicing_async._decision.maybe_processed`).
 """
 
 from __future__ import annotations
@@ -54,9 +56,9 @@ __all__ = [
     "ServerError",
     "TransportError",
     "UnexpectedStatusError",
+    "UnknownIssuerError",
     "UnknownOutcomeError",
     "ValidationError",
-    "may_have_committed",
 ]
 
 
@@ -176,6 +178,24 @@ class CredentialsError(AuthenticationError):
 
     .. versionadded:: 0.2.0
     """
+
+
+class UnknownIssuerError(InvoicingError):
+    """No credentials for the issuer a document names: nothing was sent.
+
+    An :class:`~invoicing_async.IssuerPool` routes each document to the issuer in its
+    ``Issuer.Vat`` (or the ``issuer=`` given); this is the answer when the pool's
+    credentials resolver does not know that issuer, fails, or the document names none.
+    Not a judgement of the document: once the credentials are there, send it again.
+
+    :ivar issuer: the issuer's TIN (``None``: the document names none).
+
+    .. versionadded:: 0.4.0
+    """
+
+    def __init__(self, message: str, *, issuer: str | None) -> None:
+        super().__init__(message)
+        self.issuer = issuer
 
 
 class ValidationError(InvoicingError):
@@ -377,22 +397,6 @@ class LedgerError(InvoicingError):
 
     def __repr__(self) -> str:
         return f"LedgerError({self.message!r}, reason={self.reason!r})"
-
-
-def may_have_committed(error: BaseException) -> bool:
-    """Say whether the provider may hold the document despite ``error``.
-
-    True for failures after the request may have been processed (reset after sending, read
-    timeout, 408, 5xx, an unreadable 2xx). False for definite answers (400, 401, 409, 429)
-    and for requests that never left (connection refused, refused locally).
-    """
-    if isinstance(error, TransportError):
-        return error.maybe_sent
-    if isinstance(error, (ProviderTimeoutError, ServerError)):
-        return True
-    if isinstance(error, MalformedResponseError):
-        return error.status is None or 200 <= error.status < 300
-    return isinstance(error, (ForeignRecordError, UnknownOutcomeError))
 
 
 #: The text to use when a document must be encrypted and the client has no provider key:

@@ -37,6 +37,10 @@ class Limiter:
         """Requests allowed in flight now."""
         return int(self._limit)
 
+    def try_room(self) -> bool:
+        """Whether a request could be sent now without waiting."""
+        return not self._waiters and self._in_flight < int(self._limit)
+
     def try_acquire(self) -> int | None:
         """Room without waiting (the common case): the round, or ``None`` if full."""
         if self._waiters or self._in_flight >= int(self._limit):

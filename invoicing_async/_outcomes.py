@@ -1,15 +1,12 @@
-"""What the library decides about a document: its outcome, and how it retries to get one.
+"""What the library tells about a document: its one truthful :class:`Outcome`.
 
-:class:`Outcome` is the one truthful answer per document; :class:`RetryPolicy` holds the
-retry rules and computes every backoff delay of the package (documents and the token
-endpoint alike) in :meth:`RetryPolicy.delay`. :func:`set_instant_retries` is the switch
-behind :mod:`invoicing_async.testing`: with it on, every delay is zero.
+How it retries to get one is :mod:`._retry` (the policy) and :mod:`._decision` (the
+rules).
 """
 
 from __future__ import annotations
 
 import enum
-import random
 from typing import TYPE_CHECKING
 
 import attrs
@@ -20,27 +17,7 @@ if TYPE_CHECKING:
     from ._errors import InvoicingError
     from ._models import DocumentResult
 
-__all__ = [
-    "BatchProgress",
-    "Outcome",
-    "OutcomeStatus",
-    "RetryPolicy",
-    "retries_are_instant",
-    "set_instant_retries",
-]
-
-_instant = False
-
-
-def set_instant_retries(enabled: bool) -> None:
-    """Make every backoff delay zero (``True``) or restore them (``False``)."""
-    global _instant  # noqa: PLW0603  (one process-wide switch, like stamina's testing mode)
-    _instant = enabled
-
-
-def retries_are_instant() -> bool:
-    """Whether backoff delays are switched off."""
-    return _instant
+__all__ = ["BatchProgress", "Outcome", "OutcomeStatus"]
 
 
 class OutcomeStatus(enum.Enum):
@@ -53,12 +30,14 @@ class OutcomeStatus(enum.Enum):
     ACCEPTED = "accepted"
     #: 409 on the first attempt: the document was sent before this batch.
     DUPLICATE = "duplicate"
-    #: A definite refusal (400, persistent 401, a document that cannot be serialised).
+    #: A definite refusal of the document (400, 413, 422, a document that cannot be
+    #: serialised). Never a 401 or 403: credentials are not the document's fault.
     REJECTED = "rejected"
     #: It may or may not have been committed: retries were exhausted on an ambiguous failure.
     UNKNOWN = "unknown"
     #: Certainly not committed, but not refused either: every attempt failed before reaching
-    #: the provider (connection refused, rate limited), or the deadline or retry budget ran
+    #: the provider (connection refused, rate limited), the provider refused the
+    #: credentials rather than the document (401/403), or the deadline or retry budget ran
     #: out before it was sent. Safe to submit again later.
     NOT_SENT = "not_sent"
 
@@ -88,55 +67,6 @@ class Outcome:
     def ok(self) -> bool:
         """True exactly when the provider holds the document."""
         return self.status in (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE)
-
-
-@attrs.frozen(kw_only=True)
-class RetryPolicy:
-    """How a document (or a token request) is retried.
-
-    .. versionadded:: 0.1.0
-    """
-
-    #: Requests per document at most (the first one included). In a batch a 429 costs a
-    #: quarter attempt: the batch halves its concurrency, and a document is not given up
-    #: while it finds what the provider takes.
-    max_attempts: int = 6
-    #: Backoff: a random delay up to ``base_delay * 2**(attempt-1)``, at most ``max_delay``.
-    base_delay: float = 0.25
-    max_delay: float = 15.0
-    #: Re-send after an ambiguous failure. Safe only with a provider that detects
-    #: duplicates (the real service does); without it such documents end ``UNKNOWN``.
-    resend_ambiguous: bool = True
-    #: Retries the whole batch may spend: ``min_budget`` plus ``budget_ratio`` per document.
-    budget_ratio: float = 0.5
-    min_budget: int = 20
-    #: Seconds for one request, body included (``None``: the client's own timeout).
-    attempt_timeout: float | None = 30.0
-    #: Consecutive answers blaming the configuration (401/403 to documents, unknown
-    #: endpoints, redirects) after which a batch stops sending: the documents not sent
-    #: end ``NOT_SENT``. ``None``: never. Refused credentials, a missing or expired
-    #: provider key and a closed client stop a batch at once, whatever this says.
-    circuit_breaker: int | None = 10
-
-    def delay(
-        self,
-        attempt: int,
-        *,
-        retry_after: float | None = None,
-        rng: random.Random | None = None,
-    ) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (from 1).
-
-        ``Retry-After`` when the provider sent one, else capped exponential backoff with
-        full jitter: uniform in ``[0, min(max_delay, base_delay * 2**(attempt-1))]``.
-        Always zero while :func:`set_instant_retries` is on.
-        """
-        if _instant:
-            return 0.0
-        if retry_after is not None:
-            return max(0.0, float(retry_after))
-        cap = min(self.max_delay, self.base_delay * 2 ** max(0, attempt - 1))
-        return (rng or random).uniform(0, cap)
 
 
 @attrs.frozen

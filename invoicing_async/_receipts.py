@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ._delivery import Kind, classify
+from ._decision import Kind, classify
 from ._errors import (
     DuplicateDocumentError,
     InvoicingError,

@@ -1,7 +1,8 @@
-"""What is safe to do when an answer is lost: one table of safety classes. Pure: no I/O.
+"""What is safe to do when an answer is lost: the safety classes, and each operation's.
 
-Every operation of the provider's API declares one :class:`Safety` class, and each
-class has one retry rule:
+Every operation of the provider's API declares one :class:`Safety` class
+(:data:`OPERATIONS`), and each class has one retry rule, applied by the decision core
+(:mod:`._decision`) to every request:
 
 ======================  ==============================  ================================
 class                   after a failure that may have   a 409 after this call's own
@@ -22,9 +23,9 @@ caller may only tighten an operation's class for a call (:func:`tighten`), never
 it.
 
 Document submission (``/Invoice/secure``, ``/Invoice/json``) is a deduplicated write:
-the provider answers a document it already holds with 409 and its original record. The
-functions :func:`may_resend` and :func:`duplicate_means_success` state the rule for
-every caller, document deliveries and the other operations alike.
+the provider answers a document it already holds with 409 and its original record. A
+definite refusal of a deduplicated write re-sent after a lost answer is that request's
+answer: the provider would have answered 409 had it held what was sent.
 """
 
 from __future__ import annotations
@@ -36,8 +37,6 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ._errors import RateLimitError, ServerError, TransportError, may_have_committed
-
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -45,11 +44,7 @@ __all__ = [
     "OPERATIONS",
     "OperationSpec",
     "Safety",
-    "certainly_not_processed",
     "default_safety",
-    "duplicate_means_success",
-    "may_resend",
-    "maybe_processed",
     "operation_for",
     "tighten",
 ]
@@ -89,33 +84,6 @@ _ORDER = (
 )
 
 
-def may_resend(safety: Safety, *, maybe_sent: bool, resend_ambiguous: bool = True) -> bool:
-    """Whether a request of class ``safety`` may be sent again after a failed attempt.
-
-    :param maybe_sent: the failed attempt may have been processed by the provider
-        (:func:`maybe_processed`); ``False`` when it certainly was not.
-    :param resend_ambiguous: :attr:`RetryPolicy.resend_ambiguous
-        <invoicing_async.RetryPolicy.resend_ambiguous>`: ``False`` tightens a
-        deduplicated write to "never re-sent after an ambiguous failure". A read has no
-        effect to repeat and ignores it.
-    """
-    if not maybe_sent or safety is Safety.READ:
-        return True
-    return safety is Safety.DEDUPLICATED_WRITE and resend_ambiguous
-
-
-def duplicate_means_success(safety: Safety, *, after_own_attempt: bool) -> bool:
-    """Whether a 409 answer means "done, by this call" rather than "done before".
-
-    True only for a deduplicated write whose earlier attempt in this call may have been
-    processed: the provider answers with what that attempt left. A 409 to the first
-    attempt (or after attempts that certainly never arrived) means it was done before
-    this call; for the other classes a 409 is always an answer of its own (a second
-    cancellation is refused with the first one's mark).
-    """
-    return safety is Safety.DEDUPLICATED_WRITE and after_own_attempt
-
-
 def tighten(declared: Safety, requested: Safety | None) -> Safety:
     """The class a call runs under: ``declared``, or a stricter ``requested`` one.
 
@@ -139,29 +107,6 @@ def default_safety(method: str) -> Safety:
     says otherwise.
     """
     return Safety.READ if method.upper() in ("GET", "HEAD") else Safety.AT_MOST_ONCE_WRITE
-
-
-def maybe_processed(error: BaseException) -> bool:
-    """Whether the provider may have processed the request that failed with ``error``.
-
-    :func:`~invoicing_async._errors.may_have_committed`, except for 503, which says the
-    request was not handled (RFC 9110, section 15.6.4).
-    """
-    if isinstance(error, ServerError) and error.status == 503:
-        return False
-    return may_have_committed(error)
-
-
-def certainly_not_processed(error: BaseException) -> bool:
-    """Whether ``error`` says the provider did not process the request, which may pass.
-
-    A refused connection (or no token to send with), 429, and 503.
-    """
-    if isinstance(error, TransportError):
-        return not error.maybe_sent
-    if isinstance(error, ServerError):
-        return error.status == 503
-    return isinstance(error, RateLimitError)
 
 
 @attrs.frozen

@@ -41,13 +41,12 @@ from collections.abc import Awaitable, Callable
 
 import attrs
 
-from ._deprecation import deprecated
 from ._errors import ClientStateError, CredentialsError, InvoicingError
 from ._log import auth as log
 from ._models import AccessToken
 from ._tokenstore import CredentialsKey, MemoryTokenStore, TokenStore
 
-__all__ = ["CredentialsKey", "TokenCache"]
+__all__ = ["CredentialsKey", "TokenCache", "Tokens"]
 
 #: One grant: given a token, its refresh grant (no fallback); given ``None``, client
 #: credentials.
@@ -186,6 +185,19 @@ class TokenCache:
     ) -> AccessToken | None:
         """After a 401 to a request sent with ``refused``: a token to retry with, or ``None``.
 
+        See :meth:`_recovery`, which also says whether the token was forced.
+        """
+        token, _ = await self._recovery(key, refused, fetch)
+        return token
+
+    async def _recovery(
+        self, key: CredentialsKey, refused: AccessToken, fetch: Fetch
+    ) -> tuple[AccessToken | None, bool]:
+        """After a 401 to a request sent with ``refused``: a token to retry with, or ``None``.
+
+        And whether this call forced that token (a 401 to it is then the request's own
+        answer: a token fetched for it was refused too).
+
         - ``refused`` was replaced meanwhile, or is being replaced (here or, with a
           shared store, by a sibling process): retry with the new token, once the
           provider has accepted it from someone or it is ``propagation_delay`` old.
@@ -207,26 +219,31 @@ class TokenCache:
         if current is None or current.value != refused.value:
             token = await self._get(key, fetch)  # replaced, or being replaced
             await self._settled(entry, token)
-            return token
+            return token, False
         now = self._clock()
         if now >= entry.reauth_not_before:
             entry.reauth_not_before = now + self._cooldown
             log.debug("a 401 may be the token's fault: fetching a new one (%s)", key.client_id)
             entry.token = None
             await self._store.discard(key, refused)
-            return await self._get(key, fetch)
+            return await self._get(key, fetch), True
         stored = await self._store.load(key, clock=self._clock)
         if stored is not None and stored.value != refused.value and now < stored.unusable_at:
             self._adopt(entry, stored)  # a sibling process replaced it
-            return stored
+            return stored, False
         if now < refused.obtained_at + self._propagation:
             # Whichever node accepted it already: another may not know it yet.
             log.debug(
                 "a 401 to a token %.1f s old: retrying once it is known", now - refused.obtained_at
             )
             await self._aged(refused)
-            return refused
-        return None
+            return refused, False
+        return None, False
+
+    def _was_confirmed(self, key: CredentialsKey, token: AccessToken) -> bool:
+        """Whether the provider accepted ``token`` (the last token it accepted is it)."""
+        entry = self._entries.get(key)
+        return entry is not None and _same(entry.confirmed, token)
 
     def _reauth_in(self, key: CredentialsKey) -> float:
         """Seconds until a 401 may force a new token for ``key`` again (0: now)."""
@@ -285,62 +302,16 @@ class TokenCache:
         if entry is not None and entry.token is not None and entry.token.value == token.value:
             entry.token = None
 
-    # --- 0.1.0 names, deprecated: the cache is used through clients ------------------------
-
-    def peek(self, key: CredentialsKey) -> AccessToken | None:
-        """The cached token for ``key``, if any, without fetching.
-
-        .. deprecated:: 0.3.0 the cache's workings are private; use
-           :meth:`InvoicingClient.token() <invoicing_async.InvoicingClient.token>`.
-        """
-        deprecated("TokenCache.peek()", _PRIVATE)
-        return self._peek(key)
-
-    def fresh(self, key: CredentialsKey) -> AccessToken | None:
-        """The cached token when it needs no renewal yet.
-
-        .. deprecated:: 0.3.0 see :meth:`peek`.
-        """
-        deprecated("TokenCache.fresh()", _PRIVATE)
-        return self._fresh(key)
-
-    async def get(self, key: CredentialsKey, fetch: Fetch) -> AccessToken:
-        """A usable token for ``key``, fetched with ``fetch`` when needed.
-
-        .. deprecated:: 0.3.0 see :meth:`peek`.
-        """
-        deprecated("TokenCache.get()", _PRIVATE)
-        return await self._get(key, fetch)
-
-    def invalidate(self, key: CredentialsKey, token: AccessToken) -> None:
-        """Forget ``token`` for ``key``.
-
-        .. deprecated:: 0.3.0 see :meth:`peek`; :meth:`clear` forgets every token.
-        """
-        deprecated("TokenCache.invalidate()", _PRIVATE)
-        self._invalidate(key, token)
-
-    async def recover(
-        self, key: CredentialsKey, refused: AccessToken, fetch: Fetch
-    ) -> AccessToken | None:
-        """The token to retry a 401 with, or ``None``.
-
-        .. deprecated:: 0.3.0 see :meth:`peek`.
-        """
-        deprecated("TokenCache.recover()", _PRIVATE)
-        return await self._recover(key, refused, fetch)
-
-    def confirm(self, key: CredentialsKey, token: AccessToken) -> None:
-        """Note that the provider accepted ``token``.
-
-        .. deprecated:: 0.3.0 see :meth:`peek`.
-        """
-        deprecated("TokenCache.confirm()", _PRIVATE)
-        self._confirm(key, token)
-
     def clear(self) -> None:
         """Forget every token (for example after credentials were rotated)."""
         self._entries.clear()
+
+    def _forget(self, key: CredentialsKey) -> None:
+        """Forget ``key``'s token and state (an issuer no longer served by this process).
+
+        A fetch or renewal in progress ends as it would; its result is not kept.
+        """
+        self._entries.pop(key, None)
 
     # --- internals -------------------------------------------------------------------------
 
@@ -466,8 +437,60 @@ class TokenCache:
         return await fetch(refresh_with)
 
 
-#: Why the cache's machinery methods are deprecated.
-_PRIVATE = "the cache's workings are private: clients use it (clear() and requests() stay)"
+class Tokens:
+    """One credentials' view of a shared :class:`TokenCache`: what a channel asks of it.
+
+    The named seam between the cache (the state machine, shared by every client and
+    issuer that uses it) and one issuer's :class:`~._channel.Channel`, which fetches
+    with ``fetch`` and asks about its own credentials only.
+    """
+
+    __slots__ = ("_cache", "_fetch", "key")
+
+    def __init__(self, cache: TokenCache, key: CredentialsKey, fetch: Fetch) -> None:
+        self._cache = cache
+        self.key = key
+        self._fetch = fetch
+
+    @property
+    def cache(self) -> TokenCache:
+        """The shared cache."""
+        return self._cache
+
+    def fresh(self) -> AccessToken | None:
+        """The cached token when it needs no renewal yet, without awaiting anything."""
+        return self._cache._fresh(self.key)  # noqa: SLF001  (this module's own)
+
+    def peek(self) -> AccessToken | None:
+        """The cached token, if any, without fetching."""
+        return self._cache._peek(self.key)  # noqa: SLF001
+
+    async def get(self) -> AccessToken:
+        """A usable token, fetched once for all callers when needed."""
+        return await self._cache._get(self.key, self._fetch)  # noqa: SLF001
+
+    async def recover(self, refused: AccessToken) -> tuple[AccessToken | None, bool]:
+        """After a 401 to ``refused``: a token to retry with (or ``None``).
+
+        And whether this call forced it (see :meth:`TokenCache._recovery`).
+        """
+        return await self._cache._recovery(self.key, refused, self._fetch)  # noqa: SLF001
+
+    def confirm(self, token: AccessToken) -> None:
+        """The provider accepted ``token``."""
+        self._cache._confirm(self.key, token)  # noqa: SLF001
+
+    def was_confirmed(self, token: AccessToken) -> bool:
+        """Whether ``token`` is the last one the provider accepted."""
+        return self._cache._was_confirmed(self.key, token)  # noqa: SLF001
+
+    def reauth_in(self) -> float:
+        """Seconds until a 401 may force a new token again (0: now)."""
+        return self._cache._reauth_in(self.key)  # noqa: SLF001
+
+    def forget(self) -> None:
+        """Drop this credentials' token from the cache (the issuer left the pool)."""
+        self._cache._forget(self.key)  # noqa: SLF001
 
 
 def _same(known: AccessToken | None, token: AccessToken) -> bool:

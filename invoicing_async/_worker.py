@@ -37,24 +37,19 @@ from ._ledger._entry import PENDING, outcome_json
 from ._ledger._rules import decide, digest_of, is_final, requeue
 from ._ledger._store import Settlement
 from ._log import ledger as log
-from ._outcomes import OutcomeStatus, RetryPolicy
+from ._outcomes import OutcomeStatus
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
     from ._batch import Batch
     from ._documents import Prepared
-    from ._journal import Journal
+    from ._engine import Engine
     from ._ledger._store import Claim, Store
     from ._outcomes import Outcome
+    from ._retry import RetryPolicy
 
-__all__ = ["Claims", "Client", "Hooks", "run_worker"]
-
-
-class Client(Protocol):
-    """What a worker needs of a client: a batch of its documents with a journal."""
-
-    def _batch(self, options: BatchOptions, journal: Journal | None) -> Batch: ...
+__all__ = ["Claims", "Hooks", "run_worker"]
 
 
 class Hooks(Protocol):
@@ -267,7 +262,7 @@ class Claims:
 
 async def run_worker(
     store: Store,
-    client: Client,
+    engine: Engine,
     *,
     concurrency: int,
     stop_when_empty: bool,
@@ -285,7 +280,7 @@ async def run_worker(
     orphaned: list[str] = []  # leases held when the database went away
     while True:
         claims = Claims(store, seconds=lease, policy=retry, hooks=hooks)
-        batch = client._batch(BatchOptions(concurrency=concurrency, retry=retry), claims)  # noqa: SLF001
+        batch = engine.batch(BatchOptions(concurrency=concurrency, retry=retry), claims)
         try:
             if orphaned:
                 await store.release(orphaned, 0.0)

@@ -1,4 +1,4 @@
-"""The client for synchronous code: :class:`BlockingClient`.
+"""The client for synchronous code: :class:`BlockingClient`, and :class:`BlockingPool`.
 
 Django and Flask views, Celery tasks and plain scripts call functions, not coroutines.
 A :class:`BlockingClient` runs one :class:`~invoicing_async.InvoicingClient` on one
@@ -36,6 +36,7 @@ from ._client import InvoicingClient as _InvoicingClient
 from ._documents import document_key as _document_key
 from ._env import client_arguments as _client_arguments
 from ._errors import ClientStateError as _ClientStateError
+from ._pool import IssuerPool as _IssuerPool
 
 if typing.TYPE_CHECKING:
     import datetime as dt
@@ -44,14 +45,18 @@ if typing.TYPE_CHECKING:
 
     from ._client import InvoicingClient
     from ._documents import Document
+    from ._issuers import Resolver
     from ._ledger._sqlite_ledger import Ledger
     from ._models import AccessToken, DocumentResult
-    from ._outcomes import BatchProgress, Outcome, RetryPolicy
+    from ._outcomes import BatchProgress, Outcome
+    from ._retry import RetryPolicy
     from ._tokencache import TokenCache
 
-__all__ = ["BlockingClient"]
+__all__ = ["BlockingClient", "BlockingPool"]
 
 _T = typing.TypeVar("_T")
+_A = typing.TypeVar("_A")
+_B = typing.TypeVar("_B", bound="_Blocking[typing.Any]")
 
 
 class _Portal:
@@ -138,58 +143,21 @@ async def _after_the_others(function: Callable[[], Awaitable[_T]]) -> _T:
     return await function()
 
 
-class BlockingClient:
-    """An :class:`~invoicing_async.InvoicingClient` for synchronous code, safe to share.
+class _Blocking(typing.Generic[_A]):
+    """What :class:`BlockingClient` and :class:`BlockingPool` share.
 
-    Takes the same arguments as :class:`~invoicing_async.InvoicingClient` (except
-    ``session``: the client makes its own on its own loop). Create one per process (for
-    an application, when it starts) and call it from any thread: the calls run
-    concurrently on one event loop in a background thread, started at the first call.
-    Each method blocks its caller until the async method it mirrors is done, and
-    returns its result or raises its error.
-
-    Use it as a context manager, or call :meth:`close` when the application stops.
-    A client used before a ``fork`` stays with the parent: create it in each worker
-    process (after the fork). Calling it from a coroutine (a running event loop) raises
-    :class:`~invoicing_async.ClientStateError`: there, await the async client.
-
-    .. versionadded:: 0.3.0
+    An async object run on one event loop in a background thread, and blocking calls
+    into it.
     """
 
-    def __init__(
-        self, base_url: str, client_id: str, client_secret: str, **options: typing.Any
-    ) -> None:
-        if options.get("session") is not None:
-            raise ValueError(
-                "a BlockingClient makes its own HTTP session on its own event loop: "
-                "leave out session="
-            )
-        self._client = _InvoicingClient(base_url, client_id, client_secret, **options)
-        self._client_id = client_id
+    def __init__(self, target: _A, close: Callable[[], Awaitable[object]]) -> None:
+        self._target = target
         self._portal = _Portal()
-        # Closes the client at interpreter exit (or when collected) if close() was not
-        # called; it holds the portal and the client, not this object.
-        self._finalizer = weakref.finalize(self, self._portal.stop, self._client.close)
+        # Closes the target at interpreter exit (or when collected) if close() was not
+        # called; it holds the portal and the target, not this object.
+        self._finalizer = weakref.finalize(self, self._portal.stop, close)
 
-    @classmethod
-    def from_env(
-        cls, environ: Mapping[str, str] | None = None, **options: typing.Any
-    ) -> BlockingClient:
-        """A client configured by the ``INVOICING_*`` variables.
-
-        The same as :meth:`InvoicingClient.from_env()
-        <invoicing_async.InvoicingClient.from_env>`; ``options`` win over the variables.
-
-        :raises ValueError: a required variable is missing, or a file cannot be read.
-        :raises ProviderKeyError: the provider key cannot be used, or fails its pin.
-        """
-        args, settings = _client_arguments(os.environ if environ is None else environ)
-        return cls(*args, **{**settings, **options})
-
-    def __repr__(self) -> str:
-        return f"<BlockingClient {self._client.base_url} client_id={self._client_id!r}>"
-
-    def __enter__(self) -> BlockingClient:
+    def __enter__(self: _B) -> _B:  # noqa: PYI019  (Self: typing_extensions on 3.10)
         return self
 
     def __exit__(
@@ -212,39 +180,28 @@ class BlockingClient:
         """Whether :meth:`close` was called."""
         return self._portal.closed
 
-    @property
-    def base_url(self) -> str:
-        """The environment's base URL."""
-        return self._client.base_url
+    def run(self, call: Callable[[_A], Awaitable[_T]]) -> _T:
+        """Run ``call(target)`` on the event loop; return its result.
 
-    @property
-    def token_cache(self) -> TokenCache:
-        """The token cache every call of every thread shares."""
-        return self._client.token_cache
-
-    # --- calls -------------------------------------------------------------------------
-
-    def run(self, call: Callable[[InvoicingClient], Awaitable[_T]]) -> _T:
-        """Run ``call(client)`` on the client's event loop; return its result.
-
-        For what has no method here, e.g. an operation added to the async client::
+        For what has no method here, e.g. an operation of the async client::
 
             blocking.run(lambda client: client.request("POST", path, json=body))
 
         ``call`` runs on the event loop's thread; the caller waits. If the waiting
         thread is interrupted (``KeyboardInterrupt``), the call is cancelled.
         """
+        target = self._target
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             pass
         else:
             raise _ClientStateError(
-                "BlockingClient was called from a running event loop, which it would "
-                "block: in async code, await an InvoicingClient's methods instead"
+                f"{type(self).__name__} was called from a running event loop, which it "
+                f"would block: in async code, await an {type(target).__name__}'s methods "
+                "instead"
             )
-        client = self._client
-        future = self._portal.submit(lambda: call(client))
+        future = self._portal.submit(lambda: call(target))
         try:
             return future.result()
         except concurrent.futures.CancelledError:
@@ -252,6 +209,70 @@ class BlockingClient:
         except BaseException:
             future.cancel()
             raise
+
+
+def _no_session(options: Mapping[str, typing.Any]) -> None:
+    if options.get("session") is not None:
+        raise ValueError(
+            "a blocking client makes its own HTTP session on its own event loop: leave out session="
+        )
+
+
+class BlockingClient(_Blocking[_InvoicingClient]):
+    """An :class:`~invoicing_async.InvoicingClient` for synchronous code, safe to share.
+
+    Takes the same arguments as :class:`~invoicing_async.InvoicingClient` (except
+    ``session``: the client makes its own on its own loop). Create one per process (for
+    an application, when it starts) and call it from any thread: the calls run
+    concurrently on one event loop in a background thread, started at the first call.
+    Each method blocks its caller until the async method it mirrors is done, and
+    returns its result or raises its error.
+
+    Use it as a context manager, or call :meth:`close` when the application stops.
+    A client used before a ``fork`` stays with the parent: create it in each worker
+    process (after the fork). Calling it from a coroutine (a running event loop) raises
+    :class:`~invoicing_async.ClientStateError`: there, await the async client.
+
+    .. versionadded:: 0.3.0
+    """
+
+    def __init__(
+        self, base_url: str, client_id: str, client_secret: str, **options: typing.Any
+    ) -> None:
+        _no_session(options)
+        client = _InvoicingClient(base_url, client_id, client_secret, **options)
+        super().__init__(client, client.close)
+        self._client_id = client_id
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, **options: typing.Any
+    ) -> BlockingClient:
+        """A client configured by the ``INVOICING_*`` variables.
+
+        The same as :meth:`InvoicingClient.from_env()
+        <invoicing_async.InvoicingClient.from_env>`; ``options`` win over the variables.
+
+        :raises ValueError: a required variable is missing, or a file cannot be read.
+        :raises ProviderKeyError: the provider key cannot be used, or fails its pin.
+        """
+        args, settings = _client_arguments(os.environ if environ is None else environ)
+        return cls(*args, **{**settings, **options})
+
+    def __repr__(self) -> str:
+        return f"<BlockingClient {self._target.base_url} client_id={self._client_id!r}>"
+
+    @property
+    def base_url(self) -> str:
+        """The environment's base URL."""
+        return self._target.base_url
+
+    @property
+    def token_cache(self) -> TokenCache:
+        """The token cache every call of every thread shares."""
+        return self._target.token_cache
+
+    # --- calls -------------------------------------------------------------------------
 
     def submit_secure(
         self,
@@ -360,3 +381,85 @@ class BlockingClient:
     def token(self) -> AccessToken:
         """:meth:`~invoicing_async.InvoicingClient.token`, blocking."""
         return self.run(lambda client: client.token())
+
+
+class BlockingPool(_Blocking[_IssuerPool]):
+    """An :class:`~invoicing_async.IssuerPool` for synchronous code, safe to share.
+
+    Takes the same arguments as :class:`~invoicing_async.IssuerPool` (except ``session``),
+    and behaves as :class:`BlockingClient` does: one event loop in a background thread,
+    one connection pool and one token cache for every issuer and every thread::
+
+        invoicing = BlockingPool(base_url, credentials, provider_key=key)
+
+        def checkout(request):                      # any thread, any shop
+            return invoicing.submit_secure(invoice, timeout=20)   # to its Issuer.Vat
+
+    .. versionadded:: 0.4.0
+    """
+
+    def __init__(self, base_url: str, credentials: Resolver, **options: typing.Any) -> None:
+        _no_session(options)
+        pool = _IssuerPool(base_url, credentials, **options)
+        super().__init__(pool, pool.close)
+
+    def __repr__(self) -> str:
+        return f"<BlockingPool {self._target.base_url}>"
+
+    @property
+    def base_url(self) -> str:
+        """The environment's base URL."""
+        return self._target.base_url
+
+    @property
+    def token_cache(self) -> TokenCache:
+        """The token cache every issuer's tokens live in."""
+        return self._target.token_cache
+
+    def submit_secure(
+        self,
+        document: Document,
+        *,
+        issuer: str | None = None,
+        send_method: str | None = None,
+        time_stamp: dt.datetime | str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> DocumentResult:
+        """:meth:`~invoicing_async.IssuerPool.submit_secure`, blocking.
+
+        :raises UnknownIssuerError: no credentials for the document's issuer.
+        """
+        return self.run(
+            lambda pool: pool.submit_secure(
+                document, issuer=issuer, send_method=send_method, time_stamp=time_stamp,
+                retry=retry, timeout=timeout,
+            )
+        )  # fmt: skip
+
+    def submit_json(
+        self,
+        document: Document,
+        *,
+        issuer: str | None = None,
+        send_method: str | None = None,
+        time_stamp: dt.datetime | str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> DocumentResult:
+        """:meth:`~invoicing_async.IssuerPool.submit_json`, blocking."""
+        return self.run(
+            lambda pool: pool.submit_json(
+                document, issuer=issuer, send_method=send_method, time_stamp=time_stamp,
+                retry=retry, timeout=timeout,
+            )
+        )  # fmt: skip
+
+    def submit_many(self, documents: Iterable[typing.Any], **options: typing.Any) -> list[Outcome]:
+        """:meth:`~invoicing_async.IssuerPool.submit_many`, blocking (its keywords).
+
+        ``documents`` is read in the calling thread first, as
+        :meth:`BlockingClient.submit_many` does.
+        """
+        items = list(documents)
+        return self.run(lambda pool: pool.submit_many(items, **options))

@@ -35,13 +35,14 @@ import os
 import typing
 from pathlib import Path
 
+from ._engine import engine_of as _engine_of
 from ._ledger._enqueue import ready as _ready
 from ._ledger._entry import IN_FLIGHT, PENDING, LedgerEntry
 from ._ledger._postgres_outbox import PostgresStore as _PostgresStore
 from ._ledger._sqlite_ledger import Ledger as _Ledger
 from ._ledger._sqlite_outbox import insert as _insert
 from ._ledger._sqlite_outbox import worker_store as _worker_store
-from ._outcomes import RetryPolicy as _RetryPolicy
+from ._retry import RetryPolicy as _RetryPolicy
 from ._worker import run_worker as _run_worker
 
 if typing.TYPE_CHECKING:
@@ -122,7 +123,7 @@ class _Outbox:
         try:
             return await _run_worker(
                 store,
-                client,
+                _engine_of(client),
                 concurrency=concurrency,
                 stop_when_empty=stop_when_empty,
                 retry=retry or _RetryPolicy(),

@@ -20,8 +20,8 @@ from __future__ import annotations
 import contextlib
 import typing
 
-from . import _outcomes
-from ._outcomes import set_instant_retries
+from . import _retry
+from ._retry import set_instant_retries
 
 if typing.TYPE_CHECKING:  # the module's namespace holds only its public names
     from collections.abc import Iterator
@@ -35,7 +35,7 @@ def instant_retries() -> Iterator[None]:
 
     The previous setting is restored on exit, so blocks nest.
     """
-    previous = _outcomes.retries_are_instant()
+    previous = _retry.retries_are_instant()
     set_instant_retries(True)
     try:
         yield

@@ -29,12 +29,12 @@ def script_with_ctrl_c(path: str, *args: str) -> list[str]:
 async def once(client, document, *, encrypted=False, timeout=None):
     """One attempt at a document, without the single-call retries: the typed error of
     that one response (the mapping several tests check) reaches the caller as is."""
-    [body] = await client._preparer.prepare_many([(document, encrypted)])
+    [body] = await client._engine.preparer.prepare_many([(document, encrypted)])
     if isinstance(body, InvoicingError):
         raise body
-    return await client._session.send_body(body[0], encrypted=encrypted, timeout=timeout)
+    return await client._channel.send_body(body[0], encrypted=encrypted, timeout=timeout)
 
 
 async def send_body(client, body, *, encrypted):
     """One attempt with exactly ``body`` (already encrypted, or deliberately broken)."""
-    return await client._session.send_body(body, encrypted=encrypted)
+    return await client._channel.send_body(body, encrypted=encrypted)

@@ -19,7 +19,8 @@ from invoicing_async._client import InvoicingClient
 from invoicing_async._convert import outcome_to_dict
 from invoicing_async._errors import LedgerError
 from invoicing_async._ledger._sqlite_ledger import Ledger
-from invoicing_async._outcomes import OutcomeStatus, RetryPolicy
+from invoicing_async._outcomes import OutcomeStatus
+from invoicing_async._retry import RetryPolicy
 from invoicing_async.outbox import LedgerEntry, PostgresOutbox, open_outbox
 
 from ._common import (

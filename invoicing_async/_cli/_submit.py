@@ -26,7 +26,8 @@ from invoicing_async._errors import (
     ValidationError,
 )
 from invoicing_async._ledger._sqlite_ledger import Ledger
-from invoicing_async._outcomes import Outcome, OutcomeStatus, RetryPolicy
+from invoicing_async._outcomes import Outcome, OutcomeStatus
+from invoicing_async._retry import RetryPolicy
 
 from ._common import (
     DEFAULT_CONCURRENCY,
@@ -333,7 +334,10 @@ async def _account_for_unsettled(
     if ledger_path is not None and wanted:
         with contextlib.suppress(LedgerError):
             async with Ledger(ledger_path, create=False) as ledger:
-                found = await ledger.lookup(wanted)
+                for key in wanted:
+                    entry = await ledger.get(key)
+                    if entry is not None:
+                        found[key] = entry
     for index, (position, source) in sorted(positions.items()):
         entry = found.get(keys.by_index.get(index, ""))
         recent = entry is not None and entry.updated_at and entry.updated_at.timestamp() >= started

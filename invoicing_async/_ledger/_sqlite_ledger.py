@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from invoicing_async._deprecation import deprecated
 from invoicing_async._errors import LedgerError
 from invoicing_async._outcomes import OutcomeStatus
 
@@ -36,7 +35,7 @@ if TYPE_CHECKING:
     from invoicing_async._journal import Verdict
     from invoicing_async._outcomes import Outcome
 
-__all__ = ["COLUMNS", "Ledger", "journal", "row_entry"]
+__all__ = ["COLUMNS", "Ledger", "ledger_journal", "row_entry"]
 
 #: The columns :func:`row_entry` reads, in order.
 COLUMNS = "key, state, status, final, ambiguous, sending, fingerprint, outcome, updated_at"
@@ -265,61 +264,6 @@ class Ledger:
             ),
         )
 
-    # --- 0.2 names of the batch's hooks, deprecated -------------------------------------------
-
-    @property
-    def file(self) -> Any:  # the private LedgerFile
-        """The ledger's file.
-
-        .. deprecated:: 0.3.0 the batch's machinery is private.
-        """
-        deprecated("Ledger.file", _PRIVATE)
-        return self._file
-
-    async def acquire(self) -> None:
-        """.. deprecated:: 0.3.0 the batch's machinery is private."""
-        deprecated("Ledger.acquire", _PRIVATE)
-        await self._acquire()
-
-    def release(self) -> None:
-        """.. deprecated:: 0.3.0 the batch's machinery is private."""
-        deprecated("Ledger.release", _PRIVATE)
-        self._release()
-
-    async def lookup(self, keys: Sequence[str]) -> dict[str, LedgerEntry]:
-        """.. deprecated:: 0.3.0 use :meth:`get` or :meth:`entries`."""
-        deprecated("Ledger.lookup", _PRIVATE)
-        return await self._lookup(keys)
-
-    def will_send(self, keys: Sequence[str]) -> None:
-        """.. deprecated:: 0.3.0 the batch's machinery is private."""
-        deprecated("Ledger.will_send", _PRIVATE)
-        self._will_send(keys)
-
-    async def sending(self, key: str, index: int = 0) -> None:  # noqa: ARG002
-        """.. deprecated:: 0.3.0 the batch's machinery is private."""
-        deprecated("Ledger.sending", _PRIVATE)
-        await self._sending(key)
-
-    def unmark(self) -> None:
-        """.. deprecated:: 0.3.0 the batch's machinery is private."""
-        deprecated("Ledger.unmark", _PRIVATE)
-        self._unmark()
-
-    def settled(self, outcome: Outcome, fingerprint: str | None) -> None:
-        """.. deprecated:: 0.3.0 the batch's machinery is private."""
-        deprecated("Ledger.settled", _PRIVATE)
-        self._settled(outcome, fingerprint)
-
-    async def flush(self) -> None:
-        """.. deprecated:: 0.3.0 closing the ledger commits what is queued."""
-        deprecated("Ledger.flush", _PRIVATE)
-        await self._file.flush()
-
-
-#: Why the batch's hooks on a ledger are deprecated.
-_PRIVATE = "a batch's machinery is private: open, read, mark and close a ledger"
-
 
 class _LedgerJournal:
     """A ledger as a batch's journal (:class:`invoicing_async._journal.Journal`)."""
@@ -349,7 +293,7 @@ class _LedgerJournal:
 
 
 @contextlib.asynccontextmanager
-async def journal(
+async def ledger_journal(
     ledger: str | os.PathLike[str] | Ledger, *, resend_ambiguous: bool
 ) -> AsyncIterator[_LedgerJournal]:
     """A batch's journal in ``ledger``, held (locked) for the batch's life.

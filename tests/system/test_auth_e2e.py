@@ -70,8 +70,9 @@ async def test_persistent_401_raises_after_exactly_two_attempts_without_looping(
         assert sb.commit_count == 0
 
 
-async def test_persistent_401_in_a_batch_is_rejected_after_one_new_token():
-    """In bulk submission the always-refused document ends REJECTED after one delivery
+async def test_persistent_401_in_a_batch_is_not_sent_after_one_new_token():
+    """In bulk submission the always-refused document ends ``not_sent`` (never
+    ``rejected``: a 401 judges the credentials, not the document) after one delivery
     attempt (the first 401 forced a new token, the retry with it was refused too); the
     others are accepted, and the token endpoint saw one extra request.
     """
@@ -86,7 +87,7 @@ async def test_persistent_401_in_a_batch_is_rejected_after_one_new_token():
                 documents, concurrency=3, encrypted=False, retry=QUICK
             )
         assert [o.status for o in outcomes] == [OutcomeStatus.ACCEPTED] * 3 + [
-            OutcomeStatus.REJECTED
+            OutcomeStatus.NOT_SENT
         ] + [OutcomeStatus.ACCEPTED] * 2
         assert isinstance(outcomes[3].error, AuthenticationError)
         assert outcomes[3].attempts == 1
@@ -99,8 +100,8 @@ async def test_persistent_401_in_a_batch_is_rejected_after_one_new_token():
 async def test_many_always_refused_documents_do_not_cost_a_token_request_each():
     """A batch with 20 documents that the provider refuses with 401 for the issuer VAT
     (not for the token) does not fetch a token per document; after a run of 401s the
-    circuit breaker stops it: the documents answered 401 are rejected, the rest were
-    never sent.
+    circuit breaker stops it: every document ends ``not_sent`` (a 401 is no judgement
+    of the document), those after the stop without a request.
     """
     async with Sandbox(key_algorithm="cv25519") as sb:
         documents = [sample_invoice(n, issuer_vat="999999999", lines=1) for n in range(20)]
@@ -108,11 +109,11 @@ async def test_many_always_refused_documents_do_not_cost_a_token_request_each():
             outcomes = await client.submit_many(
                 documents, concurrency=4, encrypted=False, retry=QUICK
             )
-        rejected = [o for o in outcomes if o.status is OutcomeStatus.REJECTED]
-        not_sent = [o for o in outcomes if o.status is OutcomeStatus.NOT_SENT]
-        assert len(rejected) + len(not_sent) == 20
-        assert len(rejected) >= RetryPolicy().circuit_breaker
-        assert all(o.attempts == 0 for o in not_sent)
+        assert {o.status for o in outcomes} == {OutcomeStatus.NOT_SENT}
+        answered = [o for o in outcomes if o.attempts]
+        assert len(answered) >= RetryPolicy().circuit_breaker
+        assert all(isinstance(o.error, AuthenticationError) for o in answered)
+        assert len(answered) < 20  # the breaker stopped the batch
         assert sb.stats.token_requests <= 3, sb.stats.token_requests
 
 

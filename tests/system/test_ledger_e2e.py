@@ -47,7 +47,8 @@ async def test_refused_credentials_are_never_final(tmp_path):
 
 async def test_a_401_to_a_document_is_not_final(tmp_path):
     """A document answered 401 (a VAT/credentials problem, or a transient one) is
-    rejected in that run but sent again by the next."""
+    ``not_sent`` in that run — never ``rejected``: the provider did not judge it — and
+    sent again by the next."""
     ledger = tmp_path / "batch.db"
     async with Sandbox(key_algorithm="cv25519") as sb:
         documents = sample_invoices(3, issuer_vat=sb.client_id, lines=1)
@@ -63,7 +64,7 @@ async def test_a_401_to_a_document_is_not_final(tmp_path):
                     documents[:1], encrypted=False, ledger=ledger,
                     retry=RetryPolicy(max_attempts=1),
                 )
-                assert first[0].status is OutcomeStatus.REJECTED
+                assert first[0].status is OutcomeStatus.NOT_SENT
                 second = await c.submit_many(documents, encrypted=False, ledger=ledger)
         assert [o.status for o in second] == [OutcomeStatus.ACCEPTED] * 3
         assert second[0].attempts == 1

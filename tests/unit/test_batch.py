@@ -27,7 +27,7 @@ from invoicing_async import (
     document_key,
 )
 from invoicing_async._batch import Batch, BatchOptions
-from invoicing_async._ledger._sqlite_ledger import journal as ledger_journal
+from invoicing_async._ledger._sqlite_ledger import ledger_journal
 from invoicing_async._prepare import _serialized
 
 FAST = RetryPolicy(base_delay=0, max_delay=0, attempt_timeout=None)

@@ -26,8 +26,8 @@ from invoicing_async import (
     ValidationError,
     document_key,
 )
-from invoicing_async.blocking import BlockingClient
-from invoicing_sandbox import Sandbox
+from invoicing_async.blocking import BlockingClient, BlockingPool
+from invoicing_sandbox import Sandbox, sample_invoice
 
 
 @pytest.fixture
@@ -184,3 +184,23 @@ async def test_async_client_still_closes_normally(sandbox):
         await c.submit_json(invoice(sandbox, 9))
     with pytest.raises(ClientStateError, match="closed"):
         await c.submit_json(invoice(sandbox, 10))
+
+
+async def test_a_blocking_pool_serves_many_issuers_from_many_threads(sandbox):
+    """BlockingPool: 8 threads submit invoices of three issuers at once; each invoice is
+    committed under its own issuer, with one token request per issuer."""
+    issuers = {f"70000000{n}": f"key-{n}" for n in range(3)}
+    env = sandbox.environment().name
+    for tin, key in issuers.items():
+        sandbox.add_client(env, tin, key)
+    documents = [sample_invoice(n, issuer_vat=list(issuers)[n % 3], lines=1) for n in range(24)]
+
+    def calls() -> list:
+        pool = BlockingPool(sandbox.base_url, issuers, provider_key=sandbox.provider_key)
+        with pool, concurrent.futures.ThreadPoolExecutor(8) as threads:
+            return list(threads.map(pool.submit_json, documents))
+
+    results = await asyncio.to_thread(calls)
+    assert len({r.mark for r in results}) == 24
+    assert all(len(sandbox.committed_in(env, tin)) == 8 for tin in issuers)
+    assert sandbox.stats.token_requests == 3

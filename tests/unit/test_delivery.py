@@ -1,7 +1,8 @@
 """One document's delivery: classification, retries, deadlines, breaker, AIMD limiter, logs.
 
-A scripted ``send`` stands in for the session: each attempt takes the next answer (a
-record or an error), so every rule of the retry loop is checked exactly, without HTTP.
+A scripted ``send`` stands in for the issuer's channel: each attempt takes the next
+answer (a record or an error), so every rule the decision core applies to a document is
+checked exactly, without HTTP.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import attrs
 import pytest
 
 from invoicing_async import (
@@ -29,7 +31,8 @@ from invoicing_async import (
     UnknownOutcomeError,
     ValidationError,
 )
-from invoicing_async._delivery import Breaker, Budget, Delivery, Shared
+from invoicing_async._decision import Breaker, Budget, ReauthWaits, Shared
+from invoicing_async._delivery import Delivery
 from invoicing_async._documents import Identity
 from invoicing_async._limiter import Limiter
 
@@ -56,11 +59,11 @@ def script(*answers):
 
 def delivery(**kwargs):
     kwargs.setdefault("policy", NO_WAIT)
-    return Delivery(key="id:X-7", index=0, identity=IDENTITY, **kwargs)
+    return Delivery("id:X-7", 0, IDENTITY, **kwargs)
 
 
-def shared(policy=NO_WAIT, *, limit=8):
-    return Shared(Budget(policy), Breaker(policy.circuit_breaker), Limiter(limit))
+def shared(policy=NO_WAIT):
+    return Shared(Budget(policy), Breaker(policy.circuit_breaker))
 
 
 REFUSED = TransportError("refused", maybe_sent=False)
@@ -78,7 +81,7 @@ RESET = TransportError("reset after sending", maybe_sent=True)
         ([MalformedResponseError("m", status=201), OWN], OutcomeStatus.ACCEPTED, 2),
         ([REFUSED, RateLimitError("r", status=429), OWN], OutcomeStatus.ACCEPTED, 3),
         ([ValidationError("v", status=400)], OutcomeStatus.REJECTED, 1),
-        ([AuthenticationError("vat", status=401)], OutcomeStatus.REJECTED, 1),
+        ([AuthenticationError("vat", status=401)], OutcomeStatus.NOT_SENT, 1),
         ([UnexpectedStatusError("404", status=404)], OutcomeStatus.NOT_SENT, 1),
         ([CredentialsError("creds", status=400)], OutcomeStatus.NOT_SENT, 1),
         ([RESET, ClientStateError("closed")], OutcomeStatus.UNKNOWN, 2),
@@ -147,7 +150,7 @@ async def test_a_409_without_a_record_stays_held_when_the_retry_budget_runs_out(
     """The batch's budget spent after a record-less 409: still held, never NOT_SENT."""
     policy = RetryPolicy(base_delay=0, max_delay=0, min_budget=0, budget_ratio=0)
     unreadable = DuplicateDocumentError("dup", result=None)
-    outcome = await delivery(policy=policy).run(script(unreadable), shared=shared(policy))
+    outcome = await delivery(policy=policy, shared=shared(policy)).run(script(unreadable))
     assert (outcome.status, outcome.result, outcome.error) == (
         OutcomeStatus.DUPLICATE,
         None,
@@ -163,11 +166,11 @@ async def test_in_a_batch_a_429_costs_a_quarter_attempt():
     slow = RateLimitError("slow", status=429)
     policy = RetryPolicy(base_delay=0, max_delay=0, max_attempts=2)
     answers = [slow] * 4 + [OWN]
-    in_batch = await delivery(policy=policy).run(script(*answers), shared=shared(policy))
+    in_batch = await delivery(policy=policy, shared=shared(policy)).run(script(*answers))
     assert (in_batch.status, in_batch.attempts) == (OutcomeStatus.ACCEPTED, 5)
     alone = await delivery(policy=policy).run(script(*answers))
     assert (alone.status, alone.attempts) == (OutcomeStatus.NOT_SENT, 2)
-    always = await delivery(policy=policy).run(script(*[slow] * 9), shared=shared(policy))
+    always = await delivery(policy=policy, shared=shared(policy)).run(script(*[slow] * 9))
     assert (always.status, always.attempts) == (OutcomeStatus.NOT_SENT, 8)
 
 
@@ -253,7 +256,7 @@ async def test_an_open_breaker_sends_nothing_more():
     batch = shared()
     batch.breaker.trip(CredentialsError("creds", status=400))
     send = script(OWN)
-    outcome = await delivery().run(send, shared=batch)
+    outcome = await delivery(shared=batch).run(send)
     assert outcome.status is OutcomeStatus.NOT_SENT
     assert isinstance(outcome.error, CredentialsError)
     assert send.calls == []
@@ -317,24 +320,48 @@ async def test_a_401_in_the_reauth_cooldown_is_waited_out_within_a_deadline():
     policy = RetryPolicy(base_delay=3600, max_delay=3600, circuit_breaker=1)
     state = shared(policy)
     started = loop.time()
-    outcome = await delivery(policy=policy, deadline=started + 60).run(send, shared=state)
+    outcome = await delivery(policy=policy, deadline=started + 60, shared=state).run(send)
     assert outcome.status is OutcomeStatus.ACCEPTED
     assert outcome.attempts == 2
     assert loop.time() - started < 30  # the 0.05 s cooldown, not the 3600 s backoff
     assert state.breaker.error is None
 
 
-async def test_a_401_in_the_reauth_cooldown_without_time_to_wait_is_the_answer_and_says_why():
-    """Without a deadline (or with one too close to wait the cooldown out), the same 401
-    is the document's answer: rejected, its error saying when a new token may be
-    requested, and counted by the breaker like any 401 to a document."""
+async def test_a_401_in_the_reauth_cooldown_without_time_to_wait_is_not_sent_and_says_why():
+    """Without a deadline in a single call (or with a deadline too close to wait the
+    cooldown out), the same 401 ends the document ``not_sent`` — never ``rejected``:
+    the provider refused a token, not the document — its error saying when a new token
+    may be requested, and counted by the breaker like any 401 to a document."""
     policy = RetryPolicy(circuit_breaker=1)
     for deadline in (None, asyncio.get_running_loop().time() + 10):  # 10 s < the 30 s wait
         state = shared(policy)
         blocked = AuthenticationError("token refused", status=401, reauth_in=30.0)
-        outcome = await delivery(policy=policy, deadline=deadline).run(
-            script(blocked), shared=state
+        outcome = await delivery(policy=policy, deadline=deadline, shared=state).run(
+            script(blocked)
         )
-        assert outcome.status is OutcomeStatus.REJECTED
+        assert outcome.status is OutcomeStatus.NOT_SENT
         assert outcome.error.reauth_in == 30.0
         assert state.breaker.error is not None
+
+
+async def test_a_batch_waits_out_reauth_cooldowns_as_windows_shared_by_its_documents():
+    """In a batch without a deadline, documents that meet a 401 in the cooldown wait
+    for the next token. All documents waiting for the same moment share one window,
+    so a burst of 401s costs one wait of the batch's ``reauth_waits``; after that many
+    windows in a row with nothing answered between, documents end ``not_sent``, and an
+    answered document starts the count again."""
+    waits = ReauthWaits(2)
+    assert all(waits.enter(10.0) for _ in range(100))  # one window, however many wait
+    assert waits.enter(20.0)  # a second window
+    assert not waits.enter(30.0)  # a third, with nothing answered since: no more waits
+    assert waits.enter(20.1)  # joining the window already open is still allowed
+    waits.progress()
+    assert waits.enter(30.0)
+
+    state = attrs.evolve(shared(), reauth=ReauthWaits(1))
+    outcome = await delivery(shared=state).run(script(COOLDOWN_401, OWN))
+    assert (outcome.status, outcome.attempts) == (OutcomeStatus.ACCEPTED, 2)
+    state = attrs.evolve(shared(), reauth=ReauthWaits(0))
+    outcome = await delivery(shared=state).run(script(COOLDOWN_401, OWN))
+    assert (outcome.status, outcome.attempts) == (OutcomeStatus.NOT_SENT, 1)
+    assert outcome.error is COOLDOWN_401

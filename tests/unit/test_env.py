@@ -40,7 +40,7 @@ def test_from_env_reads_key_file_pin_and_ca(tmp_path):
     assert client.base_url == "https://invoicing.example.com"
     assert client.limit == 7
     assert client.provider_key is not None
-    assert client._session._client_secret == SECRET
+    assert client._channel._client_secret == SECRET
     with pytest.raises(ProviderKeyError) as caught:
         InvoicingClient.from_env({**environ, "INVOICING_PROVIDER_FINGERPRINT": "00" * 20})
     assert caught.value.reason == "fingerprint_mismatch"
@@ -61,4 +61,4 @@ async def test_from_env_reaches_a_tls_sandbox(tmp_path):
         async with InvoicingClient.from_env(environ) as client:
             result = await client.submit_secure(sample_invoice(1))
         assert result.mark is not None
-        assert isinstance(client._transport._ssl, ssl.SSLContext)
+        assert isinstance(client._engine.transport._ssl, ssl.SSLContext)

@@ -15,7 +15,7 @@ from invoicing_async import (
     TransportError,
     ValidationError,
 )
-from invoicing_async._errors import may_have_committed
+from invoicing_async._decision import maybe_processed
 
 
 @pytest.mark.parametrize(
@@ -25,6 +25,7 @@ from invoicing_async._errors import may_have_committed
         (TransportError("reset", maybe_sent=True), True),
         (ProviderTimeoutError("t", status=408), True),
         (ServerError("s", status=500), True),
+        (ServerError("unavailable", status=503), False),
         (MalformedResponseError("m", status=201), True),
         (MalformedResponseError("redirect", status=302), False),
         (ValidationError("v", status=400), False),
@@ -32,9 +33,10 @@ from invoicing_async._errors import may_have_committed
         (RateLimitError("r", status=429), False),
     ],
 )
-def test_may_have_committed(error, committed):
-    """Failures after the provider may have processed the request count as maybe committed."""
-    assert may_have_committed(error) is committed
+def test_maybe_processed(error, committed):
+    """Failures after the provider may have processed the request count as maybe
+    processed; a 503 says it was not handled (RFC 9110)."""
+    assert maybe_processed(error) is committed
 
 
 def test_errors_pickle():

@@ -1,4 +1,5 @@
-"""The table of safety classes and its rules, as pure functions: no I/O, no event loop."""
+"""The table of safety classes and the decision core's rules for them, as pure functions:
+no I/O, no event loop."""
 
 from __future__ import annotations
 
@@ -14,16 +15,13 @@ from invoicing_async import (
     TransportError,
     ValidationError,
 )
-from invoicing_async._safety import (
-    OPERATIONS,
+from invoicing_async._decision import (
     certainly_not_processed,
-    default_safety,
     duplicate_means_success,
     may_resend,
     maybe_processed,
-    operation_for,
-    tighten,
 )
+from invoicing_async._safety import OPERATIONS, default_safety, operation_for, tighten
 
 READ, DEDUPLICATED, UPLOAD, AT_MOST_ONCE = (
     Safety.READ,

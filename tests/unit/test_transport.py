@@ -30,7 +30,7 @@ from invoicing_async import (
     RetryPolicy,
     TransportError,
 )
-from invoicing_async._errors import may_have_committed
+from invoicing_async._decision import maybe_processed
 from invoicing_sandbox import Fault, Sandbox, sample_invoice
 
 TIN = "094019245"
@@ -187,7 +187,7 @@ def document(number: int) -> dict:
 @pytest.mark.parametrize(("name", "raw", "close"), MALFORMED, ids=[m[0] for m in MALFORMED])
 async def test_malformed_2xx_is_a_typed_error_that_may_be_committed(name, raw, close):
     """Each malformed 2xx raises MalformedResponseError carrying the 2xx status (or, when
-    the framing is not HTTP, TransportError with maybe_sent), so may_have_committed() is
+    the framing is not HTTP, TransportError with maybe_sent), so maybe_processed() is
     true; and the next request on the pool succeeds.
     """
     async with RawProvider() as provider:
@@ -205,7 +205,7 @@ async def test_malformed_2xx_is_a_typed_error_that_may_be_committed(name, raw, c
     else:
         assert isinstance(error, MalformedResponseError), repr(error)
         assert error.status in (200, 201)
-    assert may_have_committed(error)
+    assert maybe_processed(error)
     assert result.mark == 400001000000002
 
 

@@ -143,7 +143,7 @@ async def main(mode: str, journal: Path) -> dict[str, object]:
             report["tasks_left"] = [
                 repr(t) for t in asyncio.all_tasks() if t is not asyncio.current_task()
             ]
-        session = client._transport._session
+        session = client._engine.transport._session
         report["session_closed"] = session is None or session.closed
     report["journal"] = journal_state(journal)
     return report

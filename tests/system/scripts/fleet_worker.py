@@ -96,7 +96,7 @@ async def main() -> None:
         else:
             result = await soak(client, int(worker), seconds)
     result["warnings"] = warnings.messages
-    result["requests"] = client.token_cache.requests(client._session._credentials)
+    result["requests"] = client.token_cache.requests(client._channel.tokens.key)
     print(json.dumps(result), flush=True)
 
 

@@ -1,11 +1,13 @@
-"""One request's life: a token from the shared cache, the 401 policy, send, parse.
+"""An issuer's channel to the provider: its credentials, its tokens, one request at a time.
 
-:class:`Session` strings the sans-I/O steps of :mod:`._protocol` together over a
-:class:`~._transport.Transport`: it gets a token (once for all callers, through the
-:class:`~._tokencache.TokenCache`), builds the request, sends it, recovers from a 401 caused by
-the token, and turns the response into a record or a typed error with the client's
-secrets scrubbed from any provider text. It makes one attempt per call; whether to try
-again is decided above it (:mod:`._delivery`).
+:class:`Channel` holds one issuer's credentials (its TIN as ``client_id``, its API key)
+and strings the sans-I/O steps of :mod:`._protocol` together over the shared
+:class:`~._transport.Transport`: it gets a token (once for all callers, through its
+:class:`~._tokencache.Tokens` view of the shared cache), builds the request, sends it,
+recovers from a 401 caused by the token, and turns the response into a record or a
+typed error with the issuer's secrets scrubbed from any provider text. It makes one
+attempt per call; whether to try again is the decision core's (:mod:`._decision`), for
+its token grants too.
 """
 
 from __future__ import annotations
@@ -13,21 +15,25 @@ from __future__ import annotations
 import asyncio
 import collections
 import hashlib
+import logging
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from . import _protocol as proto
+from ._attempts import drive
+from ._decision import Attempts, End
 from ._errors import (
     AuthenticationError,
     ClientStateError,
     InvoicingError,
-    MalformedResponseError,
-    RateLimitError,
-    ServerError,
     TransportError,
 )
 from ._log import auth as auth_log
+from ._outcomes import OutcomeStatus
 from ._redact import mentions, redact_error, redact_record
-from ._tokencache import CredentialsKey, TokenCache
+from ._safety import Safety
+from ._tokencache import CredentialsKey, TokenCache, Tokens
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -35,10 +41,10 @@ if TYPE_CHECKING:
 
     from ._documents import Prepared
     from ._models import AccessToken, DocumentResult
-    from ._outcomes import RetryPolicy
+    from ._retry import RetryPolicy
     from ._transport import Transport
 
-__all__ = ["Session"]
+__all__ = ["Channel"]
 
 #: Retries of one request after 401s (a replaced token, a young one waited for, a forced
 #: new one, that one waited for): each token is waited for once, and forced once per
@@ -46,11 +52,11 @@ __all__ = ["Session"]
 _MAX_401_RETRIES = 4
 
 
-class Session:
-    """Everything one request needs; shared by the client's single calls and batches.
+class Channel:
+    """One issuer's requests: shared by its client's single calls, batches and operations.
 
     :param token_retry: how the idempotent token endpoint is retried on connection
-        failures, 429 and 5xx.
+        failures, 429 and 5xx (a ``READ`` in the decision core).
     """
 
     def __init__(
@@ -67,18 +73,34 @@ class Session:
         self._client_id = client_id
         self._client_secret = client_secret
         self._transport = transport
-        self._cache = token_cache
-        self._credentials = CredentialsKey.of(base_url, client_id, client_secret)
+        self._tokens = Tokens(
+            token_cache, CredentialsKey.of(base_url, client_id, client_secret), self._token_request
+        )
         self._token_retry = token_retry
         # Tokens used lately: scrubbed from provider text that echoes them.
         self._recent_secrets: collections.deque[str] = collections.deque(maxlen=8)
 
     def __repr__(self) -> str:
-        return f"<Session {self._base_url} client_id={self._client_id!r}>"
+        return f"<Channel {self._base_url} client_id={self._client_id!r}>"
 
     def ensure_usable(self) -> None:
         """Raise :class:`~invoicing_async.ClientStateError` if nothing can be sent."""
         self._transport.ensure_usable()
+
+    @property
+    def base_url(self) -> str:
+        """The environment's base URL."""
+        return self._base_url
+
+    @property
+    def client_id(self) -> str:
+        """The issuer's TIN, its ``client_id``."""
+        return self._client_id
+
+    @property
+    def tokens(self) -> Tokens:
+        """This issuer's view of the shared token cache."""
+        return self._tokens
 
     @property
     def limit(self) -> int:
@@ -88,7 +110,7 @@ class Session:
     def offline_signature(self, text: str) -> str:
         """The provider's offline QR signature: the hex SHA-1 of ``text`` and the API key.
 
-        Made here, where the API key is held: the key never leaves the session.
+        Made here, where the API key is held: the key never leaves the channel.
         """
         signed = (text + self._client_secret).encode("utf-8")
         return hashlib.sha1(signed).hexdigest()  # noqa: S324  (the provider's algorithm)
@@ -147,10 +169,12 @@ class Session:
         params: Mapping[str, str] | None = None,
         timeout: float | None = None,
     ) -> proto.Response:
-        """One authenticated request (plus the 401 recovery): the response as received.
+        """One authenticated request (plus the 401 recovery): a 2xx response as received.
 
-        Any status comes back; reading it, and scrubbing :meth:`known_secrets` from
-        what the provider says, is the caller's part.
+        Any other status is raised as its typed error, the issuer's secrets scrubbed
+        from what the provider says (a 401 that a revoked token may have caused says
+        when a new token may be requested, as a document's does). Reading a 2xx body,
+        and scrubbing :meth:`known_secrets` from it, is the caller's part.
         """
         proto.check_path(path)
 
@@ -166,8 +190,11 @@ class Session:
                 content_type=content_type,
             )
 
-        response, _ = await self._authorized(build, timeout=timeout)
-        return response
+        response, reauth_in = await self._authorized(build, timeout=timeout)
+        if 200 <= response.status < 300:
+            return response
+        error = proto.error_for_response(response, f"{method.upper()} {path}")
+        raise self._told(error, reauth_in)
 
     def known_secrets(self) -> list[str]:
         """The API key and the tokens in use lately: never to be handed on."""
@@ -177,8 +204,7 @@ class Session:
 
     async def token(self) -> AccessToken:
         """A valid access token from the shared cache (fetched once for all callers)."""
-        cache, key = self._cache, self._credentials
-        token = await cache._get(key, self._token_request)  # noqa: SLF001  (the cache's user)
+        token = await self._tokens.get()
         if token.value not in self._recent_secrets:
             self._recent_secrets.append(token.value)
             if token.refresh_token:
@@ -191,24 +217,28 @@ class Session:
         """Send with a token; after a 401 a new token may cure, retry (see the cache).
 
         Whether a 401 is the token's fault is decided by the cache
-        (:meth:`~invoicing_async.TokenCache._recover`), per credentials for every
+        (:meth:`~._tokencache.Tokens.recover`), per credentials for every
         caller: a replaced token is swapped for the current one, a young one is retried
         once it is old enough for every node of the provider to know it, a new token is
         forced at most once per cooldown.
 
-        Returns the response, and, for a 401 to the token this request started with
-        when the cooldown allowed no new one, the seconds until one may be requested
-        (``None`` otherwise: a 401 after a new token is the request's own answer).
+        Returns the response, and, for a 401 to a token the provider accepted before
+        (it may have been revoked since) when the cooldown allowed no new one, the
+        seconds until one may be requested (``None`` otherwise: a 401 to a token fetched
+        for this request, or to one never accepted, is the request's own answer).
         """
-        first = token = await self._token_within(timeout)
+        token = await self._token_within(timeout)
         response = await self._transport.send(build(token), timeout=timeout)
         waited_for: set[str] = set()  # each token is waited for once per request
+        forced: set[str] = set()  # tokens this request's own 401s made the cache fetch
         for _ in range(_MAX_401_RETRIES):
             if response.status != 401:
                 break
-            retry_with = await self._recover(token, timeout)
+            retry_with, forced_now = await self._recover(token, timeout)
             if retry_with is None or retry_with.value in waited_for:
                 break
+            if forced_now:
+                forced.add(retry_with.value)
             if retry_with.value == token.value:
                 waited_for.add(token.value)  # the cache waited for it to propagate
             auth_log.debug("401: retrying with an access token")
@@ -216,23 +246,34 @@ class Session:
             response = await self._transport.send(build(token), timeout=timeout)
         if response.status != 401:
             # The provider knows this token.
-            self._cache._confirm(self._credentials, token)  # noqa: SLF001
+            self._tokens.confirm(token)
             return response, None
-        if token.value != first.value:
-            return response, None  # refused with a token renewed for it: the answer
-        return response, self._cache._reauth_in(self._credentials)  # noqa: SLF001
+        if token.value in forced or not self._tokens.was_confirmed(token):
+            # Refused with a token fetched for this very request, or one the provider
+            # never accepted (after any wait for it to be known): the request's answer.
+            return response, None
+        # A token the provider accepted before may have been revoked since (a provider
+        # may end sessions): the answer is a new token's, once the cooldown allows one.
+        return response, self._tokens.reauth_in()
 
-    async def _recover(self, refused: AccessToken, timeout: float | None) -> AccessToken | None:
+    async def _recover(
+        self, refused: AccessToken, timeout: float | None
+    ) -> tuple[AccessToken | None, bool]:
         """The cache's verdict on a 401, in the call's time budget (see :meth:`_token_within`).
 
         A budget that ends while the cache waits for a young token to be known leaves
-        the 401 as the answer (``None``): the request was sent and answered.
+        the 401 as the answer (``None``): the request was sent and answered. The flag
+        says whether this call forced the new token.
         """
-        return await self._within(
-            self._cache._recover(self._credentials, refused, self._token_request),  # noqa: SLF001
-            timeout,
-            answered=True,
-        )
+        forced = False
+
+        async def recover() -> AccessToken | None:
+            nonlocal forced
+            token, forced = await self._tokens.recover(refused)
+            return token
+
+        found = await self._within(recover(), timeout, answered=True)
+        return found, forced and found is not None
 
     async def _token_within(self, timeout: float | None) -> AccessToken:
         """A token for a call, in the call's time budget.
@@ -242,7 +283,7 @@ class Session:
         :class:`AuthenticationError`), so bulk submission neither rejects the document
         nor calls it possibly committed.
         """
-        token = self._cache._fresh(self._credentials)  # noqa: SLF001
+        token = self._tokens.fresh()
         if token is not None:
             return token  # the common case: no task, no timer
         found = await self._within(self.token(), timeout)
@@ -278,19 +319,20 @@ class Session:
     async def _token_request(self, refresh_with: AccessToken | None) -> AccessToken:
         """One grant for the cache: a refresh of ``refresh_with``, or client credentials.
 
-        A refresh gets one attempt (on any failure the cache falls back to client
-        credentials); client credentials are retried as ``token_retry`` says, on failures
-        of the idempotent token endpoint.
+        The token endpoint is idempotent: a ``READ`` for the decision core. A refresh
+        gets one attempt (on any failure the cache falls back to client credentials);
+        client credentials are retried as ``token_retry`` says, on failures that may
+        pass (connection failures, 429, 5xx, an unreadable answer).
 
         The refresh token is read from ``refresh_with`` where it is used and never held
         in a local variable: tracebacks formatted with locals must not show it.
         """
-        clock = self._cache.clock
+        clock = self._tokens.cache.clock
         policy = self._token_retry
-        attempts = policy.max_attempts if refresh_with is None else 1
-        attempt = 0
-        while True:
-            attempt += 1
+        if refresh_with is not None:
+            policy = attrs.evolve(policy, max_attempts=1)
+
+        async def attempt(timeout: float | None) -> AccessToken:
             request = proto.build_token_request(
                 self._base_url,
                 self._client_id,
@@ -298,24 +340,30 @@ class Session:
                 refresh_with.refresh_token if refresh_with is not None else None,
             )
             obtained_at = clock()
-            try:
-                response = await self._transport.send(request)
-                token: AccessToken = self._checked(
-                    lambda r: proto.parse_token_response(
-                        r,
-                        obtained_at=obtained_at,  # noqa: B023  (called before the next turn)
-                        previous=refresh_with,
-                    ),
-                    response,
-                )
-            except (TransportError, ServerError, RateLimitError, MalformedResponseError) as exc:
-                if attempt >= attempts:
-                    raise
-                delay = policy.delay(attempt, retry_after=getattr(exc, "retry_after", None))
-                auth_log.debug("token request failed (%s); retrying in %.2f s", exc, delay)
-                await asyncio.sleep(delay)
-            else:
-                return token
+            response = await self._transport.send(request, timeout=timeout)
+            token: AccessToken = self._checked(
+                lambda r: proto.parse_token_response(
+                    r, obtained_at=obtained_at, previous=refresh_with
+                ),
+                response,
+            )
+            return token
+
+        attempts = Attempts(
+            Safety.READ,
+            policy,
+            subject="the token request",
+            find_out="request a token again",
+        )
+        end = await drive(
+            attempts,
+            attempt,
+            label="token request",
+            log=auth_log,
+            extra={"invoicing.issuer": self._client_id},
+            retry_level=logging.DEBUG,
+        )
+        return _answer(end)
 
     def _checked(
         self,
@@ -323,19 +371,26 @@ class Session:
         response: proto.Response,
         reauth_in: float | None = None,
     ) -> Any:
+        """What ``parse`` reads from ``response``; its error as :meth:`_told` tells it."""
         try:
             return parse(response)
-        except AuthenticationError as exc:
-            error = redact_error(exc, self._secrets())
-            if reauth_in is not None and isinstance(error, AuthenticationError):
-                error = self._no_new_token(error, reauth_in)
-            raise error from None
         except InvoicingError as exc:
-            raise redact_error(exc, self._secrets()) from None
+            raise self._told(exc, reauth_in) from None
+
+    def _told(self, error: InvoicingError, reauth_in: float | None) -> InvoicingError:
+        """``error`` with the issuer's secrets scrubbed.
+
+        A 401 that a revoked token may have caused also says when a new token may be
+        requested (``reauth_in``).
+        """
+        error = redact_error(error, self._secrets())
+        if reauth_in is not None and isinstance(error, AuthenticationError):
+            error = self._no_new_token(error, reauth_in)
+        return error
 
     def _no_new_token(self, error: AuthenticationError, reauth_in: float) -> AuthenticationError:
         """A 401 that may be the token's fault, when no new token may be requested yet."""
-        cooldown = self._cache.reauth_cooldown
+        cooldown = self._tokens.cache.reauth_cooldown
         return AuthenticationError(
             f"{error.message} (the access token may be at fault, a provider may revoke "
             f"tokens, but a 401 may force a new one only once per reauth_cooldown "
@@ -349,9 +404,18 @@ class Session:
 
     def _secrets(self) -> list[str]:
         secrets = [self._client_secret, *self._recent_secrets]
-        token = self._cache._peek(self._credentials)  # noqa: SLF001
+        token = self._tokens.peek()
         if token is not None:
             secrets.append(token.value)
             if token.refresh_token:
                 secrets.append(token.refresh_token)
         return secrets
+
+
+def _answer(end: End) -> AccessToken:
+    """A token grant's ending: the token, or its error raised."""
+    if end.status is OutcomeStatus.ACCEPTED:
+        token: AccessToken = end.result
+        return token
+    assert end.error is not None  # noqa: S101  (every other ending carries one)
+    raise end.error

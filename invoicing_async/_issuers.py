@@ -1,0 +1,249 @@
+"""Many issuers: each one's channel, made on first use from a credentials resolver.
+
+An :class:`~invoicing_async.IssuerPool` serves any number of issuers over one
+connection pool, one provider key and one token cache; what belongs to one issuer is its
+:class:`~._channel.Channel` (its TIN as ``client_id``, its API key, its view of the
+token cache). :class:`Issuers` makes a channel the first time an issuer is used, from
+the resolver — a mapping ``{tin: api_key}``, or a callable (async or not) that returns
+the API key of a TIN or ``None`` — called once per issuer while its channel lives, once
+for any number of concurrent first uses.
+
+Channels are kept while in use (:meth:`Issuers.acquire` / :meth:`Issuers.release`)
+and, once idle, for ``idle`` seconds and up to ``max_issuers`` of them, least recently
+used first out: memory stays bounded whatever the number of issuers ever seen. An
+evicted issuer's token is dropped from the cache too (its lifetime is about as long as
+the idle time); with a shared token store (Redis) the fleet still holds it.
+
+An issuer the resolver does not know, or that it fails for, is a
+:class:`~invoicing_async.UnknownIssuerError` for that issuer's documents before any
+request: remembered for ``forget_unknown`` seconds, so a batch of such documents asks
+the resolver once, not once each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import inspect
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ._channel import Channel
+from ._errors import UnknownIssuerError
+from ._log import auth as log
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from ._retry import RetryPolicy
+    from ._tokencache import TokenCache
+    from ._transport import Transport
+
+    #: A TIN's API key, or ``None``: a mapping, or a callable (async or not).
+    Resolver = Mapping[str, str] | Callable[[str], Awaitable[str | None] | str | None]
+
+__all__ = ["Issuers", "check_issuer"]
+
+
+class _Slot:
+    __slots__ = ("channel", "used", "users")
+
+    def __init__(self, channel: Channel, used: float) -> None:
+        self.channel = channel
+        self.used = used
+        self.users = 0
+
+
+class Issuers:
+    """The channels of the issuers in use, made from a resolver (see the module docstring).
+
+    :param max_issuers: idle channels kept at most (the least recently used go first).
+    :param idle: seconds an idle channel is kept.
+    :param forget_unknown: seconds an unknown issuer's refusal is remembered.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        resolver: Resolver,
+        *,
+        transport: Transport,
+        token_cache: TokenCache,
+        token_retry: RetryPolicy,
+        max_issuers: int = 10_000,
+        idle: float = 900.0,
+        forget_unknown: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_issuers < 1 or idle < 0 or forget_unknown < 0:
+            raise ValueError("max_issuers must be positive, idle and forget_unknown not negative")
+        self._base_url = base_url
+        self._resolver = resolver
+        self._transport = transport
+        self._cache = token_cache
+        self._token_retry = token_retry
+        self._max = max_issuers
+        self._idle = idle
+        self._forget_unknown = forget_unknown
+        self._clock = clock
+        #: Least recently used first.
+        self._slots: collections.OrderedDict[str, _Slot] = collections.OrderedDict()
+        self._resolving: dict[str, asyncio.Future[Channel]] = {}
+        self._unknown: collections.OrderedDict[str, tuple[float, UnknownIssuerError]] = (
+            collections.OrderedDict()
+        )
+
+    def __repr__(self) -> str:
+        return f"<Issuers {self._base_url} in use={len(self._slots)}>"
+
+    def __len__(self) -> int:
+        """Issuers whose channel is kept now."""
+        return len(self._slots)
+
+    async def acquire(self, issuer: str | None) -> Channel:
+        """The channel of ``issuer``, kept until :meth:`release`.
+
+        :raises UnknownIssuerError: no issuer, or the resolver does not know it (or fails).
+        """
+        if issuer is None:
+            raise UnknownIssuerError(
+                "the document names no issuer (Issuer.Vat) and none was given (issuer=)",
+                issuer=None,
+            )
+        slot = self._slots.get(issuer)
+        if slot is None:
+            channel = await self._resolved(issuer)
+            slot = self._slots.get(issuer)
+            if slot is None:
+                slot = self._slots[issuer] = _Slot(channel, self._clock())
+        self._slots.move_to_end(issuer)
+        slot.users += 1
+        return slot.channel
+
+    def release(self, channel: Channel) -> None:
+        """``channel`` is no longer used by this caller; idle ones may be closed."""
+        issuer = channel.client_id
+        slot = self._slots.get(issuer)
+        if slot is not None and slot.channel is channel:
+            slot.users = max(0, slot.users - 1)
+            slot.used = self._clock()
+            self._slots.move_to_end(issuer)
+        self._evict()
+
+    def clear(self) -> None:
+        """Forget every channel (the pool closed)."""
+        for slot in self._slots.values():
+            slot.channel.tokens.forget()
+        self._slots.clear()
+        self._unknown.clear()
+
+    # --- internals -------------------------------------------------------------------------
+
+    async def _resolved(self, issuer: str) -> Channel:
+        """A new channel for ``issuer``: one resolver call for every concurrent caller."""
+        known = self._unknown.get(issuer)
+        if known is not None:
+            when, refusal = known
+            if self._clock() - when < self._forget_unknown:
+                raise _copy(refusal)
+            del self._unknown[issuer]
+        pending = self._resolving.get(issuer)
+        if pending is None or pending.get_loop() is not asyncio.get_running_loop():
+            pending = asyncio.ensure_future(self._resolve(issuer))
+            self._resolving[issuer] = pending
+            pending.add_done_callback(lambda _: self._resolving.pop(issuer, None))
+        try:
+            return await asyncio.shield(pending)
+        except UnknownIssuerError as exc:
+            raise _copy(exc) from exc.__cause__
+
+    async def _resolve(self, issuer: str) -> Channel:
+        problem = check_issuer(issuer)
+        if problem is not None:
+            raise self._refused(issuer, UnknownIssuerError(problem, issuer=None))
+        try:
+            secret = await _api_key(self._resolver, issuer)
+        except Exception as exc:
+            refusal = UnknownIssuerError(
+                f"no credentials for issuer {issuer}: the credentials resolver failed "
+                f"({type(exc).__name__})",
+                issuer=issuer,
+            )
+            raise self._refused(issuer, refusal) from exc
+        if not secret:
+            raise self._refused(
+                issuer,
+                UnknownIssuerError(
+                    f"no credentials for issuer {issuer}: the credentials resolver does not "
+                    "know it",
+                    issuer=issuer,
+                ),
+            )
+        if not isinstance(secret, str) or any(ord(c) < 32 or ord(c) == 127 for c in secret):
+            del secret  # a traceback formatted with locals must not show it
+            raise self._refused(
+                issuer,
+                UnknownIssuerError(
+                    f"the credentials resolver gave issuer {issuer} an API key that is not "
+                    "one line of text",
+                    issuer=issuer,
+                ),
+            )
+        log.debug("issuer %s: credentials resolved", issuer, extra={"invoicing.issuer": issuer})
+        return Channel(
+            self._base_url,
+            issuer,
+            secret,
+            transport=self._transport,
+            token_cache=self._cache,
+            token_retry=self._token_retry,
+        )
+
+    def _refused(self, issuer: str, refusal: UnknownIssuerError) -> UnknownIssuerError:
+        """Remember ``refusal`` for ``forget_unknown`` seconds.
+
+        At most as many refusals are kept as channels.
+        """
+        self._unknown[issuer] = (self._clock(), refusal)
+        while len(self._unknown) > self._max:
+            self._unknown.popitem(last=False)
+        return refusal
+
+    def _evict(self) -> None:
+        """Close idle channels: past ``idle`` seconds, or the least recently used.
+
+        The least recently used go while more than ``max_issuers`` are kept. Channels in
+        use stay.
+        """
+        now = self._clock()
+        over = len(self._slots) - self._max
+        for issuer, slot in list(self._slots.items()):
+            if slot.users:
+                continue
+            if over <= 0 and now - slot.used < self._idle:
+                break  # least recently used first: the rest are fresher
+            del self._slots[issuer]
+            slot.channel.tokens.forget()
+            over -= 1
+
+
+def check_issuer(issuer: str) -> str | None:
+    """Why ``issuer`` cannot be a TIN sent as a ``client_id``, or ``None``."""
+    if not issuer or len(issuer) > 64 or any(ord(c) < 33 or ord(c) == 127 for c in issuer):
+        return f"not an issuer's tax number: {issuer[:64]!r}"
+    return None
+
+
+async def _api_key(resolver: Resolver, issuer: str) -> Any:
+    if isinstance(resolver, Mapping):
+        return resolver.get(issuer)
+    answer = resolver(issuer)
+    if inspect.isawaitable(answer):
+        return await answer
+    return answer
+
+
+def _copy(error: UnknownIssuerError) -> UnknownIssuerError:
+    """A refusal of its own for each caller (a shared exception's traceback grows)."""
+    return UnknownIssuerError(error.message, issuer=error.issuer)

@@ -1,0 +1,87 @@
+"""How a request is retried: :class:`RetryPolicy`, and every backoff delay of the package.
+
+:meth:`RetryPolicy.delay` computes the waits of documents, operations and the token
+endpoint alike; *whether* to retry is the decision core's (:mod:`._decision`).
+:func:`set_instant_retries` is the switch behind :mod:`invoicing_async.testing`: with it
+on, every delay is zero.
+"""
+
+from __future__ import annotations
+
+import random
+
+import attrs
+
+__all__ = ["RetryPolicy", "retries_are_instant", "set_instant_retries"]
+
+_instant = False
+
+
+def set_instant_retries(enabled: bool) -> None:
+    """Make every backoff delay zero (``True``) or restore them (``False``)."""
+    global _instant  # noqa: PLW0603  (one process-wide switch, like stamina's testing mode)
+    _instant = enabled
+
+
+def retries_are_instant() -> bool:
+    """Whether backoff delays are switched off."""
+    return _instant
+
+
+@attrs.frozen(kw_only=True)
+class RetryPolicy:
+    """How a document (or a token request) is retried.
+
+    .. versionadded:: 0.1.0
+    """
+
+    #: Requests per document at most (the first one included). In a batch a 429 costs a
+    #: quarter attempt: the batch halves its concurrency, and a document is not given up
+    #: while it finds what the provider takes.
+    max_attempts: int = 6
+    #: Backoff: a random delay up to ``base_delay * 2**(attempt-1)``, at most ``max_delay``.
+    base_delay: float = 0.25
+    max_delay: float = 15.0
+    #: Re-send after an ambiguous failure. Safe only with a provider that detects
+    #: duplicates (the real service does); without it such documents end ``UNKNOWN``.
+    resend_ambiguous: bool = True
+    #: Retries the whole batch may spend: ``min_budget`` plus ``budget_ratio`` per document.
+    budget_ratio: float = 0.5
+    min_budget: int = 20
+    #: Seconds for one request, body included (``None``: the client's own timeout).
+    attempt_timeout: float | None = 30.0
+    #: Consecutive answers blaming the configuration (401/403 to documents, unknown
+    #: endpoints, redirects) after which a batch stops sending: the documents not sent
+    #: end ``NOT_SENT``. ``None``: never. Refused credentials, a missing or expired
+    #: provider key and a closed client stop a batch at once, whatever this says.
+    circuit_breaker: int | None = 10
+    #: Re-authentication cooldowns a batch waits out in a row with no document answered
+    #: in between. A 401 that a revoked access token may have caused, while no new token
+    #: may be requested yet (``TokenCache(reauth_cooldown=...)``), makes the document
+    #: wait for the next token: every document that meets it waits for the same one, so
+    #: a provider that revokes tokens within a second costs one wait per cooldown. After
+    #: this many such waits without progress, those documents end ``NOT_SENT``. A
+    #: single call waits only within its ``timeout``.
+    #:
+    #: .. versionadded:: 0.4.0
+    reauth_waits: int = 3
+
+    def delay(
+        self,
+        attempt: int,
+        *,
+        retry_after: float | None = None,
+        rng: random.Random | None = None,
+    ) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (from 1).
+
+        ``Retry-After`` when the provider sent one, else capped exponential backoff with
+        full jitter: uniform in ``[0, min(max_delay, base_delay * 2**(attempt-1))]``.
+        Always zero while :func:`set_instant_retries` is on.
+        """
+        if _instant:
+            return 0.0
+        if retry_after is not None:
+            return max(0.0, float(retry_after))
+        cap = min(self.max_delay, self.base_delay * 2 ** max(0, attempt - 1))
+        return (rng or random).uniform(0, cap)
