@@ -4,7 +4,7 @@ The command reads a one-line gigabyte of JSON Lines, or a JSON array with a giga
 element among ordinary invoices, with memory that follows the largest document it takes
 (``--max-document-size``), not the input: the huge document is one refused record
 naming its size and the limit, and the others are accepted. Memory is the command's own
-peak resident set (``os.wait4`` of the child), a bound, not a timing.
+peak resident set (``VmHWM``, which it reports as it exits), a bound, not a timing.
 
 The inputs are written to a temporary directory a megabyte at a time (the JSON Lines
 one as a sparse file), never held by the test.
@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -43,31 +42,48 @@ async def sandbox(tmp_path):
         yield sb
 
 
-async def run_measured(*args: str, env: dict[str, str], tmp_path, timeout: float = 300):
+#: Runs the command as ``python -m invoicing_async`` does, then prints the peak resident
+#: memory of this process image (``VmHWM``) as its last stderr line.
+LAUNCH = """
+import atexit, runpy, sys
+
+def peak():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                sys.stderr.write(f"peak-kib {line.split()[1]}\\n")
+
+atexit.register(peak)
+sys.argv[0] = "invoicing-async"
+runpy.run_module("invoicing_async", run_name="__main__", alter_sys=True)
+"""
+
+
+async def run_measured(*args: str, env: dict[str, str], timeout: float = 300):
     """Run the command; its exit status, stdout, stderr and peak resident memory (bytes).
 
-    ``os.wait4`` reports the resources of that one child (``RUSAGE_CHILDREN`` would
-    mix in every child this test process waited for before).
+    The peak is the command's own (``VmHWM`` of the image it runs): a child's
+    ``ru_maxrss`` also counts the test process it was forked from, as large as the
+    documents earlier tests held.
     """
     base = {k: v for k, v in os.environ.items() if not k.startswith("INVOICING_")}
-    out, err = tmp_path / "stdout", tmp_path / "stderr"
-    with out.open("wb") as stdout, err.open("wb") as stderr:
-        process = subprocess.Popen(  # noqa: ASYNC220  (waited for in a thread below)
-            [sys.executable, "-m", "invoicing_async", *args],
-            env={**base, **env},
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
-        )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", LAUNCH, *args,
+        env={**base, **env},
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
     try:
-        _, status, usage = await asyncio.wait_for(
-            asyncio.to_thread(os.wait4, process.pid, 0), timeout
-        )
+        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
     except BaseException:
         process.kill()
+        await process.wait()
         raise
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return process.returncode, out.read_text(), err.read_text(), usage.ru_maxrss * 1024
+    text = stderr.decode()
+    head, _, last = text.rstrip("\n").rpartition("\n")
+    assert last.startswith("peak-kib "), text[-2000:]
+    return process.returncode, stdout.decode(), head, int(last.split()[1]) * 1024
 
 
 def records(text: str) -> list[dict]:
@@ -137,7 +153,7 @@ async def test_a_64_mib_document_with_a_1_mib_limit(sandbox, tmp_path, build):
     size = build(path, documents, 64 * MIB)
     code, stdout, stderr, peak = await run_measured(
         "submit", "--json", "--max-document-size", "1M", str(path),
-        env=sandbox.env, tmp_path=tmp_path,
+        env=sandbox.env,
     )  # fmt: skip
     assert code == 1, stderr
     check_outcome(stdout, stderr, path, size=size, limit=MIB, count=len(documents))
@@ -154,7 +170,7 @@ async def test_a_gigabyte_document_among_invoices(sandbox, tmp_path, build):
     path = tmp_path / ("in.jsonl" if build is huge_line_jsonl else "in.json")
     size = build(path, documents, GIB)
     code, stdout, stderr, peak = await run_measured(
-        "submit", "--json", str(path), env=sandbox.env, tmp_path=tmp_path
+        "submit", "--json", str(path), env=sandbox.env
     )
     assert code == 1, stderr
     check_outcome(stdout, stderr, path, size=size, limit=10 * MIB, count=len(documents))
@@ -172,7 +188,7 @@ async def test_the_deadline_holds_while_a_gigabyte_is_read(sandbox, tmp_path):
     started = time.monotonic()
     code, stdout, stderr, peak = await run_measured(
         "submit", "--json", "--deadline", str(deadline), str(path),
-        env=sandbox.env, tmp_path=tmp_path, timeout=deadline + margin,
+        env=sandbox.env, timeout=deadline + margin,
     )  # fmt: skip
     assert time.monotonic() - started < deadline + margin
     assert code == 1, stderr
@@ -202,7 +218,7 @@ async def test_a_deadline_already_passed_reads_nothing(sandbox, tmp_path):
     second.write_text(json.dumps(documents))
     code, stdout, stderr, _ = await run_measured(
         "submit", "--json", "--deadline", "0", str(first), str(second),
-        env=sandbox.env, tmp_path=tmp_path,
+        env=sandbox.env,
     )  # fmt: skip
     assert code == 1, stderr
     got = records(stdout)
