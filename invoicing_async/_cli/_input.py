@@ -15,7 +15,7 @@ own outcome and never stops the documents around it:
 
 Input is read as a stream, and memory follows the largest document taken (``max_size``
 bytes of JSON text), never the input: a JSON Lines line is read up to that size, an
-array one element at a time (:class:`_Scanner`, over ``json``'s own decoder on a window
+array one element at a time (:class:`Scanner`, over ``json``'s own decoder on a window
 of the text). A document larger than ``max_size`` is skipped without being held, and is
 one unreadable entry at its line, naming its size and the limit. To keep "a broken file
 sends nothing" true, an array is read twice: once to check it, once to send it
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import sys
 import tempfile
 import time
@@ -40,6 +39,8 @@ from typing import IO, TYPE_CHECKING, Any
 import attrs
 
 from invoicing_async._documents import DEFAULT_MAX_DOCUMENT_SIZE, utf8_size
+
+from ._scan import SKIP, Bounds, DeadlinePassed, Invalid, Scanner, TooLarge, skip_line, values
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -57,8 +58,6 @@ __all__ = [
 #: Suffixes read as JSON Lines; ``.json`` is one value; others are recognised.
 JSON_LINES = frozenset({".jsonl", ".ndjson"})
 _SUFFIXES = (".json", ".jsonl", ".ndjson")
-_WHITESPACE = re.compile(r"[ \t\n\r]*")
-_DECODER = json.JSONDecoder()
 _KIND = {str: "a string", int: "a number", float: "a number", bool: "a boolean", list: "an array"}
 _KINDS = {
     "a string": "strings",
@@ -66,18 +65,6 @@ _KINDS = {
     "a boolean": "booleans",
     "an array": "arrays",
 }
-#: Characters read at a time; a value that is not complete yet doubles it.
-_READ = 1 << 16
-#: Characters read at a time while skipping a document larger than the limit.
-_SKIP = 1 << 20
-#: What a skipped value's structure is made of, and what ends a number or a literal.
-_STRUCTURE = re.compile(r'["\[\]{}]')
-_SCALAR_END = re.compile(r"[\s,\]}]")
-#: What may follow a number's prefix at the end of the window (and be the rest of it).
-_NUMBER_TAIL = re.compile(r"[0-9.eE+-]*")
-#: How close to the end of what was read a decoding error may be and still mean only
-#: "read more" ("Expecting value" at a cut ``tru``, an escape cut after ``\u12`` …).
-_NEAR_END = 16
 
 
 class UsageError(Exception):
@@ -118,65 +105,24 @@ class NotRead:
     why: str
 
 
-class _DeadlinePassed(Exception):  # noqa: N818  (a signal to stop, not an error)
-    def __init__(self, line: int) -> None:
-        super().__init__(line)
-        self.line = line
-
-
-class _Invalid(Exception):  # noqa: N818  (becomes an Unreadable)
-    """A JSON text that is not valid: what is wrong, and where."""
-
-    def __init__(self, message: str, line: int, column: int) -> None:
-        super().__init__(message)
-        self.message, self.line, self.column = message, line, column
-
-
-@attrs.frozen
-class _Bounds:
-    """How much one document may take, and until when (on ``clock``) reading may go on."""
-
-    max_size: int
-    deadline: float | None = None
-    clock: Callable[[], float] = time.monotonic
-
-    def check(self, line: int) -> None:
-        """Raise :class:`_DeadlinePassed` (at ``line``) once the deadline has passed."""
-        if self.deadline is not None and self.clock() >= self.deadline:
-            raise _DeadlinePassed(line)
-
-    def too_large(self, size: int) -> Unreadable:
-        why = f"the document is {size:,} bytes, more than the limit of {self.max_size:,} bytes"
-        return Unreadable(why + ": not read", size=size)
-
-
-@attrs.frozen
-class _TooLarge:
-    """A value larger than the limit, skipped: its size and what its first character says."""
-
-    size: int
-    kind: str
-
-
 def _kind(value: Any) -> str:
     return "null" if value is None else _KIND.get(type(value), type(value).__name__)
-
-
-def _first_kind(first: str) -> str:
-    """The kind of a value from its first character (of a value too large to parse)."""
-    kinds = {"{": "dict", "[": "an array", '"': "a string", "n": "null"}
-    return kinds.get(first, "a boolean" if first in "tf" else "a number")
 
 
 def _not_object(value: Any) -> Unreadable:
     return Unreadable(f"{_kind(value)}, not a JSON object: a document is an object")
 
 
+def _too_large(bounds: Bounds, size: int) -> Unreadable:
+    why = f"the document is {size:,} bytes, more than the limit of {bounds.max_size:,} bytes"
+    return Unreadable(why + ": not read", size=size)
+
+
 # --- JSON Lines ---------------------------------------------------------------------------
 
 
 def _lines(
-    file: IO[str], bounds: _Bounds, first: int = 1, head: tuple[str, ...] = ()
+    file: IO[str], bounds: Bounds, first: int = 1, head: tuple[str, ...] = ()
 ) -> Iterator[tuple[int, Any]]:
     """JSON Lines: one value per non-blank line; a line over the limit is skipped unread.
 
@@ -194,13 +140,13 @@ def _lines(
         number += 1
         bounds.check(number)
         if len(line) == cap and not line.endswith("\n"):  # longer than the limit
-            yield number, bounds.too_large(utf8_size(line) + _skip_line(file, bounds, number))
+            yield number, _too_large(bounds, utf8_size(line) + skip_line(file, bounds, number))
             continue
         if not line.strip():
             continue
         size = utf8_size(line.rstrip("\r\n"))
         if size > bounds.max_size:  # not ASCII: more bytes than characters
-            yield number, bounds.too_large(size)
+            yield number, _too_large(bounds, size)
             continue
         try:
             value = json.loads(line)
@@ -210,246 +156,10 @@ def _lines(
         yield number, value if isinstance(value, dict) else _not_object(value)
 
 
-def _skip_line(file: IO[str], bounds: _Bounds, number: int) -> int:
-    """Read past the rest of a line, a piece at a time: its size in bytes."""
-    size = 0
-    while True:
-        bounds.check(number)
-        part = file.readline(_SKIP)
-        if not part:
-            return size
-        if part.endswith("\n"):
-            return size + utf8_size(part.rstrip("\r\n"))
-        size += utf8_size(part)
+# --- one JSON value, or an array of them --------------------------------------------------
 
 
-# --- one JSON value, or an array of them, from a window of the text ------------------------
-
-
-class _Scanner:
-    """A JSON text read a piece at a time, its values parsed from a bounded window.
-
-    ``text`` holds what was read and not yet consumed (from ``pos``); line and column
-    numbers are counted as the window moves, so an error anywhere says where it is.
-    """
-
-    def __init__(self, file: IO[str], bounds: _Bounds) -> None:
-        self._file = file
-        self._bounds = bounds
-        self.text = ""
-        self.pos = 0
-        self.eof = False
-        # Line and column of text[0]; newlines counted up to _counted.
-        self._line = 1
-        self._counted = 0
-        self._column = 1
-
-    # -- where --
-
-    def line_at(self, position: int) -> int:
-        """The line of ``position`` (never before one asked for already)."""
-        self._line += self.text.count("\n", self._counted, position)
-        self._counted = position
-        return self._line
-
-    def column_at(self, position: int) -> int:
-        newline = self.text.rfind("\n", 0, position)
-        return position - newline if newline >= 0 else self._column + position
-
-    def _drop(self, upto: int) -> None:
-        """Forget ``text[:upto]`` (consumed), keeping the line and column count."""
-        self.line_at(upto)
-        newline = self.text.rfind("\n", 0, upto)
-        self._column = upto - newline if newline >= 0 else self._column + upto
-        self.text, self.pos, self._counted = self.text[upto:], self.pos - upto, 0
-
-    def _read(self, size: int) -> bool:
-        """Read ``size`` more characters; False at the end of the text."""
-        if self.pos > _READ:
-            self._drop(self.pos)
-        chunk = self._file.read(size)
-        if not chunk:
-            self.eof = True
-            return False
-        self.text += chunk
-        return True
-
-    def invalid(self, message: str, position: int) -> _Invalid:
-        """The error for ``message`` at ``position``, with its line and column."""
-        return _Invalid(message, self.line_at(position), self.column_at(position))
-
-    # -- reading --
-
-    def skip_whitespace(self) -> str:
-        """Move past whitespace; the next character, or ``""`` at the end."""
-        while True:
-            match = _WHITESPACE.match(self.text, self.pos)
-            self.pos = match.end() if match else self.pos
-            if self.pos < len(self.text):
-                return self.text[self.pos]
-            if not self._read(_READ):
-                return ""
-
-    def value(self) -> Any:
-        """The value at ``pos`` (after whitespace), or :class:`_TooLarge` when skipped.
-
-        :raises _Invalid: not valid JSON.
-        """
-        start, want = self.pos, _READ
-        while True:
-            try:
-                value, end = _DECODER.raw_decode(self.text, start)
-            except json.JSONDecodeError as exc:
-                incomplete = exc.msg.startswith("Unterminated string") or (
-                    exc.pos >= len(self.text) - _NEAR_END
-                )
-                if self.eof or not incomplete:
-                    raise self.invalid(exc.msg, exc.pos) from None
-                have = len(self.text) - start
-                if have > self._bounds.max_size:
-                    return self._skip(start)
-                self._bounds.check(self.line_at(start))
-                # Twice as much each time (parsing again costs linear time in all), but
-                # no more than it takes to know the value is too large.
-                self._read(max(_READ, min(want, self._bounds.max_size + 1 - have)))
-                want *= 2
-                start = self.pos  # the window may have moved
-                continue
-            if (
-                not self.eof
-                and len(self.text) - end < _NEAR_END
-                and _NUMBER_TAIL.fullmatch(self.text, end)
-            ):  # a number may go on past the window: "0." of "0.5", "12" of "123"
-                self._read(_READ)
-                start = self.pos
-                continue
-            size = end - start
-            if size > self._bounds.max_size // 4:  # else its bytes cannot exceed the limit
-                size = utf8_size(self.text[start:end])
-            self.pos = end
-            if size > self._bounds.max_size:
-                return _TooLarge(size, _first_kind(self.text[start]))
-            return value
-
-    def _skip(self, start: int) -> _TooLarge:
-        """Move past the value at ``start`` without holding it: its size and kind.
-
-        The text is read a megabyte at a time and forgotten as it is scanned.
-
-        :raises _Invalid: the text ends inside the value.
-        """
-        line, first = self.line_at(start), self.text[start]
-        skipping = _Skipping(scalar=first not in '{["')
-        size = 0
-        while True:
-            end = skipping.end_in(self.text, start)
-            if end is not None:
-                self.pos = end
-                return _TooLarge(size + utf8_size(self.text[start:end]), _first_kind(first))
-            size += utf8_size(self.text[start:])
-            self.pos = len(self.text)
-            self._drop(self.pos)
-            start = 0
-            self._bounds.check(line)
-            if not self._read(_SKIP):
-                if skipping.scalar:  # a number at the very end of the text
-                    return _TooLarge(size, _first_kind(first))
-                raise _Invalid("Unterminated value larger than the limit", line, 1)
-
-
-@attrs.define
-class _Skipping:
-    """How far skipping a value has come: in a string, after a backslash, how deep.
-
-    Strings and nesting are followed, not checked: a value too large is refused whatever
-    it holds.
-    """
-
-    scalar: bool
-    depth: int = 0
-    in_string: bool = False
-    escaped: bool = False
-
-    def end_in(self, text: str, pos: int) -> int | None:
-        """Where the value ends in ``text``, scanned from ``pos``; ``None``: read on."""
-        if self.escaped and pos < len(text):  # the character after a backslash ending a piece
-            pos, self.escaped = pos + 1, False
-        if self.scalar:  # a number or a literal: it ends before a delimiter
-            match = _SCALAR_END.search(text, pos)
-            return None if match is None else match.start()
-        while pos < len(text):
-            if self.in_string:
-                pos = self._string_end(text, pos)
-                if pos < 0:
-                    return None
-                self.in_string = False
-                if self.depth == 0:
-                    return pos
-                continue
-            match = _STRUCTURE.search(text, pos)
-            if match is None:
-                return None
-            char, pos = match.group(), match.end()
-            if char == '"':
-                self.in_string = True
-            else:
-                self.depth += 1 if char in "[{" else -1
-                if self.depth == 0:
-                    return pos
-        return None
-
-    def _string_end(self, text: str, pos: int) -> int:
-        """Where the string being skipped ends (after its quote), or -1: read on.
-
-        ``str.find`` runs at memory speed over the long strings such documents hold (a
-        regular expression takes ten times as long); a quote after an odd run of
-        backslashes is escaped.
-        """
-        while (quote := text.find('"', pos)) >= 0:
-            run = quote
-            while run > pos and text[run - 1] == "\\":
-                run -= 1
-            if (quote - run) % 2 == 0:
-                return quote + 1
-            pos = quote + 1
-        run = len(text)
-        while run > pos and text[run - 1] == "\\":
-            run -= 1
-        self.escaped = (len(text) - run) % 2 == 1
-        return -1
-
-
-def _values(scanner: _Scanner) -> Iterator[tuple[int, Any]]:
-    """``(line, value or _TooLarge)`` for the value of a JSON text, or its array's elements.
-
-    Nothing may follow it but whitespace.
-
-    :raises _Invalid: where the text stops being valid JSON.
-    """
-    first = scanner.skip_whitespace()
-    if not first:
-        return  # empty: no document (the command says so if nothing else comes)
-    if first != "[":
-        yield scanner.line_at(scanner.pos), scanner.value()
-    else:
-        scanner.pos += 1
-        if scanner.skip_whitespace() == "]":
-            scanner.pos += 1
-        else:
-            while True:
-                yield scanner.line_at(scanner.pos), scanner.value()
-                after = scanner.skip_whitespace()
-                scanner.pos += 1
-                if after == "]":
-                    break
-                if after != ",":
-                    raise scanner.invalid("Expecting ',' delimiter", scanner.pos - 1)
-                scanner.skip_whitespace()
-    if scanner.skip_whitespace():
-        raise scanner.invalid("Extra data after the JSON value", scanner.pos)
-
-
-def _whole(opened: Callable[[], Any], bounds: _Bounds) -> Iterator[tuple[int, Any]]:
+def _whole(opened: Callable[[], Any], bounds: Bounds) -> Iterator[tuple[int, Any]]:
     """A text holding one JSON value: an object, or an array of objects.
 
     ``opened()`` opens the text from its start. An array is read once to check it (a
@@ -457,11 +167,11 @@ def _whole(opened: Callable[[], Any], bounds: _Bounds) -> Iterator[tuple[int, An
     entry), then again to give its elements.
     """
     with opened() as file:
-        scanner = _Scanner(file, bounds)
+        scanner = Scanner(file, bounds)
         if scanner.skip_whitespace() != "[":  # one value (or none), given once all is read
             try:
-                found = list(_values(scanner))
-            except _Invalid as exc:
+                found = list(values(scanner))
+            except Invalid as exc:
                 yield exc.line, Unreadable(f"invalid JSON ({exc.message})", exc.column)
                 return
             yield from ((line, _entry(value, bounds)) for line, value in found)
@@ -469,35 +179,35 @@ def _whole(opened: Callable[[], Any], bounds: _Bounds) -> Iterator[tuple[int, An
         start = scanner.line_at(scanner.pos)
         kinds: set[str] = set()
         try:
-            for _, value in _values(scanner):
-                kinds.add(value.kind if isinstance(value, _TooLarge) else _kind(value))
-        except _Invalid as exc:
+            for _, value in values(scanner):
+                kinds.add(value.kind if isinstance(value, TooLarge) else _kind(value))
+        except Invalid as exc:
             yield exc.line, Unreadable(f"invalid JSON ({exc.message})", exc.column)
             return
-        except _DeadlinePassed:
-            raise _DeadlinePassed(start) from None  # nothing of the array was given
+        except DeadlinePassed:
+            raise DeadlinePassed(start) from None  # nothing of the array was given
     if kinds and "dict" not in kinds:
         names = " and ".join(sorted({_KINDS.get(kind, "nulls") for kind in kinds}))
         why = f"an array of {names}, not of JSON objects: a document is an object"
         yield start, Unreadable(why)
         return
     with opened() as file:
-        yield from _entries(_Scanner(file, bounds), bounds)
+        yield from _entries(Scanner(file, bounds), bounds)
 
 
-def _entries(scanner: _Scanner, bounds: _Bounds) -> Iterator[tuple[int, Any]]:
+def _entries(scanner: Scanner, bounds: Bounds) -> Iterator[tuple[int, Any]]:
     """Each value of ``scanner`` as :func:`_entry`; where it stops being JSON, the error."""
     try:
-        for line, value in _values(scanner):
+        for line, value in values(scanner):
             yield line, _entry(value, bounds)
-    except _Invalid as exc:
+    except Invalid as exc:
         yield exc.line, Unreadable(f"invalid JSON ({exc.message})", exc.column)
 
 
-def _entry(value: Any, bounds: _Bounds) -> Any:
+def _entry(value: Any, bounds: Bounds) -> Any:
     """A value as a document, or its refusal: too large, or not an object."""
-    if isinstance(value, _TooLarge):
-        return bounds.too_large(value.size)
+    if isinstance(value, TooLarge):
+        return _too_large(bounds, value.size)
     return value if isinstance(value, dict) else _not_object(value)
 
 
@@ -505,7 +215,7 @@ def _entry(value: Any, bounds: _Bounds) -> Any:
 
 
 def _recognised(
-    file: IO[str], bounds: _Bounds, whole: Callable[[tuple[str, ...]], Iterator[tuple[int, Any]]]
+    file: IO[str], bounds: Bounds, whole: Callable[[tuple[str, ...]], Iterator[tuple[int, Any]]]
 ) -> Iterator[tuple[int, Any]]:
     """A text whose format its first line tells: JSON Lines, or one JSON value.
 
@@ -537,11 +247,11 @@ def _recognised(
 
 
 @contextlib.contextmanager
-def _spooled(head: tuple[str, ...], rest: IO[str], bounds: _Bounds) -> Iterator[Callable[[], Any]]:
+def _spooled(head: tuple[str, ...], rest: IO[str], bounds: Bounds) -> Iterator[Callable[[], Any]]:
     """Standard input copied to a temporary file: an opener of it, for :func:`_whole`."""
     with tempfile.TemporaryFile("w+", encoding="utf-8", newline="") as spool:
         spool.writelines(head)
-        while chunk := rest.read(_SKIP):
+        while chunk := rest.read(SKIP):
             bounds.check(1)
             spool.write(chunk)
 
@@ -553,7 +263,7 @@ def _spooled(head: tuple[str, ...], rest: IO[str], bounds: _Bounds) -> Iterator[
         yield opened
 
 
-def _stdin(stdin: IO[str], bounds: _Bounds) -> Iterator[tuple[int, Any]]:
+def _stdin(stdin: IO[str], bounds: Bounds) -> Iterator[tuple[int, Any]]:
     def whole(head: tuple[str, ...]) -> Iterator[tuple[int, Any]]:
         with _spooled(head, stdin, bounds) as opened:
             yield from _whole(opened, bounds)
@@ -561,7 +271,7 @@ def _stdin(stdin: IO[str], bounds: _Bounds) -> Iterator[tuple[int, Any]]:
     yield from _recognised(stdin, bounds, whole)
 
 
-def _path(path: Path, bounds: _Bounds) -> Iterator[tuple[int, Any]]:
+def _path(path: Path, bounds: Bounds) -> Iterator[tuple[int, Any]]:
     def opened() -> IO[str]:
         return path.open(encoding="utf-8-sig")
 
@@ -603,7 +313,7 @@ def read(
     for source in sources:
         if source != "-":
             _files(source)  # a missing name fails before anything is sent
-    bounds = _Bounds(max_size, deadline, clock)
+    bounds = Bounds(max_size, deadline, clock)
     stopped = False
     for source in sources:
         for path in [None] if source == "-" else _files(source):
@@ -615,7 +325,7 @@ def read(
             try:
                 for line, value in entries:
                     yield Source(name, line), value
-            except _DeadlinePassed as exc:
+            except DeadlinePassed as exc:
                 stopped = True
                 yield Source(name, exc.line), NotRead(_DEADLINE)
             except UnicodeDecodeError as exc:

@@ -8,6 +8,12 @@ needs the network: reading bodies, decrypting off the loop (a small thread pool:
 ``cryptography`` releases the GIL for RSA), TLS, the request log line, and writing
 replies, straight or mangled as a fault says (a reset, a lost answer, half a body, a
 trickle, an oversized body, a hang). The only module of the sandbox importing aiohttp.
+
+Requests are read as a web service reads hostile input: a body over the limit is a 413
+from its declared length, before it is read or decrypted; a form or multipart body that
+cannot be read is a 400; header bytes that are not text never match a credential; a
+request that is not valid HTTP is one log line. Each is the request's one log line,
+never a 500 or a traceback.
 """
 
 from __future__ import annotations
@@ -434,8 +440,9 @@ class _ProtocolLog(logging.LoggerAdapter):  # type: ignore[type-arg]
         error = kwargs.get("exc_info")
         if isinstance(error, http_exceptions.HttpProcessingError):
             first = str(error.message).strip().splitlines()[0] if error.message else ""
-            remote = args[0] if args else "?"
-            self.logger.info("malformed HTTP request from %s -> 400: %s", remote, first[:200])
+            remote, status = (args[0] if args else "?"), error.code or 400
+            line = "malformed HTTP request from %s -> %d: %s"
+            self.logger.info(line, remote, status, first[:200])
             return
         super().log(level, msg, *args, **kwargs)
 

@@ -19,6 +19,7 @@ import sys
 import time
 
 import pytest
+from sandboxtools import command_env
 
 from invoicing_sandbox import Sandbox, sample_invoices
 
@@ -32,13 +33,7 @@ PEAK = 200 * MIB
 @pytest.fixture
 async def sandbox(tmp_path):
     async with Sandbox(key_algorithm="cv25519") as sb:
-        key_file = sb.write_public_key(tmp_path / "provider.asc")
-        sb.env = {
-            "INVOICING_BASE_URL": sb.base_url,
-            "INVOICING_CLIENT_ID": sb.client_id,
-            "INVOICING_API_KEY": sb.client_secret,
-            "INVOICING_PROVIDER_KEY": str(key_file),
-        }
+        sb.env = command_env(sb, sb.write_public_key(tmp_path / "provider.asc"))
         yield sb
 
 

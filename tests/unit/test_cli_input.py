@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from invoicing_async._cli import _input
+from invoicing_async._cli import _input, _scan
 from invoicing_async._cli._input import NotRead, Unreadable, read
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -29,8 +29,8 @@ MIB = 1024 * 1024
 @pytest.fixture
 def tiny_pieces(monkeypatch):
     """Read a few characters at a time: every value is cut by the window somewhere."""
-    monkeypatch.setattr(_input, "_READ", 5)
-    monkeypatch.setattr(_input, "_SKIP", 3)
+    monkeypatch.setattr(_scan, "READ", 5)
+    monkeypatch.setattr(_scan, "SKIP", 3)
 
 
 def entries(path, **options) -> list[tuple[int, object]]:
@@ -135,8 +135,8 @@ def test_arrays_read_in_pieces_give_what_the_whole_text_gives(tmp_path_factory, 
     path = tmp_path_factory.mktemp("json") / "in.json"
     path.write_text(text, encoding="utf-8")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_input, "_READ", 5)
-        patch.setattr(_input, "_SKIP", 3)
+        patch.setattr(_scan, "READ", 5)
+        patch.setattr(_scan, "SKIP", 3)
         assert entries(path) == _oracle(path.read_text(encoding="utf-8-sig"))
 
 
