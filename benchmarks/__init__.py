@@ -13,6 +13,7 @@ memory    peak RSS streaming 10k / 100k (/ 1M) documents through ``submit_stream
 procpool  encryption throughput in a process pool (per-document tasks vs chunked map)
 ledger    the SQLite ledger: journaled stream memory and throughput, resume from 1M entries
 single    one ``submit_secure`` after the other: p50 latency vs raw aiohttp + floor encryption
+bulk      batch throughput and loop lag vs the raw floor, journaled ÷ unjournaled stream
 ========  ================================================================================
 
 Results go to ``benchmarks/RESULTS.rst`` and ``benchmarks/results.png``.
@@ -21,4 +22,4 @@ Results go to ``benchmarks/RESULTS.rst`` and ``benchmarks/results.png``.
 
 from __future__ import annotations
 
-BENCHMARKS = ["pgp", "e2e", "token", "lag", "memory", "procpool", "ledger", "single"]
+BENCHMARKS = ["pgp", "e2e", "token", "lag", "memory", "procpool", "ledger", "single", "bulk"]

@@ -13,7 +13,7 @@ The same comparison is also made unencrypted (``/Invoice/json``) to separate the
 path from the PGP path, and against a provider answering after 20 ms (a provider that
 forwards to the tax authority), where concurrency, not CPU, decides.
 
-Targets: library >= 0.8x floor, >= 20x the naive loop (both with the instant provider).
+Targets: library >= 0.95x floor, >= 20x the naive loop (both with the instant provider).
 """
 
 from __future__ import annotations
@@ -37,36 +37,26 @@ TIN = "094019245"
 API_KEY = "bench-api-key"
 
 
-class InlineExecutor(concurrent.futures.Executor):
-    """Diagnostic: runs each call at once on the calling (event loop) thread.
-
-    Passed as ``encrypt_executor``, it makes the library encrypt on the loop instead of
-    in a thread; everything else (batch stages, retries, outcomes, transport) is the same.
-    """
-
-    def submit(self, fn, /, *args, **kwargs):  # type: ignore[override]
-        """Run ``fn`` now; return a finished future."""
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:
-            future.set_exception(exc)
-        return future
-
-
-def client(url: str, *, inline: bool = False, **kwargs) -> InvoicingClient:
-    if inline:
-        kwargs["encrypt_executor"] = InlineExecutor()
+def client(url: str, **kwargs) -> InvoicingClient:
     return InvoicingClient(url, TIN, API_KEY, provider_key=provider_key("rsa3072"), **kwargs)
 
 
-async def run_library(url: str, docs: list, *, encrypted: bool, inline: bool = False) -> float:
-    """Docs/s of ``submit_many`` (token fetched before the clock starts)."""
-    async with client(url, inline=inline) as c:
-        await c.token()
-        elapsed = stopwatch()
-        outcomes = await c.submit_many(docs, concurrency=CONCURRENCY, encrypted=encrypted)
-        seconds = elapsed()
+async def run_library(url: str, docs: list, *, encrypted: bool, threads: bool = False) -> float:
+    """Docs/s of ``submit_many`` (token fetched before the clock starts).
+
+    ``threads``: encryption in a thread pool passed as ``encrypt_executor`` (0.3's
+    default: chunks of 16 handed to the loop's thread pool), a diagnostic.
+    """
+    executor = concurrent.futures.ThreadPoolExecutor(4) if threads else None
+    try:
+        async with client(url, encrypt_executor=executor) as c:
+            await c.token()
+            elapsed = stopwatch()
+            outcomes = await c.submit_many(docs, concurrency=CONCURRENCY, encrypted=encrypted)
+            seconds = elapsed()
+    finally:
+        if executor is not None:
+            executor.shutdown()
     bad = [o for o in outcomes if o.status is not OutcomeStatus.ACCEPTED]
     if bad:
         raise AssertionError(f"{len(bad)} documents not accepted, e.g. {bad[0]}")
@@ -128,20 +118,20 @@ async def run_sequential(url: str, docs: list) -> float:
 
 
 def _alternate(url: str, docs: list, rounds: int, *, encrypted: bool) -> tuple[float, float, float]:
-    """Median docs/s of library, floor and library-with-inline-encryption, interleaved."""
+    """Median docs/s of library, floor and library-encrypting-in-threads, interleaved."""
     runs = {
         "library": lambda: run_library(url, docs, encrypted=encrypted),
         "floor": lambda: run_floor(url, docs, encrypted=encrypted),
     }
     if encrypted:
-        runs["inline"] = lambda: run_library(url, docs, encrypted=True, inline=True)
+        runs["threads"] = lambda: run_library(url, docs, encrypted=True, threads=True)
     results: dict[str, list[float]] = {name: [] for name in runs}
     for round_ in range(rounds):
         names = list(runs)
         for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
             results[name].append(asyncio.run(runs[name]()))
-    inline = median(results["inline"]) if encrypted else float("nan")
-    return median(results["library"]), median(results["floor"]), inline
+    threads = median(results["threads"]) if encrypted else float("nan")
+    return median(results["library"]), median(results["floor"]), threads
 
 
 def run(settings: Settings) -> Section:
@@ -162,11 +152,11 @@ def run(settings: Settings) -> Section:
             asyncio.run(run_library(provider.url, docs[:50], encrypted=True))  # warm-up
             for encrypted in (True, False) if not latency else (True,):
                 body = "PGP" if encrypted else "JSON"
-                lib, floor, inline = _alternate(provider.url, docs, rounds, encrypted=encrypted)
+                lib, floor, threads = _alternate(provider.url, docs, rounds, encrypted=encrypted)
                 target = ""
                 if encrypted and not latency:
                     target = section.check(
-                        "e2e: library ÷ raw aiohttp floor", lib / floor, 0.8, higher=True
+                        "e2e: library ÷ raw aiohttp floor", lib / floor, 0.95, higher=True
                     )
                 section.rows.append(
                     [
@@ -195,10 +185,10 @@ def run(settings: Settings) -> Section:
                         [
                             provider_name,
                             body,
-                            "diagnostic: library, encrypt on loop",
+                            "diagnostic: library, encrypt in threads",
                             str(count),
-                            fmt(inline, 0),
-                            f"{inline / floor:.2f}x",
+                            fmt(threads, 0),
+                            f"{threads / floor:.2f}x",
                             "",
                         ]
                     )
@@ -236,9 +226,11 @@ def run(settings: Settings) -> Section:
             "bookkeeping, no result records."
         ),
         (
-            "'diagnostic: library, encrypt on loop' is the library given an encrypt_executor "
-            "that runs each chunk at once on the loop thread: it isolates the cost of the "
-            "thread hop."
+            "The library prepares each document in the worker that sends it, on the loop "
+            "(paced: at most 2 ms of such work per turn of the loop). 'diagnostic: "
+            "library, encrypt in threads' passes a thread pool as encrypt_executor (0.3's "
+            "default): chunks of 16 handed to a thread, which add no throughput under the "
+            "GIL."
         ),
         (
             "With an instant provider a sequential client is bound by CPU, not latency: "

@@ -2,9 +2,12 @@
 
 A fixed pool of worker coroutines takes documents from a bounded queue fed lazily from
 the caller's (async) iterable, so memory follows the concurrency, not the input. Each
-document moves one way: read (identified, and looked up in the journal), prepared (in
-chunks, off the event loop), delivered (:class:`~._delivery.Delivery`, the retry rules
-single calls use too), settled (recorded in the journal and reported). The documents of
+document moves one way: read (identified, and looked up in the journal), prepared (on
+the event loop by one task ahead of the workers, paced per turn of the loop by
+:mod:`._pacer`, which also reads a plain iterable itself when there is no journal to
+ask; or in chunks by an ``encrypt_executor``), delivered
+(:class:`~._delivery.Delivery`, the retry rules single calls use too), settled (recorded
+in the journal and reported). The documents of
 a batch share a retry budget, a circuit breaker and an adaptive in-flight limit, so an
 outage or a misconfiguration does not multiply traffic.
 
@@ -23,8 +26,16 @@ import asyncio
 import contextlib
 import functools
 import random
+import time
 from collections import Counter
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Iterable,
+    Iterator,
+    Sequence,
+)
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -45,6 +56,7 @@ from ._journal import SEND, Verdict, Withdrawn
 from ._limiter import Limiter
 from ._log import delivery as log
 from ._outcomes import BatchProgress, Outcome, OutcomeStatus
+from ._pacer import Pacer
 from ._retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -72,14 +84,21 @@ class Sender(Protocol):
 
 
 class Preparer(Protocol):
-    """What a batch needs to prepare documents: bodies, a chunk at a time."""
+    """What a batch needs to prepare documents: bodies, a chunk at a time or one by one."""
 
     @property
     def parallelism(self) -> tuple[int, int]:
-        """``(documents per chunk, chunks in preparation at once)``."""
+        """``(documents per chunk, chunks in preparation at once)``.
+
+        No chunks in preparation (``0``): each worker prepares its document with
+        :meth:`prepare_one`, right before sending it.
+        """
 
     async def prepare_many(self, documents: Sequence[tuple[Any, bool]]) -> list[Body]:
         """Each ``(document, encrypted)`` as ``(body, serialised)``, or its error."""
+
+    async def prepare_one(self, document: Any, *, encrypted: bool) -> Body:
+        """One document as ``(body, serialised)``, or its error."""
 
 
 @attrs.frozen(kw_only=True)
@@ -100,6 +119,8 @@ class BatchOptions:
 _END = object()
 #: Documents read (and looked up in the journal) at once when a journal is in use.
 _JOURNAL_READ = 512
+#: Documents of a plain iterable read at once without a journal.
+_READ = 16
 
 
 @attrs.frozen
@@ -164,6 +185,7 @@ class Batch:
             else asyncio.get_running_loop().time() + options.deadline
         )
         self._chunk_size, self._preparers = preparer.parallelism
+        self._pacer = Pacer()
         self._counts: Counter[OutcomeStatus] = Counter()
         self._replayed = 0
         self._random = random.Random()
@@ -176,31 +198,49 @@ class Batch:
     async def run(
         self, documents: Iterable[Any] | AsyncIterable[Any]
     ) -> AsyncGenerator[Outcome, None]:
-        """Three stages joined by bounded queues: read, prepare (in chunks), send.
+        """Stages joined by bounded queues: read, prepare, send.
 
         Yields one outcome per document as it settles. Close the generator to stop
         early: the workers are cancelled, and documents in flight are recorded in the
         journal as interrupted.
 
-        Preparing (serialising and encrypting) a chunk of documents in one executor call
-        amortises the hop to the thread or process pool, which costs as much as the
-        encryption itself for a 4 KB invoice. Chunks are formed only from plain
-        iterables; an async iterable may block between items, so its documents are
-        prepared one at a time rather than wait for company.
+        Without an executor one task prepares the documents on the loop, ahead of the
+        workers (see :meth:`_prepare_ahead`), and without a journal to ask it also reads
+        a plain iterable itself: no reader. With an executor, preparing a
+        chunk of documents in one call amortises the hop to the thread or process pool,
+        which costs as much as the encryption itself for a 4 KB invoice. Chunks are
+        formed only from plain iterables; an async iterable may block between items, so
+        its documents are prepared one at a time rather than wait for company.
 
         A supervisor watches every stage: the first one to fail (a bug, the caller's
         iterable or callback raising, the journal's disk filling) cancels the others and
         the failure reaches the consumer, whatever queue was full at that moment.
         """
-        chunk_size = 1 if isinstance(documents, AsyncIterable) else self._chunk_size
-        self._chunks: asyncio.Queue[list[_Pending] | None] = asyncio.Queue(self._preparers)
+        streaming = isinstance(documents, AsyncIterable)
+        chunk_size = 1 if streaming else self._chunk_size
+        # Without an executor, one task prepares every document on the loop (paced).
+        self._preparing = self._preparers or 1
+        self._chunks: asyncio.Queue[list[_Pending] | None] = asyncio.Queue(self._preparing)
         self._inbox: asyncio.Queue[_Ready | None] = asyncio.Queue(self._workers)
         self._outbox: asyncio.Queue[Any] = asyncio.Queue(self._workers * 2)
-        # With a journal: one lookup (and one commit of sending records) for several chunks.
-        journaled = self._journal is not None and chunk_size > 1
-        read_size = max(chunk_size, _JOURNAL_READ) if journaled else chunk_size
-        reader = asyncio.ensure_future(self._read_all(documents, read_size))
-        preparers = [asyncio.ensure_future(self._prepare()) for _ in range(self._preparers)]
+        # With a journal: one lookup (and one commit of sending records) for many
+        # documents; without, a few at a time.
+        if streaming:
+            read_size = 1
+        elif self._journal is not None:
+            read_size = max(chunk_size, _JOURNAL_READ)
+        else:
+            read_size = max(chunk_size, _READ)
+        preparers: list[asyncio.Future[None]]
+        if isinstance(documents, AsyncIterable) or self._journal is not None or self._preparers:
+            reader = asyncio.ensure_future(self._read_all(documents, read_size))
+            prepare = self._prepare if self._preparers else self._prepare_on_loop
+            preparers = [asyncio.ensure_future(prepare()) for _ in range(self._preparing)]
+        else:
+            # Nothing to ask a journal, nothing to prepare elsewhere: the task that
+            # prepares the documents takes them from the input itself (no reader).
+            reader = asyncio.ensure_future(self._prepare_ahead(iter(enumerate(documents))))
+            preparers = []
         workers = [asyncio.ensure_future(self._work()) for _ in range(self._workers)]
         supervisor = asyncio.ensure_future(self._supervise(reader, preparers, workers))
         tasks = [reader, *preparers, *workers, supervisor]
@@ -228,7 +268,7 @@ class Batch:
                 read = []
         if read:
             await self._dispatch(await self._read(read))
-        for _ in range(self._preparers):
+        for _ in range(self._preparing):
             await self._chunks.put(None)
 
     async def _dispatch(self, items: list[_Pending | Outcome]) -> None:
@@ -239,7 +279,7 @@ class Batch:
                 await self._outbox.put(self._settled(item, None, record=False))
             else:
                 chunk.append(item)
-        size = self._chunk_size
+        size = self._chunk_size if self._preparers else _READ
         for start in range(0, len(chunk), size):
             await self._chunks.put(chunk[start : start + size])
 
@@ -251,10 +291,46 @@ class Batch:
             for pending, body in zip(chunk, bodies, strict=True):
                 await self._inbox.put(_Ready(pending, body))
 
+    async def _prepare_on_loop(self) -> None:
+        """Prepare the documents the reader passes on, here on the loop (paced)."""
+        while (chunk := await self._chunks.get()) is not None:
+            for pending in chunk:
+                await self._inbox.put(await self._prepare_paced(pending))
+
+    async def _prepare_paced(self, pending: _Pending) -> _Ready:
+        """One document prepared on the loop, within the pacer's budget for this turn."""
+        pacer = self._pacer
+        if not pacer.free:
+            await pacer.turn()
+        started = time.perf_counter()
+        body = await self._preparer.prepare_one(
+            pending.document, encrypted=pending.options.encrypted
+        )
+        pacer.spend(time.perf_counter() - started)
+        return _Ready(pending, body)
+
     async def _work(self) -> None:
         while (ready := await self._inbox.get()) is not None:
-            outcome, prepared = await self._deliver(ready)
+            outcome, prepared = await self._deliver(ready.pending, ready.body)
             await self._outbox.put(self._settled(outcome, prepared))
+
+    async def _prepare_ahead(self, source: Iterator[tuple[int, Any]]) -> None:
+        """Take the documents of a plain iterable and prepare them for the workers.
+
+        One task on the loop, in slices of the pacer's budget per turn of the loop: when
+        every worker waits for an answer it fills the time the loop would idle (and the
+        provider wait for the next burst of requests), and a worker back from an answer
+        finds its next document ready; when the loop is busy, the others' callbacks run
+        between the slices.
+        """
+        for index, document in source:
+            item = self._identify(index, document)
+            if isinstance(item, _Pending):
+                item = self._unless_stopped(item)
+            if isinstance(item, Outcome):  # not to be sent: not recorded
+                await self._outbox.put(self._settled(item, None, record=False))
+                continue
+            await self._inbox.put(await self._prepare_paced(item))
 
     async def _supervise(
         self,
@@ -304,15 +380,16 @@ class Batch:
                     item if isinstance(item, Outcome) else self._verdict(item, found[id(item)])
                     for item in identified
                 ]
+        return [
+            item if isinstance(item, Outcome) else self._unless_stopped(item) for item in identified
+        ]
+
+    def _unless_stopped(self, item: _Pending) -> _Pending | Outcome:
+        """Once nothing more will be sent, say so without preparing the document."""
         stopped = self._shared.breaker.error
         if stopped is None and not self._expired():
-            return identified
-        # Nothing more will be sent: say so without preparing the documents.
-        why = "deadline" if stopped is None else "stop"
-        return [
-            item if isinstance(item, Outcome) else self._delivery(item).give_up(why, stopped)
-            for item in identified
-        ]
+            return item
+        return self._delivery(item).give_up("deadline" if stopped is None else "stop", stopped)
 
     @staticmethod
     def _verdict(item: _Pending, verdict: Verdict) -> _Pending | Outcome:
@@ -373,16 +450,17 @@ class Batch:
             )
         return outcome
 
-    async def _deliver(self, ready: _Ready) -> tuple[Outcome, Prepared | None]:
-        pending = ready.pending
+    async def _deliver(
+        self, pending: _Pending, prepared_body: Body
+    ) -> tuple[Outcome, Prepared | None]:
         delivery = self._delivery(pending)
         self._shared.budget.started()
-        if isinstance(ready.body, InvoicingError):  # refused before sending
-            if classify(ready.body) is Kind.STOP:
-                self._shared.breaker.record(ready.body)
-                return self._told_stop(delivery.give_up("stop", ready.body)), None
-            return delivery.refuse(ready.body), None
-        body, plain = ready.body
+        if isinstance(prepared_body, InvoicingError):  # refused before sending
+            if classify(prepared_body) is Kind.STOP:
+                self._shared.breaker.record(prepared_body)
+                return self._told_stop(delivery.give_up("stop", prepared_body)), None
+            return delivery.refuse(prepared_body), None
+        body, plain = prepared_body
         prepared = Prepared(pending.key, pending.identity, body, pending.options, plain=plain)
         verdict = pending.verdict
         if verdict.refused is not None and prepared.digest == verdict.refused_digest:

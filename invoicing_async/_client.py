@@ -69,7 +69,8 @@ class InvoicingClient:
     :param timeout: seconds for one whole request, or ``None``.
     :param max_response_size: largest response body read, in bytes.
     :param ssl: an :class:`ssl.SSLContext` trusting a private CA; verification is always on.
-    :param encrypt_executor: where encryption runs: by default the loop's thread pool. A
+    :param encrypt_executor: where encryption runs: by default on the event loop, paced
+        (a document over 32 KB in the loop's thread pool). A
         :class:`concurrent.futures.ProcessPoolExecutor` uses every core for bulk work.
     :param token_attempts: tries at the token endpoint on connection failures and 5xx.
     :param retry: the :class:`~invoicing_async.RetryPolicy` of single calls
@@ -211,7 +212,7 @@ class InvoicingClient:
 
     @property
     def encrypt_executor(self) -> concurrent.futures.Executor | None:
-        """Where documents are prepared (``None``: the event loop's default thread pool)."""
+        """Where documents are prepared (``None``: on the event loop, large ones in a thread)."""
         return self._engine.preparer.executor
 
     @property

@@ -1,10 +1,14 @@
-"""Preparing documents: serialised, encrypted to the provider's key, off the event loop.
+"""Preparing documents: serialised, encrypted to the provider's key.
 
-:class:`Preparer` turns documents into the bytes to send. Encryption is CPU work: it
-runs in the client's ``encrypt_executor`` (the loop's thread pool by default, or a
-process pool that uses every core), a chunk of documents per hand-over, because the
-hand-over itself costs about as much as encrypting a 4 KB invoice. Serialising alone is
-cheaper than any hand-over and happens in place.
+:class:`Preparer` turns documents into the bytes to send. Without an
+``encrypt_executor`` a document of up to :data:`INLINE_MAX` bytes is encrypted on the
+event loop, by the single call that sends it or by a batch's preparing task (paced per
+turn of the loop: :mod:`._pacer`): encrypting a 4 KB invoice (~0.1 ms) costs
+less than handing it to a thread, which adds no throughput under the GIL and gets the
+GIL back from a busy loop only every switch interval. A larger document goes to the
+loop's thread pool. With an ``encrypt_executor`` (a process pool that uses every core),
+a batch hands chunks of documents over, because the hand-over itself costs about as
+much as encrypting a 4 KB invoice.
 
 Each document's failure (it cannot be serialised, or there is no usable key) is kept in
 its place, as its :class:`~invoicing_async.InvoicingError`: one bad document never stops
@@ -60,10 +64,19 @@ class Preparer:
     def parallelism(self) -> tuple[int, int]:
         """``(documents per chunk, chunks in preparation at once)`` for bulk work.
 
-        A process pool gets bigger chunks and two per core in flight, so no worker idles
-        while the parent pickles the next chunk; threads share the GIL, and two chunks
-        under way keep one busy.
+        Without an ``encrypt_executor`` nothing is handed over (``(1, 0)``): a batch
+        prepares its documents on the loop, one at a time with :meth:`prepare_one`, in
+        one task ahead of its workers, paced per turn of the loop. Threads add no
+        throughput to CPU work under the GIL, and a hand-over per chunk costs a batch
+        on a busy loop more than it spares: the thread gets the GIL back from the loop
+        only every switch interval, and the loop waits for it in turn.
+
+        A process pool gets chunks of 32 and two per core in flight, so no worker idles
+        while the parent pickles the next chunk; another executor of the caller's
+        (threads) chunks of 16, two under way.
         """
+        if self.executor is None:
+            return 1, 0
         if isinstance(self.executor, concurrent.futures.ProcessPoolExecutor):
             return 32, 2 * max(1, min(os.cpu_count() or 1, 32))
         return 16, 2
@@ -97,13 +110,12 @@ class Preparer:
         return bodies
 
     async def prepare_one(self, document: Any, *, encrypted: bool) -> Body:
-        """One document's body, for a single call.
+        """One document's body, for a single call or a batch's worker.
 
         A small document is encrypted on the event loop when no executor was given: a
-        hand-over to a thread (waking it, the GIL passed back and forth) costs a single
-        call about as much as encrypting a 4 KB invoice, for nothing it could overlap
-        with. A large one, or any with an ``encrypt_executor`` of the caller's, goes to
-        the executor as in a batch.
+        hand-over to a thread (waking it, the GIL passed back and forth) costs about as
+        much as encrypting a 4 KB invoice, for nothing it could overlap with. A large
+        one, or any with an ``encrypt_executor`` of the caller's, goes to the executor.
         """
         body = _serialized(document, self.max_document_size)
         if not encrypted or isinstance(body, InvoicingError):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import queue
 import sqlite3
@@ -105,6 +106,8 @@ def connect(
             timeout=BUSY_TIMEOUT if timeout is None else timeout,
             isolation_level=None,
             check_same_thread=False,
+            # Every multi-row size of the two INSERTs a batch writes (see _insert).
+            cached_statements=4 * _ROWS_PER_INSERT,
         )
         version = connection.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
@@ -158,6 +161,10 @@ class LedgerFile:
         self._timer: asyncio.TimerHandle | None = None
         # Resolved when the commit holding what ``write_durable`` gathered is done.
         self._committed: asyncio.Future[None] | None = None
+        # Resolved when the commit of the latest hand-over is done (commits are in order:
+        # everything handed over before it is committed then too).
+        self._in_transit: asyncio.Future[None] | None = None
+        self._deferred = False  # a hand-over waits for the commit in transit
 
     @property
     def is_open(self) -> bool:
@@ -221,12 +228,21 @@ class LedgerFile:
         cancel it for the others).
         """
         self.check()
-        assert self._loop is not None  # noqa: S101
         self._gathered.extend((sql, row) for row in rows)
-        if self._committed is None:
-            self._committed = self._loop.create_future()
-        self._hand_over_soon()
-        return self._committed
+        return self._commit_soon()
+
+    def durable(self) -> asyncio.Future[None] | None:
+        """A future resolved once everything queued so far is committed, or ``None`` if it is.
+
+        What is still gathered goes with the next hand-over; what was handed over is
+        committed in order, so the latest hand-over's commit covers it all. Await it
+        shielded, as :meth:`write_durable`'s.
+        """
+        self.check()
+        if self._gathered:
+            return self._commit_soon()
+        in_transit = self._in_transit
+        return None if in_transit is None or in_transit.done() else in_transit
 
     def post(self, operation: Callable[[sqlite3.Connection], object]) -> None:
         """Queue a write; it is committed with the next group. Never blocks."""
@@ -257,7 +273,7 @@ class LedgerFile:
             with contextlib.suppress(LedgerError):
                 await self.flush()
         finally:
-            self._hand_over()
+            self._hand_over(now=True)
             self._closing.set()
             self._queue.put(_STOP)
             await asyncio.get_running_loop().run_in_executor(None, thread.join)
@@ -265,23 +281,55 @@ class LedgerFile:
         if self._failure is not None:
             raise self._failure
 
+    def _commit_soon(self) -> asyncio.Future[None]:
+        """Hand over at the next turn of the loop; the future of that commit."""
+        assert self._loop is not None  # noqa: S101
+        if self._committed is None:
+            self._committed = self._loop.create_future()
+        self._hand_over_soon()
+        return self._committed
+
     def _hand_over_soon(self) -> None:
         if not self._handing_over:
             self._handing_over = True
             assert self._loop is not None  # noqa: S101
             self._loop.call_soon(self._hand_over)
 
-    def _hand_over(self) -> None:
+    def _hand_over(self, *, now: bool = False) -> None:
+        """Hand what was gathered to the writer thread: one queue put, one transaction.
+
+        One commit at a time: while one is under way, what gathers meanwhile waits and
+        goes as the next, as soon as that one is done (unless ``now``). A transaction
+        then holds everything that arrived during the one before, sized by the disk's
+        own pace, and the thread wakes once per commit however busy the loop is.
+        """
         self._handing_over = False
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._committed is not None:
-            self._gathered.append((_nothing, self._committed))
-            self._committed = None
-        if self._gathered:
-            gathered, self._gathered = self._gathered, []
-            self._queue.put(gathered)
+        if not self._gathered:
+            return
+        in_transit = self._in_transit
+        if not now and in_transit is not None and not in_transit.done():
+            self._deferred = True
+            return
+        self._deferred = False
+        committed, self._committed = self._committed, None
+        if committed is None:
+            assert self._loop is not None  # noqa: S101
+            committed = self._loop.create_future()
+        # Nobody may wait for it: a failure is the writer's, raised by check().
+        committed.add_done_callback(self._after_commit)
+        self._gathered.append((_nothing, committed))
+        self._in_transit = committed
+        gathered, self._gathered = self._gathered, []
+        self._queue.put(gathered)
+
+    def _after_commit(self, committed: asyncio.Future[None]) -> None:
+        if not committed.cancelled():
+            committed.exception()  # retrieved: asyncio logs no "exception was never retrieved"
+        if self._deferred:
+            self._hand_over()
 
     # --- the writer thread ---------------------------------------------------------------
 
@@ -319,9 +367,7 @@ class LedgerFile:
             results: list[tuple[asyncio.Future[Any], Any]] = []
             if work and self._failure is None:
                 try:
-                    self._begin(connection)
-                    results = _apply(connection, work)
-                    connection.execute("COMMIT")
+                    results = self._commit(connection, work)
                 except Exception as exc:  # noqa: BLE001  (any failure stops the writer, typed)
                     with contextlib.suppress(sqlite3.Error):
                         connection.execute("ROLLBACK")
@@ -338,6 +384,30 @@ class LedgerFile:
             if results:
                 with contextlib.suppress(RuntimeError):  # the loop is closed: no one waits
                     loop.call_soon_threadsafe(_settle_all, results, failure)
+
+    def _commit(
+        self, connection: sqlite3.Connection, work: list[tuple[Any, Any]]
+    ) -> list[tuple[asyncio.Future[Any], Any]]:
+        """Run ``work`` in one transaction and commit it.
+
+        One statement alone (the common case: the outcomes of a moment, one multi-row
+        ``INSERT``) is its own transaction. Every statement lets go of the GIL while
+        SQLite works and must take it back, which a busy event loop hands over only
+        after the switch interval (5 ms): ``BEGIN`` and ``COMMIT`` around it would
+        triple the time a sender waits for its commit.
+        """
+        if _alone(work):
+            try:
+                return _apply(connection, work)
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc):
+                    raise
+                # Another connection holds the lock and nothing was written: wait for
+                # it as a transaction does.
+        self._begin(connection)
+        results = _apply(connection, work)
+        connection.execute("COMMIT")
+        return results
 
     def _begin(self, connection: sqlite3.Connection) -> None:
         """``BEGIN IMMEDIATE``, waiting as long as another connection holds the lock.
@@ -395,7 +465,12 @@ class Insert:
         object.__setattr__(self, "width", self.row.count("?"))
 
     def sql(self, rows: int) -> str:
-        return self.head + ",".join([self.row] * rows) + self.tail
+        return _statement(self, rows)
+
+
+@functools.cache
+def _statement(insert: Insert, rows: int) -> str:
+    return insert.head + ",".join([insert.row] * rows) + insert.tail
 
 
 def _apply(
@@ -424,15 +499,25 @@ def _apply(
     return results
 
 
+def _alone(work: list[tuple[Any, Any]]) -> bool:
+    """Whether ``work`` is one statement (and waiters): one step, its own transaction."""
+    heads = {id(head): head for head, _ in work if head is not _nothing}
+    if len(heads) != 1:
+        return False
+    [head] = heads.values()
+    rows = len(work) - sum(head is _nothing for head, _ in work)
+    if isinstance(head, Insert):
+        return rows <= _ROWS_PER_INSERT
+    return isinstance(head, str) and rows == 1
+
+
 def _insert(connection: sqlite3.Connection, insert: Insert, rows: list[tuple[Any, ...]]) -> None:
-    # Powers of two rows per statement: a handful of statements, each prepared once and
-    # then found in the connection's statement cache.
-    start = 0
-    while start < len(rows):
-        size = min(_ROWS_PER_INSERT, 1 << ((len(rows) - start).bit_length() - 1))
-        part = rows[start : start + size]
-        connection.execute(insert.sql(size), [value for row in part for value in row])
-        start += size
+    # As many rows per statement as there are, up to _ROWS_PER_INSERT: one statement
+    # for the rows of a moment, each size prepared once and then found in the
+    # connection's statement cache (sized for it).
+    for start in range(0, len(rows), _ROWS_PER_INSERT):
+        part = rows[start : start + _ROWS_PER_INSERT]
+        connection.execute(insert.sql(len(part)), [value for row in part for value in row])
 
 
 def _nothing(_connection: sqlite3.Connection) -> None:

@@ -230,12 +230,20 @@ class Ledger:
             self._marked[key] = (committed, now)
 
     async def _sending(self, key: str) -> None:
-        """Record that a request for ``key`` is about to leave; returns once durable."""
-        marked = self._marked.pop(key, None)
-        if marked is None:
+        """Record that a request for ``key`` is about to leave; returns once durable.
+
+        Every outcome recorded before is durable by then too (committed in the same
+        transaction or an earlier one): after a crash, the documents whose answers are
+        lost are at most those in flight, one per worker, never a backlog of outcomes
+        that waited for company.
+        """
+        committed: asyncio.Future[None] | None
+        if self._marked.pop(key, None) is None:
             committed = self._file.write_durable(_SENDING, [(key, time.time())])
-        else:
-            committed = marked[0]
+        else:  # its record went ahead (see _will_send): what was queued since goes now
+            committed = self._file.durable()
+        if committed is None:
+            return
         if not committed.done():
             await asyncio.shield(committed)
         committed.result()

@@ -72,3 +72,14 @@ def test_quick_single_call_benchmark_exits_0_and_checks_both_providers(tmp_path)
     assert "A single call" in results
     assert "submit_secure p50 ÷ raw aiohttp (instant provider)" in results
     assert "submit_secure p50 ÷ raw aiohttp (20 ms provider)" in results
+
+
+def test_quick_bulk_benchmark_exits_0_and_checks_throughput_lag_and_ledger(tmp_path):
+    """`python -m benchmarks --quick --only bulk` exits 0 and writes the bulk table: the
+    library beside the raw floor, with its three targets (throughput and lag against the
+    raw floor, journaled ÷ unjournaled stream)."""
+    results = _quick("bulk", tmp_path)
+    assert "raw floor (aiohttp + floor encryption on the loop)" in results
+    assert "bulk: library ÷ raw floor throughput" in results
+    assert "bulk: library lag p99 ÷ raw floor's" in results
+    assert "bulk: journaled ÷ unjournaled stream" in results

@@ -26,19 +26,20 @@ from invoicing_sandbox import Fault, Sandbox
 SCRIPT = Path(__file__).parent / "scripts" / "adv_submit.py"
 
 
-async def start_submitter(sb, tmp_path, journal, count, concurrency=8):
+async def start_submitter(sb, tmp_path, journal, count, concurrency=8, *, script=SCRIPT, more=()):
     key_file = tmp_path / "provider.asc"
     if not key_file.exists():
         sb.write_public_key(key_file)
     return await asyncio.create_subprocess_exec(
         sys.executable,
-        str(SCRIPT),
+        str(script),
         sb.base_url,
         sb.client_id,
         str(key_file),
         str(journal),
         str(count),
         str(concurrency),
+        *more,
         env={**os.environ, "INVOICING_API_KEY": sb.client_secret},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -186,3 +187,58 @@ async def test_sigkill_at_random_points_then_resume_soak(tmp_path, seed):
     commits, a complete ledger, and no settled document re-sent.
     """
     await kill_at_random_point(tmp_path, seed, 150)
+
+
+KILL_AFTER_SCRIPT = Path(__file__).parent / "scripts" / "stream_kill_after.py"
+
+
+async def stream_kill_after(sb, tmp_path, ledger, count, *, concurrency, kill_after):
+    """Run ``submit_stream`` into ``ledger`` in a child; it SIGKILLs itself after
+    ``kill_after`` outcomes (0: it runs to the end). Returns (returncode, stdout, stderr).
+    """
+    process = await start_submitter(
+        sb, tmp_path, ledger, count, concurrency, script=KILL_AFTER_SCRIPT, more=[str(kill_after)]
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
+    return process.returncode, stdout.decode(), stderr.decode()
+
+
+@pytest.mark.parametrize("kill_after", [16, 40])
+async def test_sigkill_after_outcomes_resume_resends_no_more_than_were_in_flight(
+    tmp_path, kill_after
+):
+    """A journaled stream at concurrency 8 is SIGKILLed right after it received
+    ``kill_after`` outcomes: resuming it re-sends at most 8 of the documents the provider
+    had already answered (an outcome settled before the next request left is durable),
+    and every document is committed once with a complete ledger.
+    """
+    count, concurrency = 80, 8
+    ledger = tmp_path / "batch.db"
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        # The first kill_after documents are answered; later requests wait at the gate
+        # (not committed), so the kill lands with workers still busy, whatever the timing.
+        sb.hold(after=kill_after)
+        code, _, stderr = await stream_kill_after(
+            sb, tmp_path, ledger, count, concurrency=concurrency, kill_after=kill_after
+        )
+        assert code == -signal.SIGKILL, stderr
+        answered = set(sb.committed)
+        assert len(answered) == kill_after
+        sb.release()
+        await settle_sandbox(sb)
+
+        requests_before = len(sb.requests)
+        code, stdout, stderr = await stream_kill_after(
+            sb, tmp_path, ledger, count, concurrency=concurrency, kill_after=0
+        )
+        assert code == 0, stderr
+        assert stdout.strip() == f"done {count} not-ok 0", (stdout, stderr)
+        resent = {r.identity for r in sb.requests[requests_before:] if r.identity}
+        resent_answered = resent & answered
+        assert len(resent_answered) <= concurrency, sorted(resent_answered)
+        # Every document committed once; the ledger complete.
+        assert sb.commit_count == count
+        assert all(c.commits == 1 for c in sb.committed.values())
+        entries = ledgertools.rows(ledger)
+        assert len(entries) == count
+        assert all(row["status"] == "accepted" for row in entries.values())

@@ -26,7 +26,7 @@ from invoicing_async import (
     ValidationError,
     document_key,
 )
-from invoicing_async._batch import Batch, BatchOptions
+from invoicing_async._batch import Batch, BatchOptions, collect
 from invoicing_async._ledger._sqlite_ledger import ledger_journal
 from invoicing_async._prepare import _serialized
 
@@ -127,6 +127,72 @@ async def test_each_document_one_outcome_in_order():
     assert all(o.status is OutcomeStatus.ACCEPTED and o.ok for o in outcomes)
     assert [o.result.internal_id for o in outcomes] == [key(n) for n in range(50)]
     assert provider.peak_in_flight <= 8
+
+
+class PreparedOnTheLoop(FakeProvider):
+    """A preparer without an executor (the client's default): the batch prepares each
+    document with prepare_one, on the loop, ahead of the workers."""
+
+    parallelism = (1, 0)
+
+    def __init__(self, script=None):
+        super().__init__(script)
+        self.prepared_one = 0
+
+    async def prepare_many(self, documents):
+        raise AssertionError("no executor: prepare_many is never called")
+
+    async def prepare_one(self, document, *, encrypted):
+        self.prepared_one += 1
+        return _serialized(document)
+
+
+async def test_documents_are_prepared_one_by_one_on_the_loop_without_an_executor():
+    """With a preparer that prepares on the loop, every document is prepared once: one
+    outcome each, in order, a document that cannot be serialised refused alone, never
+    more in flight than the concurrency."""
+    provider = PreparedOnTheLoop()
+    documents = [doc(n) for n in range(40)]
+    documents[7] = {"bad": object()}
+    outcomes = await run(provider, documents, concurrency=8)
+    assert [o.index for o in outcomes] == list(range(40))
+    assert provider.prepared_one == 40
+    assert outcomes[7].status is OutcomeStatus.REJECTED
+    assert outcomes[7].attempts == 0
+    assert all(o.status is OutcomeStatus.ACCEPTED for i, o in enumerate(outcomes) if i != 7)
+    assert provider.peak_in_flight <= 8
+
+
+class CountingJournal:
+    """A journal that knows nothing and counts how often it is asked."""
+
+    def __init__(self):
+        self.lookups: list[int] = []
+
+    async def lookup(self, keys):
+        from invoicing_async._journal import SEND  # noqa: PLC0415
+
+        self.lookups.append(len(keys))
+        return [SEND] * len(keys)
+
+    async def before_send(self, key):
+        pass
+
+    def after_outcome(self, outcome, prepared):
+        pass
+
+
+@pytest.mark.parametrize("provider_class", [FakeProvider, PreparedOnTheLoop])
+async def test_a_journal_is_asked_about_many_documents_of_a_plain_iterable_at_once(
+    provider_class,
+):
+    """Documents from a list are looked up in the journal hundreds at a time (a lookup
+    waits for the ledger's writer), whether workers or a preparing stage prepare them."""
+    provider, journal = provider_class(), CountingJournal()
+    batch = Batch(provider, provider, BatchOptions(concurrency=8, retry=FAST), journal)
+    outcomes = await collect(batch, [doc(n) for n in range(300)])
+    assert len(outcomes) == 300
+    assert journal.lookups == [300]
 
 
 async def test_duplicate_on_first_attempt_is_duplicate():
@@ -240,15 +306,17 @@ async def test_async_iterable_input():
     assert [o.index for o in outcomes] == list(range(10))
 
 
-async def test_input_error_propagates_and_stops_workers():
-    """An exception raised by the caller's iterable propagates; nothing keeps running."""
+@pytest.mark.parametrize("provider_class", [FakeProvider, PreparedOnTheLoop])
+async def test_input_error_propagates_and_stops_workers(provider_class):
+    """An exception raised by the caller's iterable propagates; nothing keeps running
+    (whether a reader or the preparing task takes the documents from it)."""
 
     def documents():
         yield doc(1)
         raise RuntimeError("database went away")
 
     with pytest.raises(RuntimeError, match="database"):
-        await run(FakeProvider(), documents())
+        await run(provider_class(), documents())
     await asyncio.sleep(0)
     assert {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} == set()
 
@@ -426,3 +494,21 @@ async def test_documents_read_after_the_deadline_say_so():
     late = [o for o in outcomes if o.status is OutcomeStatus.NOT_SENT and o.attempts == 0]
     assert late
     assert all("deadline" in str(o.error) for o in late)
+
+
+async def test_documents_taken_by_the_workers_after_the_breaker_opened_are_not_sent():
+    """When no reader stands between the input and the workers, a document read after
+    the batch stopped (refused credentials) ends NOT_SENT: nothing more is sent, and
+    only the few prepared ahead for the workers were prepared."""
+    from invoicing_async import CredentialsError  # noqa: PLC0415
+
+    class Refusing(PreparedOnTheLoop):
+        async def send(self, prepared, *, timeout):
+            self.requests.append(prepared.key)
+            raise CredentialsError("bad key", status=401)
+
+    provider = Refusing()
+    outcomes = await run(provider, [doc(n) for n in range(30)], concurrency=2)
+    assert len(provider.requests) <= 2
+    assert provider.prepared_one <= 2 * 2 + 1  # a queue of one per worker, one more
+    assert all(o.status is OutcomeStatus.NOT_SENT for o in outcomes)

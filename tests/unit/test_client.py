@@ -119,10 +119,10 @@ async def test_submit_secure_body_decrypts_to_the_exact_json(mock, keypair):
     assert plain == json.dumps(INVOICE, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-async def test_encryption_runs_off_the_loop_except_for_a_small_single_call(mock, keypair):
-    """A single call encrypts a small document on the loop's thread (a hand-over to a
-    thread would cost as much as the encryption); a large document, and every document
-    of a batch, is encrypted in a worker thread."""
+async def test_small_documents_are_encrypted_on_the_loop_large_ones_in_a_thread(mock, keypair):
+    """A small document is encrypted on the loop's thread, by a single call and by a
+    batch alike (a hand-over to a thread costs as much as the encryption, and adds no
+    throughput under the GIL); a large document goes to a worker thread."""
     mock.post(TOKEN_URL, payload=token_body(1))
     mock.post(SECURE_URL, status=201, payload=RECORD, repeat=True)
     key = ProviderKey.from_armored(keypair.public_armored)
@@ -143,7 +143,9 @@ async def test_encryption_runs_off_the_loop_except_for_a_small_single_call(mock,
             await c.submit_secure(large)
             assert threads[1] != loop_thread
             await c.submit_many([INVOICE])
-            assert threads[2] != loop_thread
+            assert threads[2] == loop_thread
+            await c.submit_many([large])
+            assert threads[3] != loop_thread
 
 
 async def test_submit_secure_without_key_is_refused_locally(mock):

@@ -199,3 +199,25 @@ async def test_disk_full_stops_the_batch_with_a_typed_error_and_loses_nothing(
         assert all(c.commits == 1 for c in sb.committed.values())
         assert not any(o.status is OutcomeStatus.DUPLICATE for o in outcomes)
     await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("resend_ambiguous", [True, False])
+async def test_an_outcome_recorded_before_a_request_leaves_is_durable_when_it_leaves(
+    tmp_path, resend_ambiguous
+):
+    """Whatever was settled before a document's before_send is committed by the time
+    before_send returns, also when the document's sending record was committed long
+    before (read ahead): after a crash, the answers lost are those in flight only."""
+    import ledgertools  # noqa: PLC0415
+
+    from invoicing_async._ledger._sqlite_ledger import ledger_journal  # noqa: PLC0415
+
+    path = tmp_path / "batch.db"
+    async with ledger_journal(path, resend_ambiguous=resend_ambiguous) as j:
+        await j.lookup(["id:a", "id:b"])  # b's sending record may go ahead now
+        await j.before_send("id:a")
+        j.after_outcome(
+            Outcome(index=0, key="id:a", status=OutcomeStatus.ACCEPTED, attempts=1), None
+        )
+        await j.before_send("id:b")
+        assert ledgertools.rows(path)["id:a"]["state"] == "done"
