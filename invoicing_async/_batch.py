@@ -140,6 +140,8 @@ class BatchOptions:
     deadline: float | None = None
     on_progress: Callable[[BatchProgress], object] | None = None
     key: Callable[[Any], str] = document_key
+    #: The largest document sent, in bytes (``None``: the client's limit).
+    max_document_size: int | None = None
 
 
 _END = object()

@@ -254,7 +254,9 @@ def _causes(exc: BaseException) -> list[str]:
 
 
 #: Attributes of errors written beside type, message and status (all JSON-able).
-_ERROR_FIELDS = ("reason", "maybe_sent", "retry_after", "attempts", "mismatches")
+_ERROR_FIELDS = (
+    "reason", "maybe_sent", "retry_after", "attempts", "mismatches", "size", "limit",
+)  # fmt: skip
 _ERROR_TYPES: dict[str, type[_errors.InvoicingError]] = {
     name: cls
     for name, cls in vars(_errors).items()
@@ -308,6 +310,9 @@ def error_from_dict(data: Mapping[str, Any]) -> _errors.InvoicingError:
         state["result"] = result_from_dict(record) if isinstance(record, dict) else None
     if cls is _errors.ForeignRecordError:
         state.setdefault("mismatches", ())
+    if cls is _errors.DocumentTooLargeError:
+        state.setdefault("size", None)
+        state.setdefault("limit", None)
     if cls is _errors.UnknownOutcomeError:
         last = data.get("last_error")
         state["last_error"] = (

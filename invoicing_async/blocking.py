@@ -337,6 +337,7 @@ class BlockingClient(_Blocking[_InvoicingClient]):
         send_method: str | None = None,
         time_stamp: dt.datetime | str | None = None,
         key: Callable[[typing.Any], str] | None = None,
+        max_document_size: int | None = None,
     ) -> list[Outcome]:
         """:meth:`~invoicing_async.InvoicingClient.submit_many`, blocking.
 
@@ -359,6 +360,7 @@ class BlockingClient(_Blocking[_InvoicingClient]):
                 send_method=send_method,
                 time_stamp=time_stamp,
                 key=identity,
+                max_document_size=max_document_size,
             )
         )
 
