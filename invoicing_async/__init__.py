@@ -36,7 +36,6 @@ if TYPE_CHECKING:
         UnknownOutcomeError,
         ValidationError,
     )
-    from ._issuers import CredentialsResolver
     from ._ledger._entry import LedgerEntry
     from ._ledger._sqlite_ledger import Ledger
     from ._models import AccessToken, DocumentResult, DocumentStatus
@@ -58,7 +57,6 @@ __all__ = [
     "ClientStateError",
     "CredentialsError",
     "CredentialsKey",
-    "CredentialsResolver",
     "Deferral",
     "DeferralReason",
     "DeferredOutcome",
@@ -110,7 +108,6 @@ _HOMES = {
     "ClientStateError": "._errors",
     "CredentialsError": "._errors",
     "CredentialsKey": "._tokenstore",
-    "CredentialsResolver": "._issuers",
     "Deferral": "._deferral",
     "DeferralReason": "._receipts",
     "DeferredOutcome": "._receipts",

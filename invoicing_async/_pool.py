@@ -28,12 +28,18 @@ if TYPE_CHECKING:
     import datetime as dt
     import os
     import ssl
-    from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable
+    from collections.abc import (
+        AsyncGenerator,
+        AsyncIterable,
+        Awaitable,
+        Callable,
+        Iterable,
+        Mapping,
+    )
     from types import TracebackType
 
     from ._client import InvoicingClient
     from ._documents import Document
-    from ._issuers import CredentialsResolver
     from ._ledger._sqlite_ledger import Ledger
     from ._models import DocumentResult
     from ._outcomes import BatchProgress, Outcome
@@ -80,7 +86,7 @@ class IssuerPool:
     def __init__(
         self,
         base_url: str,
-        credentials: CredentialsResolver,
+        credentials: Mapping[str, str] | Callable[[str], Awaitable[str | None] | str | None],
         *,
         provider_key: ProviderKey | None = None,
         session: ClientSession | None = None,

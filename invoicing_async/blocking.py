@@ -45,7 +45,6 @@ if typing.TYPE_CHECKING:
 
     from ._client import InvoicingClient
     from ._documents import Document
-    from ._issuers import CredentialsResolver
     from ._ledger._sqlite_ledger import Ledger
     from ._models import AccessToken, DocumentResult
     from ._outcomes import BatchProgress, Outcome
@@ -399,7 +398,10 @@ class BlockingPool(_Blocking[_IssuerPool]):
     """
 
     def __init__(
-        self, base_url: str, credentials: CredentialsResolver, **options: typing.Any
+        self,
+        base_url: str,
+        credentials: Mapping[str, str] | Callable[[str], Awaitable[str | None] | str | None],
+        **options: typing.Any,
     ) -> None:
         _no_session(options)
         pool = _IssuerPool(base_url, credentials, **options)
