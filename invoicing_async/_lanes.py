@@ -89,6 +89,10 @@ class Lane(Generic[T]):
 class Lanes(Generic[T]):
     """The lanes of one batch (see the module docstring).
 
+    Workers waiting for a document queue up and are woken one at a time, each when a
+    lane can send (a document put in it, room in its limit, its retry or pause over):
+    nobody polls, and a change wakes one worker, not all of them.
+
     :param capacity: documents held at most, across every lane.
     :param limit: each lane's in-flight limit to begin with (the batch's concurrency).
     :param on_empty: told of a lane dropped because it holds nothing any more;
@@ -110,10 +114,11 @@ class Lanes(Generic[T]):
         self._lanes: dict[str | None, Lane[T]] = {}
         self._turn: collections.deque[Lane[T]] = collections.deque()
         self._timers: list[tuple[float, int, Lane[T]]] = []
+        self._alarm: asyncio.TimerHandle | None = None
         self._seq = itertools.count()
         self._held = 0
         self._closed = False
-        self._changed = asyncio.Event()
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._room = asyncio.Event()
 
     def __len__(self) -> int:
@@ -147,7 +152,7 @@ class Lanes(Generic[T]):
     def close(self) -> None:
         """No more documents will be put: :meth:`take` ends once all are settled."""
         self._closed = True
-        self._changed.set()
+        self._wake_all_if_done()
 
     async def take(self) -> tuple[Lane[T], T, int] | None:
         """The next document to send, its lane and the limiter round it is sent in.
@@ -158,24 +163,25 @@ class Lanes(Generic[T]):
         loop = asyncio.get_running_loop()
         while True:
             now = loop.time()
-            self._wake_timers(now)
             while self._turn:
                 lane = self._turn.popleft()
                 lane._queued = False  # noqa: SLF001  (this module's own)
                 taken = self._take_from(lane, now)
+                self._offer(lane, now)  # back in the turn if it can go on, else on a timer
                 if taken is not None:
-                    self._offer(lane, now)  # back at the end of the turn if it can go on
                     return lane, taken[0], taken[1]
             if self._closed and self._held == 0:
                 return None
-            self._changed.clear()
-            wait = self._timers[0][0] - now if self._timers else None
-            # asyncio.wait, not wait_for: wait_for on 3.10/3.11 can swallow a cancellation.
-            waiter = asyncio.ensure_future(self._changed.wait())
+            waiter = loop.create_future()
+            self._waiters.append(waiter)
             try:
-                await asyncio.wait({waiter}, timeout=wait)
-            finally:
-                waiter.cancel()
+                await waiter
+            except asyncio.CancelledError:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+                elif self._turn:
+                    self._wake_one()  # pass on a wake-up this waiter took
+                raise
 
     def sent(
         self, lane: Lane[T], slot: int, error: InvoicingError | None, *, answered: bool
@@ -186,9 +192,9 @@ class Lanes(Generic[T]):
 
     def later(self, lane: Lane[T], item: T, delay: float) -> None:
         """``item`` waits ``delay`` seconds for its next attempt, in its lane."""
-        due = asyncio.get_running_loop().time() + delay
-        heapq.heappush(lane._later, (due, next(self._seq), item))  # noqa: SLF001
-        self._offer(lane, asyncio.get_running_loop().time())
+        now = asyncio.get_running_loop().time()
+        heapq.heappush(lane._later, (now + delay, next(self._seq), item))  # noqa: SLF001
+        self._offer(lane, now)
 
     def pause(self, lane: Lane[T], seconds: float) -> None:
         """Send nothing of ``lane`` for ``seconds`` (its issuer was asked to slow down)."""
@@ -203,14 +209,7 @@ class Lanes(Generic[T]):
         if lane.held == 0 and self._on_empty is not None and self._lanes.get(lane.key) is lane:
             del self._lanes[lane.key]
             self._on_empty(lane)
-        self._changed.set()
-
-    def drain(self, lane: Lane[T]) -> list[T]:
-        """Take every item queued or waiting in ``lane`` out (its issuer stops)."""
-        items = list(lane.fresh) + [item for _, _, item in lane._later]  # noqa: SLF001
-        lane.fresh.clear()
-        lane._later.clear()  # noqa: SLF001
-        return items
+        self._wake_all_if_done()
 
     # --- internals -------------------------------------------------------------------------
 
@@ -237,17 +236,45 @@ class Lanes(Generic[T]):
             if lane._timer is None or due < lane._timer:  # noqa: SLF001
                 lane._timer = due  # noqa: SLF001
                 heapq.heappush(self._timers, (due, next(self._seq), lane))
-                self._changed.set()
+                self._arm()
             return
         if lane.limiter.try_room():
             lane._queued = True  # noqa: SLF001
             self._turn.append(lane)
-            self._changed.set()
+            self._wake_one()
 
-    def _wake_timers(self, now: float) -> None:
+    def _arm(self) -> None:
+        """Be called back when the earliest timer is due (one timer handle at a time)."""
+        due = self._timers[0][0]
+        alarm = self._alarm
+        if alarm is not None and not alarm.cancelled() and alarm.when() <= due:
+            return
+        if alarm is not None:
+            alarm.cancel()
+        self._alarm = asyncio.get_running_loop().call_at(due, self._ring)
+
+    def _ring(self) -> None:
+        self._alarm = None
         timers = self._timers
+        now = asyncio.get_running_loop().time()
         while timers and timers[0][0] <= now:
             due, _, lane = heapq.heappop(timers)
             if lane._timer == due:  # noqa: SLF001  (else a later timer of it is pending)
                 lane._timer = None  # noqa: SLF001
                 self._offer(lane, now)
+        if timers:
+            self._arm()
+
+    def _wake_one(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def _wake_all_if_done(self) -> None:
+        if self._closed and self._held == 0:
+            while self._waiters:
+                waiter = self._waiters.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
