@@ -483,4 +483,9 @@ def _failure(
     reason = "unavailable" if transient else otherwise
     if sqlstate == _LOCK_NOT_AVAILABLE:
         reason = "locked"
+    if isinstance(error, asyncpg.InternalClientError):  # see the module docstring
+        return LedgerError(
+            f"{what}: the connection was lost (the server ended the session; asyncpg: {error})",
+            reason=reason,
+        )
     return LedgerError(f"{what}: {type(error).__name__}: {error}", reason=reason)

@@ -135,9 +135,11 @@ async def test_three_workers_ride_out_a_postgres_restart(tmp_path, postgres_serv
 
 
 async def restarts(tmp_path, postgres_server, dsn, *, times: int, count: int) -> None:
-    """Three workers drain ``count`` invoices while PostgreSQL is stopped (``-m
-    immediate``) and started again ``times`` times, each time while every worker has a
-    request out: no worker dies, every invoice is committed once, every entry accepted."""
+    """Three workers drain ``count`` invoices while PostgreSQL is stopped and started
+    again ``times`` times, each time while workers have requests out, stopped ``fast``
+    (a service manager's restart: each session ended by a FATAL message) and
+    ``immediate`` (a crash) in turn: no worker dies, every invoice is committed once,
+    every entry ends accepted."""
     async with Sandbox(key_algorithm="cv25519") as sb:
         documents = sample_invoices(count, issuer_vat=sb.client_id, lines=1)
         async with PostgresOutbox(dsn) as outbox:
@@ -146,9 +148,9 @@ async def restarts(tmp_path, postgres_server, dsn, *, times: int, count: int) ->
         step = count // (times + 2)
         sb.hold(after=step)
         workers = await start_workers(sb, dsn, key_file, 3)
-        for _ in range(times):
-            await sb.wait_held(3)  # every worker has requests out
-            await asyncio.to_thread(postgres_server.stop)
+        for number in range(times):
+            await sb.wait_held(3)  # the workers have requests out
+            await asyncio.to_thread(postgres_server.stop, ("fast", "immediate")[number % 2])
             answered = len(sb.requests)
             sb.release()  # the held requests go on; the next step then waits again
             sb.hold(after=step)
@@ -160,6 +162,7 @@ async def restarts(tmp_path, postgres_server, dsn, *, times: int, count: int) ->
             out, err = await asyncio.wait_for(worker.communicate(), 600)
             assert worker.returncode == 0, err.decode()[-3000:]
             assert out.decode().startswith("done "), out
+            assert "Traceback" not in err.decode()
         assert sb.commit_count == count
         assert all(c.commits == 1 for c in sb.committed.values())
         async with PostgresOutbox(dsn) as outbox:
