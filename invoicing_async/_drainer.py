@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ._errors import ClientStateError, LedgerError
 from ._ledger._deferrals import PostgresDeferrals, SqliteDeferrals
 from ._ledger._postgres_outbox import PostgresStore
-from ._ledger._sqlite_ledger import Ledger
+from ._ledger._sqlite_ledger import Ledger, file_of, let_go
 from ._ledger._sqlite_outbox import worker_store
 from ._log import deferral as log
 from ._outcomes import OutcomeStatus
@@ -107,7 +107,7 @@ class Queue:
 
 class _SqliteQueue(Queue):
     def __init__(self, ledger: Ledger, *, owned: bool) -> None:
-        super().__init__(SqliteDeferrals(ledger._file), f"SqliteOutbox({str(ledger.path)!r})")  # noqa: SLF001
+        super().__init__(SqliteDeferrals(file_of(ledger)), f"SqliteOutbox({str(ledger.path)!r})")
         self._ledger = ledger
         self._owned = owned
 
@@ -123,11 +123,11 @@ class _SqliteQueue(Queue):
         try:
             return await worker_store(self._ledger)
         except BaseException:  # cancelled while recovering: the lock is given back too
-            self._ledger._release()  # noqa: SLF001
+            let_go(self._ledger)
             raise
 
     async def unlock(self) -> None:
-        self._ledger._release()  # noqa: SLF001  (the lock worker_store took)
+        let_go(self._ledger)  # the lock worker_store took
 
 
 class _PostgresQueue(Queue):

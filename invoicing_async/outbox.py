@@ -46,6 +46,8 @@ from ._ledger._enqueue import ready as _ready
 from ._ledger._entry import IN_FLIGHT, PARKED, PENDING, LedgerEntry
 from ._ledger._postgres_outbox import PostgresStore as _PostgresStore
 from ._ledger._sqlite_ledger import Ledger as _Ledger
+from ._ledger._sqlite_ledger import file_of as _file_of
+from ._ledger._sqlite_ledger import let_go as _let_go
 from ._ledger._sqlite_outbox import insert as _insert
 from ._ledger._sqlite_outbox import worker_store as _worker_store
 from ._retry import RetryPolicy as _RetryPolicy
@@ -263,7 +265,7 @@ class SqliteOutbox(_Outbox):
         return await _worker_store(self.ledger)
 
     async def _unlock(self) -> None:
-        self.ledger._release()  # noqa: SLF001  (the lock _worker_store took)
+        _let_go(self.ledger)  # the lock _worker_store took
 
     async def enqueue(
         self,
@@ -283,7 +285,7 @@ class SqliteOutbox(_Outbox):
             _insert(connection, prepared)
         else:
             await self.ledger.open()
-            await self.ledger._file.call(lambda c: _insert(c, prepared))  # noqa: SLF001
+            await _file_of(self.ledger).call(lambda c: _insert(c, prepared))
         return [item.key for item in prepared]
 
     async def status(self, key: str) -> LedgerEntry | None:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from invoicing_async._journal import Verdict
     from invoicing_async._outcomes import Outcome
 
-__all__ = ["COLUMNS", "Ledger", "ledger_journal", "row_entry"]
+__all__ = ["COLUMNS", "Ledger", "file_of", "hold", "ledger_journal", "let_go", "row_entry"]
 
 #: The columns :func:`row_entry` reads, in order.
 COLUMNS = (
@@ -343,6 +343,24 @@ async def ledger_journal(
     ledger._release()  # noqa: SLF001
     if close:
         await ledger.close()
+
+
+# --- the seam of the outbox kept in a ledger's file (_sqlite_outbox, deferrals) -----------
+
+
+def file_of(ledger: Ledger) -> LedgerFile:
+    """The file of ``ledger``: the outbox and the deferrals kept in it write through it."""
+    return ledger._file  # noqa: SLF001  (this module's own class)
+
+
+async def hold(ledger: Ledger) -> None:
+    """Open ``ledger`` if needed and take the lock of the one process that sends."""
+    await ledger._acquire()  # noqa: SLF001
+
+
+def let_go(ledger: Ledger) -> None:
+    """Give back the lock :func:`hold` took."""
+    ledger._release()  # noqa: SLF001
 
 
 def _lookup(connection: sqlite3.Connection, keys: list[str]) -> list[Any]:

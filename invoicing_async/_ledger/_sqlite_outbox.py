@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._enqueue import UPSERT_SET
 from ._entry import PARKED
+from ._sqlite_ledger import file_of, hold
 from ._store import Claim, Settlement, make_claim
 
 if TYPE_CHECKING:
@@ -179,9 +180,10 @@ class SqliteStore:
 async def worker_store(ledger: Ledger) -> SqliteStore:
     """The store of the one worker sending from ``ledger``'s file (its lock taken).
 
-    The caller gives the lock back with the ledger's ``_release`` when the worker ends.
+    The caller gives the lock back with :func:`~._sqlite_ledger.let_go` when the worker
+    ends.
     """
-    await ledger._acquire()  # noqa: SLF001  (the ledger package's own file)
-    store = SqliteStore(ledger._file)  # noqa: SLF001
+    await hold(ledger)
+    store = SqliteStore(file_of(ledger))
     await store.recover()
     return store
