@@ -17,16 +17,6 @@ from invoicing_async.testing import instant_retries
 from invoicing_sandbox import Sandbox, sample_invoices
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-async def outbox(request, tmp_path):
-    if request.param == "sqlite":
-        box = SqliteOutbox(tmp_path / "outbox.db")
-    else:
-        box = PostgresOutbox(request.getfixturevalue("postgres_dsn"))
-    async with box:
-        yield box
-
-
 async def test_worker_drains_the_outbox_with_one_truthful_outcome_each(outbox):
     """Enqueued invoices are sent by a worker until the outbox is empty: each entry ends
     accepted with its record, a 400 ends rejected (final), and setup is idempotent."""

@@ -30,22 +30,12 @@ from invoicing_async import (
     OutcomeStatus,
     RetryPolicy,
 )
-from invoicing_async.outbox import PARKED, PENDING, PostgresOutbox, SqliteOutbox
+from invoicing_async.outbox import PARKED, PENDING, SqliteOutbox
 from invoicing_async.testing import instant_retries
 from invoicing_sandbox import Fault, Sandbox, sample_invoice, sample_invoices
 
 #: Three requests a round, four rounds: a poison document costs at most 12 requests.
 POLICY = RetryPolicy(max_attempts=3, max_rounds=4, attempt_timeout=10.0)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def outbox(request, tmp_path):
-    if request.param == "sqlite":
-        box = SqliteOutbox(tmp_path / "outbox.db")
-    else:
-        box = PostgresOutbox(request.getfixturevalue("postgres_dsn"))
-    async with box:
-        yield box
 
 
 def url_of(outbox) -> str:
