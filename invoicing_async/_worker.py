@@ -137,7 +137,18 @@ class Claims:
     async def take(self, limit: int) -> list[Claim]:
         """Claim up to ``limit`` entries under a new lease."""
         lease = uuid.uuid4().hex
-        claimed = await self._store.claim(limit, lease, self._seconds)
+        claiming = asyncio.ensure_future(self._store.claim(limit, lease, self._seconds))
+        try:
+            claimed = await asyncio.shield(claiming)
+        except asyncio.CancelledError:
+            # Stopped while claiming: the claim may be made all the same. Held, what it
+            # took is put back with the rest when the worker stops.
+            with contextlib.suppress(Exception):
+                self._hold(lease, await claiming)
+            raise
+        return self._hold(lease, claimed)
+
+    def _hold(self, lease: str, claimed: list[Claim]) -> list[Claim]:
         fresh = [claim for claim in claimed if claim.entry.key not in self.held]
         for claim in fresh:
             self.held[claim.entry.key] = claim
@@ -359,7 +370,10 @@ async def _round(
     """One batch over the entries claimed; the leases that could not be put back.
 
     Entries still held at the end go back at once, or after ``pause`` when the batch's
-    breaker opened.
+    breaker opened. A worker stopped (cancelled: a signal, a deferral closing) writes
+    the outcomes it knows and puts back what it holds before it ends, rather than
+    leaving it to its leases to expire; a request that may have left keeps that
+    knowledge.
     """
     heartbeat = asyncio.ensure_future(claims.heartbeat())
     documents = claims.feed(batch, size=size, poll=poll, stop_when_empty=stop_when_empty)
@@ -368,6 +382,11 @@ async def _round(
             async for outcome in outcomes:
                 counts[outcome.status] += 1
         await claims.flush()
+    except asyncio.CancelledError:
+        with contextlib.suppress(LedgerError):  # its outcomes are found again anyway
+            await claims.flush()
+        await claims.release()
+        raise
     finally:
         heartbeat.cancel()
         # Waited for, not awaited: awaiting it would hand a cancellation of this worker
