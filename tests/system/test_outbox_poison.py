@@ -199,11 +199,15 @@ class Rows:
         finally:
             await connection.close()
 
-    async def settled(self, key: str, claims: int) -> tuple[str, int, int]:
-        """Until the entry's round number ``claims`` is written (state no event announces)."""
+    async def settled(
+        self, key: str, claims: int, *, at_least: bool = False
+    ) -> tuple[str, int, int]:
+        """Until the entry's round number ``claims`` (or a later one) is written: a state
+        no event announces."""
         while True:
             row = await self.read(key)
-            if row[1] == claims and row[0] != "in_flight":
+            done = row[1] >= claims if at_least else row[1] == claims
+            if done and row[0] != "in_flight":
                 return row
             await asyncio.sleep(0.01)
 
@@ -248,6 +252,37 @@ async def test_the_wait_between_rounds_grows_and_the_budget_survives_a_restart(o
     for number, wait in enumerate(waits, start=1):
         cap = 60.0 * 2 ** (number - 1)
         assert cap / 2 - 1 <= wait <= cap + 1, waits
+
+
+async def test_an_outage_never_parks_an_entry(outbox):
+    """The provider refuses connections for many rounds (an outage): the entries fail
+    ``not_sent`` round after round, back off, and are never parked (budget 2 rounds);
+    once it answers, they are accepted."""
+    policy = RetryPolicy(max_attempts=2, max_rounds=2, attempt_timeout=5.0)
+    rows = Rows(outbox)
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        keys = await outbox.enqueue(sample_invoices(3, issuer_vat=sb.client_id, lines=1))
+        async with client_for(sb) as client:
+            await client.token()
+            with instant_retries():
+                async with sb.outage("refuse"):
+                    worker = asyncio.ensure_future(
+                        outbox.run_worker(client, stop_when_empty=True, retry=policy, poll=0.02)
+                    )
+                    for key in keys:  # five rounds each, at least
+                        await asyncio.wait_for(rows.settled(key, 5, at_least=True), 60)
+                    worker.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await worker
+                for key in keys:
+                    entry = await outbox.status(key)
+                    assert entry.status == PENDING
+                    assert entry.failures == 0
+                    assert entry.outcome.status is OutcomeStatus.NOT_SENT
+                counts = await outbox.run_worker(
+                    client, stop_when_empty=True, retry=policy, poll=0.02
+                )
+        assert counts == {OutcomeStatus.ACCEPTED: 3}
 
 
 def test_the_round_backoff_grows_is_capped_and_jittered_on_its_upper_half():
