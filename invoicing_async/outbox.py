@@ -61,6 +61,7 @@ if typing.TYPE_CHECKING:
     from ._client import InvoicingClient
     from ._ledger._store import Store
     from ._outcomes import OutcomeStatus
+    from ._retry import RetryPolicy
 
 __all__ = [
     "IN_FLIGHT",
@@ -108,7 +109,7 @@ class _Outbox:
         *,
         concurrency: int = 32,
         stop_when_empty: bool = False,
-        retry: _RetryPolicy | None = None,
+        retry: RetryPolicy | None = None,
         lease: float = 30.0,
         poll: float = 1.0,
     ) -> dict[OutcomeStatus, int]:
@@ -132,12 +133,12 @@ class _Outbox:
         :param retry: the :class:`~invoicing_async.RetryPolicy` of every entry: within a
             round (``max_attempts`` …) and across rounds (``max_rounds``, ``round_delay``,
             ``max_round_delay``).
-
-        .. versionchanged:: 0.4.0 poison documents are parked after ``max_rounds``
-           failed rounds, with a growing wait between rounds.
         :param lease: seconds a claim lasts without a heartbeat (a third of it apart).
         :param poll: seconds between looks at an empty outbox.
         :returns: how many outcomes of each status this worker recorded.
+
+        .. versionchanged:: 0.4.0 poison documents are parked after ``max_rounds``
+           failed rounds, with a growing wait between rounds.
         """
         store = await self._store()
         try:
