@@ -202,9 +202,9 @@ class Deferral:
         The drainer counts after every pass and every ``poll``; a sale deferred here
         counts at once.
         """
-        count, oldest = self._drainer.backlog
+        count, oldest, parked = self._drainer.backlog
         when = dt.datetime.fromtimestamp(oldest, dt.timezone.utc) if oldest else None
-        return Backlog(count, when)
+        return Backlog(count, when, parked)
 
     async def refresh_backlog(self) -> Backlog:
         """Count the deferred sales not yet transmitted now (and warn if one is too old)."""

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ._errors import ClientStateError, LedgerError
 from ._ledger._deferrals import PostgresDeferrals, SqliteDeferrals
 from ._ledger._postgres_outbox import PostgresStore
-from ._ledger._sqlite_ledger import Ledger
+from ._ledger._sqlite_ledger import Ledger, file_of, let_go
 from ._ledger._sqlite_outbox import worker_store
 from ._log import deferral as log
 from ._outcomes import OutcomeStatus
@@ -107,7 +107,7 @@ class Queue:
 
 class _SqliteQueue(Queue):
     def __init__(self, ledger: Ledger, *, owned: bool) -> None:
-        super().__init__(SqliteDeferrals(ledger._file), f"SqliteOutbox({str(ledger.path)!r})")  # noqa: SLF001
+        super().__init__(SqliteDeferrals(file_of(ledger)), f"SqliteOutbox({str(ledger.path)!r})")
         self._ledger = ledger
         self._owned = owned
 
@@ -123,11 +123,11 @@ class _SqliteQueue(Queue):
         try:
             return await worker_store(self._ledger)
         except BaseException:  # cancelled while recovering: the lock is given back too
-            self._ledger._release()  # noqa: SLF001
+            let_go(self._ledger)
             raise
 
     async def unlock(self) -> None:
-        self._ledger._release()  # noqa: SLF001  (the lock worker_store took)
+        let_go(self._ledger)  # the lock worker_store took
 
 
 class _PostgresQueue(Queue):
@@ -278,8 +278,8 @@ class Drainer:
         self._background: set[asyncio.Task[None]] = set()
         self._warned: float | None = None
         self._locked = False
-        #: ``(count, oldest deferral's epoch seconds)`` as last counted.
-        self.backlog: tuple[int, float | None] = (0, None)
+        #: ``(count, oldest deferral's epoch seconds, parked)`` as last counted.
+        self.backlog: tuple[int, float | None, int] = (0, None, 0)
 
     # --- life ------------------------------------------------------------------------------
 
@@ -306,9 +306,9 @@ class Drainer:
 
     def deferred(self, deferral: Deferred) -> None:
         """A sale was just deferred: count it, and wake the drainer."""
-        count, oldest = self.backlog
+        count, oldest, parked = self.backlog
         first = deferral.deferred_at if oldest is None else min(oldest, deferral.deferred_at)
-        self.backlog = (count + 1, first)
+        self.backlog = (count + 1, first, parked)
         _pulse(self._wake)
 
     # --- the worker's hooks (:class:`~._worker.Hooks`) ---------------------------------------
@@ -363,7 +363,8 @@ class Drainer:
             log.info("another worker sends from %r; waiting for it", self._queue)
         self._locked = True
         await self.refresh_backlog()  # what it sent is what the backlog lost
-        if self.backlog[0] == 0:
+        count, _, parked = self.backlog
+        if count == parked:  # nothing waits to be sent (parked sales wait for a retry)
             self._state.mark_up("another worker sent every deferred sale")
 
     async def _pass(self) -> None:
@@ -395,7 +396,7 @@ class Drainer:
 
     async def refresh_backlog(self) -> None:
         """Count now; warn when the oldest has waited longer than ``warn_after``."""
-        self.backlog = count, oldest = await self._queue.deferrals.backlog()
+        self.backlog = count, oldest, parked = await self._queue.deferrals.backlog()
         if oldest is None or time.time() - oldest <= self._warn_after:
             self._warned = None
             return
@@ -403,9 +404,12 @@ class Drainer:
         if self._warned is None or now - self._warned >= _WARN_EVERY:
             self._warned = now
             log.warning(
-                "%d deferred sale(s) not yet transmitted to the provider; the oldest has "
+                "%d deferred sale(s) not yet transmitted to the provider%s; the oldest has "
                 "waited %.0f s (warn_after=%g)",
                 count,
+                f" ({parked} parked: they need attention, see `invoicing-async backlog`)"
+                if parked
+                else "",
                 time.time() - oldest,
                 self._warn_after,
             )

@@ -124,6 +124,12 @@ class Backlog:
     count: int
     #: When the oldest of them was deferred (UTC), or ``None`` without any.
     oldest: dt.datetime | None
+    #: Of them, how many are parked: poison documents the drainer gave up on after
+    #: ``RetryPolicy.max_rounds`` failed rounds. They need attention; an explicit retry
+    #: (``invoicing-async ledger retry --status parked``) sends them again.
+    #:
+    #: .. versionadded:: 0.4.0
+    parked: int = 0
 
     @property
     def age(self) -> float:

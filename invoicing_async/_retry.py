@@ -65,6 +65,26 @@ class RetryPolicy:
     #:
     #: .. versionadded:: 0.4.0
     reauth_waits: int = 3
+    #: Outbox workers and drainers: rounds an entry may fail ``unknown`` (the provider
+    #: may have received it: a 5xx, a reset or a timeout after sending, a 408), each of
+    #: up to ``max_attempts`` requests, before it is *parked*: kept with its outcome,
+    #: never claimed again until an explicit retry (``ledger retry``, ``retry()``).
+    #: Rounds that end ``not_sent`` (the provider certainly never processed the
+    #: document: an outage, a 429/503, the breaker) do not count. ``None``: never park.
+    #:
+    #: .. versionadded:: 0.4.0
+    max_rounds: int | None = 10
+    #: Outbox workers and drainers: an entry put back after a failed round waits
+    #: ``round_delay * 2**(round-1)`` seconds, at most ``max_round_delay``, the upper
+    #: half at random (:meth:`delay_after_round`), before it is claimed again.
+    #:
+    #: .. versionadded:: 0.4.0
+    round_delay: float = 2.0
+    max_round_delay: float = 300.0
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_rounds is not None and self.max_rounds < 1:
+            raise ValueError("max_rounds must be at least 1 (or None: never park)")
 
     def delay(
         self,
@@ -85,3 +105,18 @@ class RetryPolicy:
             return max(0.0, float(retry_after))
         cap = min(self.max_delay, self.base_delay * 2 ** max(0, attempt - 1))
         return (rng or random).uniform(0, cap)
+
+    def delay_after_round(self, rounds: int, *, rng: random.Random | None = None) -> float:
+        """Seconds an outbox entry waits after its failed round number ``rounds`` (from 1).
+
+        Capped exponential backoff with "equal jitter": uniform in ``[cap/2, cap]`` for
+        ``cap = min(max_round_delay, round_delay * 2**(rounds-1))``, so the wait grows
+        round after round however the draw falls, and a fleet's entries spread out.
+        Always zero while :func:`set_instant_retries` is on.
+
+        .. versionadded:: 0.4.0
+        """
+        if _instant:
+            return 0.0
+        cap = min(self.max_round_delay, self.round_delay * 2 ** max(0, rounds - 1))
+        return (rng or random).uniform(cap / 2, cap)

@@ -16,7 +16,17 @@ batch in progress ends, and the worker waits for the database with capped backof
 (one WARNING per outage, one INFO when it answers again), puts back the entries it held
 (their requests are re-sent, answered ``409`` if they were committed) and goes on. It
 ends only when cancelled (a stop signal), on a configuration failure, or when
-``stop_when_empty`` finds nothing left.
+``stop_when_empty`` finds nothing left to send.
+
+Poison documents (the provider fails on one every time) cost a bounded number of
+requests: an entry put back after a failed round waits before it is claimed again,
+longer after every round (``RetryPolicy.delay_after_round``, across rounds, workers and
+restarts: the wait is stored with the entry as ``available_at``), and once
+``RetryPolicy.max_rounds`` rounds have failed against its budget (``unknown``
+outcomes: :func:`~._ledger._rules.charged`) the entry is *parked*: kept with its last
+outcome, including whether a request for it may have been committed, and claimed
+again only after an explicit retry. A worker that stops when empty stops when only
+parked entries remain, and says so (one WARNING per entry parked, one when it stops).
 """
 
 from __future__ import annotations
@@ -33,8 +43,8 @@ from ._batch import BatchOptions
 from ._documents import Submission
 from ._errors import LedgerError
 from ._journal import Verdict, Withdrawn
-from ._ledger._entry import PENDING, outcome_json
-from ._ledger._rules import decide, digest_of, is_final, requeue
+from ._ledger._entry import PARKED, PENDING, outcome_json
+from ._ledger._rules import charged, decide, digest_of, is_final, requeue
 from ._ledger._store import Settlement
 from ._log import ledger as log
 from ._outcomes import OutcomeStatus
@@ -62,7 +72,10 @@ class Hooks(Protocol):
         """An entry's outcome, as soon as it is known (not yet written)."""
 
     def settled(self, outcome: Outcome, *, done: bool) -> None:
-        """An entry's outcome is written; ``done``: it will not be sent again."""
+        """An entry's outcome is written; ``done``: no worker sends it again.
+
+        Final, or parked until an explicit retry.
+        """
 
 
 class _Pump:
@@ -124,7 +137,18 @@ class Claims:
     async def take(self, limit: int) -> list[Claim]:
         """Claim up to ``limit`` entries under a new lease."""
         lease = uuid.uuid4().hex
-        claimed = await self._store.claim(limit, lease, self._seconds)
+        claiming = asyncio.ensure_future(self._store.claim(limit, lease, self._seconds))
+        try:
+            claimed = await asyncio.shield(claiming)
+        except asyncio.CancelledError:
+            # Stopped while claiming: the claim may be made all the same. Held, what it
+            # took is put back with the rest when the worker stops.
+            with contextlib.suppress(Exception):
+                self._hold(lease, await claiming)
+            raise
+        return self._hold(lease, claimed)
+
+    def _hold(self, lease: str, claimed: list[Claim]) -> list[Claim]:
         fresh = [claim for claim in claimed if claim.entry.key not in self.held]
         for claim in fresh:
             self.held[claim.entry.key] = claim
@@ -170,23 +194,31 @@ class Claims:
         self._drop(claim.lease)
         fingerprint = digest_of(outcome, prepared)
         final = is_final(outcome, fingerprint)
-        again = requeue(outcome, final=final, resend_ambiguous=self._policy.resend_ambiguous)
+        policy = self._policy
+        again = requeue(outcome, final=final, resend_ambiguous=policy.resend_ambiguous)
+        failures = claim.entry.failures + int(again and charged(outcome))
+        park = again and policy.max_rounds is not None and failures >= policy.max_rounds
+        state = PARKED if park else PENDING if again else "done"
         settlement = Settlement(
             claim.id,
             claim.lease,
-            PENDING if again else "done",
+            state,
             outcome.status.value,
             final,
             outcome.status is OutcomeStatus.UNKNOWN,
             fingerprint if final else None,
             outcome.attempts,
             outcome_json(outcome),
-            self._policy.delay(claim.claims) if again else 0.0,
+            policy.delay_after_round(claim.claims) if state == PENDING else 0.0,
+            failures,
+            claim.content,
         )
         future = self._settling.put(settlement)
         future.add_done_callback(self._settled_done)
+        if park:
+            future.add_done_callback(functools.partial(_parked, outcome, failures))
         if self._hooks is not None:
-            future.add_done_callback(functools.partial(self._tell, outcome, not again))
+            future.add_done_callback(functools.partial(self._tell, outcome, state != PENDING))
         self._settles.append(future)
 
     # --- the worker's side ----------------------------------------------------------------
@@ -260,6 +292,21 @@ class Claims:
             yield Submission(document=claim.document, key=key, encrypted=encrypted)
 
 
+def _parked(outcome: Outcome, failures: int, future: asyncio.Future[bool]) -> None:
+    """Say that an entry was parked (once its settlement is written under the lease)."""
+    if future.cancelled() or future.exception() is not None or not future.result():
+        return
+    error = outcome.error
+    log.warning(
+        "outbox: invoice %s is parked after %d failed rounds (%s%s): no worker sends it "
+        "again until it is marked to be sent again (invoicing-async ledger retry)",
+        outcome.key,
+        failures,
+        outcome.status.value,
+        f": {type(error).__name__}: {error}" if error is not None else "",
+    )
+
+
 async def run_worker(
     store: Store,
     engine: Engine,
@@ -306,6 +353,7 @@ async def run_worker(
             continue
         pause = poll
         if empty:
+            await _stopping(store)
             return dict(counts)
 
 
@@ -322,7 +370,10 @@ async def _round(
     """One batch over the entries claimed; the leases that could not be put back.
 
     Entries still held at the end go back at once, or after ``pause`` when the batch's
-    breaker opened.
+    breaker opened. A worker stopped (cancelled: a signal, a deferral closing) writes
+    the outcomes it knows and puts back what it holds before it ends, rather than
+    leaving it to its leases to expire; a request that may have left keeps that
+    knowledge.
     """
     heartbeat = asyncio.ensure_future(claims.heartbeat())
     documents = claims.feed(batch, size=size, poll=poll, stop_when_empty=stop_when_empty)
@@ -331,12 +382,30 @@ async def _round(
             async for outcome in outcomes:
                 counts[outcome.status] += 1
         await claims.flush()
+    except asyncio.CancelledError:
+        with contextlib.suppress(LedgerError):  # its outcomes are found again anyway
+            await claims.flush()
+        await claims.release()
+        raise
     finally:
         heartbeat.cancel()
         # Waited for, not awaited: awaiting it would hand a cancellation of this worker
         # arriving now to the heartbeat, and suppressing the heartbeat's would swallow it.
         await asyncio.wait({heartbeat})
     return await claims.release(0.0 if batch.stopped is None else pause)
+
+
+async def _stopping(store: Store) -> None:
+    """A worker that stops when empty found nothing to send: say if some are parked."""
+    parked = await store.parked()
+    if parked:
+        log.warning(
+            "outbox worker stops: nothing left to send but %d parked entr%s that need "
+            "attention (invoicing-async ledger show --status parked; ledger retry "
+            "--status parked sends them again)",
+            parked,
+            "y" if parked == 1 else "ies",
+        )
 
 
 #: The longest wait between two looks at an unavailable outbox database.

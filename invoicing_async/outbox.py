@@ -23,6 +23,12 @@ it expires. Every write checks the lease (fencing): a worker whose claim was tak
 can neither send nor overwrite the newer outcome. Delivery is at least once; the
 provider's duplicate detection (``409`` with the original record) makes it exactly once.
 
+A poison document (one the provider fails on every time) costs a bounded number of
+requests: after a failed round an entry waits longer and longer before it is claimed
+again, and after ``RetryPolicy.max_rounds`` rounds that failed ``unknown`` (10 by
+default) it is :data:`PARKED`: it needs attention, and only :meth:`~PostgresOutbox.retry`
+(``invoicing-async ledger retry``) sends it again.
+
 :class:`SqliteOutbox` is the same API in one SQLite file: one worker at a time, any
 process may enqueue.
 
@@ -37,9 +43,11 @@ from pathlib import Path
 
 from ._engine import engine_of as _engine_of
 from ._ledger._enqueue import ready as _ready
-from ._ledger._entry import IN_FLIGHT, PENDING, LedgerEntry
+from ._ledger._entry import IN_FLIGHT, PARKED, PENDING, LedgerEntry
 from ._ledger._postgres_outbox import PostgresStore as _PostgresStore
 from ._ledger._sqlite_ledger import Ledger as _Ledger
+from ._ledger._sqlite_ledger import file_of as _file_of
+from ._ledger._sqlite_ledger import let_go as _let_go
 from ._ledger._sqlite_outbox import insert as _insert
 from ._ledger._sqlite_outbox import worker_store as _worker_store
 from ._retry import RetryPolicy as _RetryPolicy
@@ -53,9 +61,11 @@ if typing.TYPE_CHECKING:
     from ._client import InvoicingClient
     from ._ledger._store import Store
     from ._outcomes import OutcomeStatus
+    from ._retry import RetryPolicy
 
 __all__ = [
     "IN_FLIGHT",
+    "PARKED",
     "PENDING",
     "LedgerEntry",
     "PostgresOutbox",
@@ -80,7 +90,7 @@ class _Outbox:
         await self.close()
 
     async def setup(self) -> None:
-        """Create the outbox (table or file) if missing; idempotent."""
+        """Create the outbox (table or file) if missing, upgrade an older one; idempotent."""
         raise NotImplementedError
 
     async def close(self) -> None:
@@ -99,7 +109,7 @@ class _Outbox:
         *,
         concurrency: int = 32,
         stop_when_empty: bool = False,
-        retry: _RetryPolicy | None = None,
+        retry: RetryPolicy | None = None,
         lease: float = 30.0,
         poll: float = 1.0,
     ) -> dict[OutcomeStatus, int]:
@@ -107,17 +117,28 @@ class _Outbox:
 
         Entries whose outcome is not final (``not_sent``, a refused API key, ``unknown``
         when the policy allows ambiguous re-sends) go back to the outbox and are sent
-        again after a backoff; when the provider refuses the configuration (the batch's
-        circuit breaker opens), the worker pauses (up to a minute) and tries again.
+        again after a backoff that grows round after round (``retry.round_delay``
+        doubling up to ``retry.max_round_delay``; the entry's ``available_at``). An entry
+        whose rounds failed ``unknown`` ``retry.max_rounds`` times (a poison document:
+        the provider answers it 500, or resets its connection, every time) is parked
+        (status :data:`PARKED`, a WARNING says so) until :meth:`retry` re-queues it.
+        When the provider refuses the configuration (the batch's circuit breaker
+        opens), the worker pauses (up to a minute) and tries again.
 
         :param concurrency: requests in flight at once (at most the client's pool).
         :param stop_when_empty: return once no entry is pending or in flight (waiting
-            for other workers' claims to end or expire), or when the provider refuses
-            the configuration.
-        :param retry: the :class:`~invoicing_async.RetryPolicy` of every entry.
+            for entries backing off, and for other workers' claims to end or expire),
+            or when the provider refuses the configuration. Parked entries wait for
+            nobody: a WARNING says how many remain.
+        :param retry: the :class:`~invoicing_async.RetryPolicy` of every entry: within a
+            round (``max_attempts`` …) and across rounds (``max_rounds``, ``round_delay``,
+            ``max_round_delay``).
         :param lease: seconds a claim lasts without a heartbeat (a third of it apart).
         :param poll: seconds between looks at an empty outbox.
         :returns: how many outcomes of each status this worker recorded.
+
+        .. versionchanged:: 0.4.0 poison documents are parked after ``max_rounds``
+           failed rounds, with a growing wait between rounds.
         """
         store = await self._store()
         try:
@@ -192,7 +213,7 @@ class PostgresOutbox(_Outbox):
         return [item.key for item in prepared]
 
     async def status(self, key: str) -> LedgerEntry | None:
-        """The entry of ``key``: ``.status`` is ``pending``, ``in_flight`` or an outcome."""
+        """The entry of ``key`` (``.status``: pending, in_flight, parked, or an outcome)."""
         return await self._db.get(key)
 
     def entries(self, status: OutcomeStatus | str | None = None) -> AsyncIterator[LedgerEntry]:
@@ -200,11 +221,16 @@ class PostgresOutbox(_Outbox):
         return self._db.entries(status)
 
     async def counts(self) -> dict[str, int]:
-        """How many entries have each status."""
+        """How many entries have each status (``parked``: the ones that need attention)."""
         return await self._db.counts()
 
     async def retry(self, keys: Iterable[str]) -> int:
-        """Mark entries to be sent again (final ones too); returns how many."""
+        """Mark entries to be sent again (final and parked ones too); returns how many.
+
+        A parked entry is claimed at once, with a fresh budget of rounds; one that may
+        have been committed keeps that knowledge: its stored document is sent again as
+        it is, and a ``409`` is its own commit (``accepted``).
+        """
         return await self._db.retry(list(keys))
 
     async def forget(self, keys: Iterable[str]) -> int:
@@ -240,7 +266,7 @@ class SqliteOutbox(_Outbox):
         return await _worker_store(self.ledger)
 
     async def _unlock(self) -> None:
-        self.ledger._release()  # noqa: SLF001  (the lock _worker_store took)
+        _let_go(self.ledger)  # the lock _worker_store took
 
     async def enqueue(
         self,
@@ -260,11 +286,11 @@ class SqliteOutbox(_Outbox):
             _insert(connection, prepared)
         else:
             await self.ledger.open()
-            await self.ledger._file.call(lambda c: _insert(c, prepared))  # noqa: SLF001
+            await _file_of(self.ledger).call(lambda c: _insert(c, prepared))
         return [item.key for item in prepared]
 
     async def status(self, key: str) -> LedgerEntry | None:
-        """The entry of ``key``: ``.status`` is ``pending``, ``in_flight`` or an outcome."""
+        """The entry of ``key`` (``.status``: pending, in_flight, parked, or an outcome)."""
         await self.ledger.open()
         return await self.ledger.get(key)
 
@@ -277,12 +303,17 @@ class SqliteOutbox(_Outbox):
             yield entry
 
     async def counts(self) -> dict[str, int]:
-        """How many entries have each status."""
+        """How many entries have each status (``parked``: the ones that need attention)."""
         await self.ledger.open()
         return await self.ledger.counts()
 
     async def retry(self, keys: Iterable[str]) -> int:
-        """Mark entries to be sent again (final ones too); returns how many."""
+        """Mark entries to be sent again (final and parked ones too); returns how many.
+
+        A parked entry is claimed at once, with a fresh budget of rounds; one that may
+        have been committed keeps that knowledge: its stored document is sent again as
+        it is, and a ``409`` is its own commit (``accepted``).
+        """
         await self.ledger.open()
         return await self.ledger.retry(keys)
 

@@ -82,9 +82,11 @@ class PostgresServer:
         log = self.root / "server.log"
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(log), "-w", "start")
 
-    def stop(self) -> None:
-        """Stop the server at once, as a crash would (``pg_ctl stop -m immediate``)."""
-        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+    def stop(self, mode: str = "immediate") -> None:
+        """Stop the server: at once, as a crash would (``pg_ctl stop -m immediate``), or
+        ``"fast"``, as a service manager's restart does (every session is ended with a
+        FATAL message first)."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
 
     def sql(self, statement: str) -> None:
         """Run one statement as the superuser (psql over the Unix socket)."""

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from invoicing_async import InvoicingClient, OutcomeStatus, document_key
-from invoicing_async.outbox import PostgresOutbox, SqliteOutbox
+from invoicing_async.outbox import PARKED, PostgresOutbox, SqliteOutbox
 from invoicing_sandbox import Sandbox, sample_invoices
 
 
@@ -49,6 +49,17 @@ async def enqueue_postgres(dsn: str, invoices: list[dict]) -> None:
     await outbox.close()
 
 
+async def retry_parked(outbox: PostgresOutbox | SqliteOutbox) -> None:
+    """Look at the poison documents a worker gave up on, and send them again."""
+    # region parked
+    parked = [entry async for entry in outbox.entries(PARKED)]
+    for entry in parked:  # each keeps its last outcome and its count of failed rounds
+        print(entry.key, entry.failures, entry.outcome and entry.outcome.error)
+    # Once the cause is fixed: claimed again at once, with a fresh budget of rounds.
+    await outbox.retry(entry.key for entry in parked)
+    # endregion parked
+
+
 async def main(dsn: str | None = None) -> None:
     """Enqueue invoices (SQLite, or PostgreSQL at ``dsn``), then drain them."""
     async with Sandbox() as sandbox:
@@ -78,6 +89,7 @@ async def main(dsn: str | None = None) -> None:
                 assert entry.outcome is not None
                 assert entry.outcome.result is not None
                 print(entry.status, entry.outcome.result.mark)  # accepted, its mark
+                await retry_parked(outbox)  # poison documents, if any (none here)
             # endregion worker
         assert counts == {OutcomeStatus.ACCEPTED: 40}
         assert sandbox.commit_count == 40

@@ -10,6 +10,7 @@ of ``ledger``, kept working (hidden) with a deprecation note.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import sys
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from invoicing_async._client import InvoicingClient
 from invoicing_async._convert import outcome_to_dict
 from invoicing_async._errors import LedgerError
+from invoicing_async._ledger._entry import PARKED, PENDING, STATES
 from invoicing_async._ledger._sqlite_ledger import Ledger
 from invoicing_async._outcomes import OutcomeStatus
 from invoicing_async._retry import RetryPolicy
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["DEPRECATED_COMMANDS", "register"]
 
 ENV_LEDGER = "INVOICING_LEDGER"
-_STATUSES = ["pending", "in_flight", *(status.value for status in OutcomeStatus)]
+_STATUSES = [*STATES, *(status.value for status in OutcomeStatus)]
 #: Old names of commands: they work, are not listed, and print a deprecation note.
 DEPRECATED_COMMANDS = {"journal": "ledger"}
 _ERROR_WIDTH = 100  # characters of an entry's error in `ledger show`
@@ -56,6 +58,8 @@ def _entry_json(entry: LedgerEntry) -> str:
             "status": status,
             "final": entry.final,
             "maybe_committed": entry.maybe_committed,
+            "failures": entry.failures,
+            "available_at": entry.available_at.isoformat() if entry.available_at else None,
             "updated_at": entry.updated_at.isoformat() if entry.updated_at else None,
             "outcome": outcome_to_dict(entry.outcome) if entry.outcome else None,
         },
@@ -123,6 +127,9 @@ async def _status(args: argparse.Namespace) -> int:
 async def _worker(args: argparse.Namespace) -> int:
     found = settings(args)
     key, ssl = key_and_tls(found, json_only=args.json)
+    if args.max_rounds < 0:
+        raise UsageError("--max-rounds must be 0 (never park) or more")
+    policy = RetryPolicy(attempt_timeout=args.timeout, max_rounds=args.max_rounds or None)
     async with (
         _outbox(args) as outbox,
         InvoicingClient(
@@ -130,16 +137,32 @@ async def _worker(args: argparse.Namespace) -> int:
         ) as client,
     ):
         counts = await outbox.run_worker(
-            client,
-            concurrency=args.concurrency,
-            stop_when_empty=args.until_empty,
-            retry=RetryPolicy(attempt_timeout=args.timeout),
+            client, concurrency=args.concurrency, stop_when_empty=args.until_empty, retry=policy
         )
-    print(
-        "worker done: " + ", ".join(f"{n} {status.value}" for status, n in counts.items()),
-        file=sys.stderr,
-    )
+        parked = (await outbox.counts()).get(PARKED, 0)
+    done = ", ".join(f"{n} {status.value}" for status, n in counts.items()) or "nothing sent"
+    if parked:
+        done += f"; {_parked_hint(parked, _url(args))}"
+    print(f"worker done: {done}", file=sys.stderr)
     return 0
+
+
+def _parked_hint(parked: int, url: str) -> str:
+    """What to do about parked entries, in words."""
+    return (
+        f"{parked} parked entr{'y' if parked == 1 else 'ies'} need attention: see "
+        f"'invoicing-async ledger show --status parked --ledger {_shown(url)}', send them "
+        "again with 'ledger retry --status parked'"
+    )
+
+
+def _shown(url: str) -> str:
+    """An outbox's URL without a password (a command line to copy is printed)."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, place = rest.rpartition("@")
+    if not sep or not at or ":" not in credentials:
+        return url
+    return f"{scheme}://{credentials.split(':', 1)[0]}:***@{place}"
 
 
 def _entry_line(entry: LedgerEntry) -> str:
@@ -149,6 +172,11 @@ def _entry_line(entry: LedgerEntry) -> str:
     attempts = outcome.attempts if outcome is not None else 0
     when = entry.updated_at.strftime("%Y-%m-%d %H:%M:%SZ") if entry.updated_at else "-"
     parts = [entry.key, f"{status:<9}", f"{attempts} attempt{'' if attempts == 1 else 's'}", when]
+    if entry.failures:
+        parts.append(f"{entry.failures} failed round{'' if entry.failures == 1 else 's'}")
+    later = entry.available_at
+    if entry.status == PENDING and later is not None and later > dt.datetime.now(dt.timezone.utc):
+        parts.append(f"next {later.strftime('%H:%M:%SZ')}")
     if outcome is not None and outcome.error is not None:
         error = " ".join(f"{type(outcome.error).__name__}: {outcome.error}".split())
         if len(error) > _ERROR_WIDTH:
@@ -170,9 +198,12 @@ def _counts_line(where: str, counts: dict[str, int]) -> str:
 
 async def _show(args: argparse.Namespace) -> int:
     async with _existing(args) as store:
-        summary = _counts_line(f"ledger {_url(args)}", await store.counts())
+        counts = await store.counts()
+        summary = _counts_line(f"ledger {_shown(_url(args))}", counts)
         if args.status:
             summary += f"; showing {args.status}"
+        if counts.get(PARKED):
+            summary += f"\n{_parked_hint(counts[PARKED], _url(args))}"
         print(summary, file=sys.stderr if args.json else sys.stdout)
         async for entry in store.entries(args.status):
             print(_entry_json(entry) if args.json else _entry_line(entry), flush=False)
@@ -212,8 +243,9 @@ def _add_ledger_command(commands: Commands, name: str) -> None:
         "(submit --ledger FILE, ledger= in Python) or an outbox (a SQLite file or a "
         "postgresql:// URL). 'show' summarises the entries by status, then lists them; "
         "'retry' marks entries to be sent again by the next run or worker (even final "
-        "ones); 'forget' deletes them. The ledger must exist: a path that is not a "
-        "ledger is an error (exit 2), never an empty new one.",
+        "ones, and parked ones: poison documents a worker gave up on); 'forget' deletes "
+        "them. The ledger must exist: a path that is not a ledger is an error (exit 2), "
+        "never an empty new one.",
     )
     if not listed:
         ledger.set_defaults(
@@ -227,8 +259,9 @@ def _add_ledger_command(commands: Commands, name: str) -> None:
         "show",
         help="a summary by status, then one line per entry",
         description="Print how many entries have each status, then one line per entry: "
-        "its key, status, attempts, when it last changed (UTC) and a short error. "
-        "--json prints each entry as a JSON line instead (the summary then goes to stderr).",
+        "its key, status, attempts, when it last changed (UTC), its failed rounds, when a "
+        "worker may send it next (if it waits) and a short error. --json prints each "
+        "entry as a JSON line instead (the summary then goes to stderr).",
     )
     show.add_argument("--status", choices=_STATUSES, help="only the entries in this status")
     show.add_argument(
@@ -294,7 +327,10 @@ def register(commands: Commands) -> None:
         description="Claim the outbox's entries and submit them, with safe retries, "
         "until stopped (Ctrl-C, SIGTERM) or, with --until-empty, until nothing is "
         "pending. Run as many workers as you like on PostgreSQL (one per SQLite file); "
-        "a worker that dies leaves its entries to the others.",
+        "a worker that dies leaves its entries to the others. An entry that fails again "
+        "waits longer after every round; after --max-rounds rounds that failed with an "
+        "unknown outcome (a poison document) it is parked: 'ledger show --status parked' "
+        "lists them, 'ledger retry' sends them again.",
     )
     add_credentials(worker, provider_key=True)
     _ledger_option(worker)
@@ -312,7 +348,17 @@ def register(commands: Commands) -> None:
         "--timeout", type=float, default=30.0, metavar="SECONDS", help="for one attempt (30)"
     )
     worker.add_argument(
-        "--until-empty", action="store_true", help="exit once nothing is pending or in flight"
+        "--until-empty",
+        action="store_true",
+        help="exit once nothing is pending or in flight (parked entries wait for a retry)",
+    )
+    worker.add_argument(
+        "--max-rounds",
+        type=int,
+        default=RetryPolicy().max_rounds,
+        metavar="N",
+        help="park an entry after N rounds that failed with an unknown outcome (a poison "
+        f"document); 0: never ({RetryPolicy().max_rounds})",
     )
     worker.set_defaults(handler=_worker)
 

@@ -48,14 +48,24 @@ async def _backlog(args: argparse.Namespace) -> int:
     async with _outbox(args) as outbox:
         queue = Queue.of(outbox)
         await queue.open()
-        count, oldest = await queue.deferrals.backlog()
+        count, oldest, parked = await queue.deferrals.backlog()
     age = max(0.0, dt.datetime.now(dt.timezone.utc).timestamp() - oldest) if oldest else 0.0
     since = dt.datetime.fromtimestamp(oldest, dt.timezone.utc).isoformat() if oldest else None
     late = args.warn_after is not None and oldest is not None and age > args.warn_after
     if args.json:
-        print(json.dumps({"count": count, "oldest": since, "age_seconds": round(age, 3)}))
+        print(
+            json.dumps(
+                {"count": count, "oldest": since, "age_seconds": round(age, 3), "parked": parked}
+            )
+        )
     elif count:
         print(f"{count} deferred sale(s) waiting; the oldest since {since} ({age:.0f} s)")
+        if parked:
+            print(
+                f"{parked} of them parked: the drainer gave up on them after failed rounds "
+                "(poison documents); they need attention: 'invoicing-async ledger show "
+                "--status parked', then 'ledger retry --status parked' sends them again"
+            )
     else:
         print("no deferred sale is waiting")
     if late:
@@ -111,8 +121,9 @@ def register(commands: Commands) -> None:
         "backlog",
         help="deferred sales not yet transmitted: how many, how old",
         description="Count the sales deferred into an outbox (Deferral) that the provider "
-        "has not received yet, and the age of the oldest. Exit status 1 with --warn-after "
-        "when the oldest has waited longer.",
+        "has not received yet, the age of the oldest, and how many of them are parked "
+        "(poison documents the drainer gave up on: they need attention). Exit status 1 "
+        "with --warn-after when the oldest has waited longer.",
     )
     add_verbosity(backlog)
     outbox_option(backlog)

@@ -12,7 +12,11 @@ been sent (in flight, or marked ambiguous) keeps its stored document, whatever a
 deferral brings; only a document certainly not sent is replaced.
 
 SQLite (the outbox file, through its writer thread) and PostgreSQL (the outbox table's
-database, in the same transaction as the entry) store the same columns.
+database, in the same transaction as the entry) store the same columns. The table is
+created when missing, never touched when it exists (see :mod:`._schema` for why).
+
+A parked entry (a poison document, :mod:`invoicing_async._worker`) is a sale not
+transmitted: it counts in the backlog, and is counted apart as needing attention.
 """
 
 from __future__ import annotations
@@ -108,8 +112,11 @@ class DeferralStore(Protocol):
     async def acknowledge(self, keys: Sequence[str]) -> None:
         """The application has been told these outcomes."""
 
-    async def backlog(self) -> tuple[int, float | None]:
-        """Deferred sales not yet done, and when the oldest was deferred (epoch seconds)."""
+    async def backlog(self) -> tuple[int, float | None, int]:
+        """Deferred sales not yet done: how many, when the oldest was deferred.
+
+        ``(count, oldest epoch seconds, parked)``: parked ones count in ``count`` too.
+        """
 
     async def get(self, key: str) -> Deferred | None:
         """The deferral of ``key``, if the document was ever deferred."""
@@ -118,7 +125,9 @@ class DeferralStore(Protocol):
         """Make every deferred sale waiting to be sent due, in the order they were deferred.
 
         A failed attempt puts an entry back for later (its backoff): once the provider
-        answers again, the backlog goes oldest first instead.
+        answers again, the backlog goes oldest first instead. An entry with failed
+        rounds against its budget keeps its backoff: a poison document must not come
+        back each time the provider answers another.
         """
 
 
@@ -135,6 +144,11 @@ _SQLITE_SCHEMA = (
         "CREATE INDEX IF NOT EXISTS deferrals_due ON deferrals (origin, deferred_at) "
         "WHERE notified_at IS NULL"
     ),
+)
+#: Deferred sales not transmitted: how many, the oldest, how many parked (both backends).
+_BACKLOG = (
+    "SELECT count(*), min(d.deferred_at), sum(CASE WHEN e.state = 'parked' THEN 1 ELSE 0 END) "
+    "FROM {deferrals} d JOIN {entries} e ON e.key = d.key WHERE e.state != 'done'"
 )
 _SQLITE_UPSERT = (
     f"INSERT INTO deferrals ({_FIELDS}, notified_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL) "  # noqa: S608
@@ -154,6 +168,10 @@ class SqliteDeferrals:
 
     async def setup(self) -> None:
         def create(c: sqlite3.Connection) -> None:
+            if c.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'deferrals'"
+            ).fetchone():
+                return
             for statement in _SQLITE_SCHEMA:
                 c.execute(statement)
 
@@ -203,14 +221,10 @@ class SqliteDeferrals:
             )
         )
 
-    async def backlog(self) -> tuple[int, float | None]:
-        count, oldest = await self._file.call(
-            lambda c: c.execute(
-                "SELECT count(*), min(d.deferred_at) FROM deferrals d JOIN entries e "
-                "ON e.key = d.key WHERE e.state != 'done'"
-            ).fetchone()
-        )
-        return int(count), oldest
+    async def backlog(self) -> tuple[int, float | None, int]:
+        sql = _BACKLOG.format(deferrals="deferrals", entries="entries")
+        count, oldest, parked = await self._file.call(lambda c: c.execute(sql).fetchone())
+        return int(count), oldest, int(parked or 0)
 
     async def get(self, key: str) -> Deferred | None:
         row = await self._file.call(
@@ -225,8 +239,8 @@ class SqliteDeferrals:
         await self._file.call(
             lambda c: c.execute(
                 "UPDATE entries SET available_at = (SELECT d.deferred_at FROM deferrals d "
-                "WHERE d.key = entries.key) WHERE state = 'pending' AND key IN "
-                "(SELECT key FROM deferrals WHERE notified_at IS NULL)"
+                "WHERE d.key = entries.key) WHERE state = 'pending' AND failures = 0 AND key "
+                "IN (SELECT key FROM deferrals WHERE notified_at IS NULL)"
             )
         )
 
@@ -266,16 +280,16 @@ def _kept(deferred: Deferred, verdict: str) -> Deferred:
 # --- PostgreSQL ----------------------------------------------------------------------------
 
 _PG_TABLE = f"{TABLE}_deferrals"
-_PG_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS {_PG_TABLE} (
-    key text PRIMARY KEY, origin text NOT NULL, deferred_at double precision NOT NULL,
-    reason text NOT NULL, maybe_sent boolean NOT NULL, stamped boolean NOT NULL,
-    attempts integer NOT NULL, offline_qr text, detail text NOT NULL,
-    notified_at double precision
-);
-CREATE INDEX IF NOT EXISTS {_PG_TABLE}_due ON {_PG_TABLE} (origin, deferred_at)
-    WHERE notified_at IS NULL;
-"""
+_PG_SCHEMA = (
+    f"""CREATE TABLE IF NOT EXISTS {_PG_TABLE} (
+        key text PRIMARY KEY, origin text NOT NULL, deferred_at double precision NOT NULL,
+        reason text NOT NULL, maybe_sent boolean NOT NULL, stamped boolean NOT NULL,
+        attempts integer NOT NULL, offline_qr text, detail text NOT NULL,
+        notified_at double precision
+    )""",
+    f"""CREATE INDEX IF NOT EXISTS {_PG_TABLE}_due ON {_PG_TABLE} (origin, deferred_at)
+        WHERE notified_at IS NULL""",
+)
 _PG_UPSERT = (
     f"INSERT INTO {_PG_TABLE} ({_FIELDS}, notified_at) "  # noqa: S608
     "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL) ON CONFLICT (key) DO UPDATE SET "
@@ -287,20 +301,21 @@ _PG_UPSERT = (
 
 
 class PostgresDeferrals:
-    """Deferrals in the outbox table's database, beside ``invoicing_outbox``."""
+    """Deferrals in the outbox table's database, beside ``invoicing_outbox``.
+
+    Every statement runs through the store's :meth:`~._postgres_outbox.PostgresStore.run`:
+    a connection of its own, failures typed (``LedgerError``, ``unavailable`` while the
+    database restarts).
+    """
 
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
 
     async def setup(self) -> None:
-        pool = await self._store.pool()
-        async with pool.acquire() as connection, connection.transaction():
-            await connection.execute("SELECT pg_advisory_xact_lock(hashtext($1))", _PG_TABLE)
-            await connection.execute(_PG_SCHEMA)
+        await self._store.create_missing(_PG_TABLE, _PG_SCHEMA)
 
     async def defer(self, ready: Ready, deferred: Deferred) -> Stored:
-        pool = await self._store.pool()
-        async with pool.acquire() as connection, connection.transaction():
+        async def defer(connection: Any) -> Stored:
             found = await connection.fetchrow(
                 f"SELECT {_COLUMNS} FROM {TABLE} WHERE key = $1 FOR UPDATE",  # noqa: S608
                 ready.key,
@@ -324,47 +339,51 @@ class PostgresDeferrals:
             await connection.execute(_PG_UPSERT, *kept.row())
             return Stored(kept, fresh=True)
 
+        await self._store.setup()  # before the transaction: a format check of its own
+        return await self._store.run(defer, transaction=True)
+
     async def due(self, origin: str, limit: int) -> list[tuple[Deferred, LedgerEntry]]:
         entry = ", ".join(f"e.{name.strip()}" for name in _COLUMNS.split(","))
-        pool = await self._store.pool()
-        rows = await pool.fetch(
-            f"SELECT d.key, d.origin, d.deferred_at, d.reason, d.maybe_sent, d.stamped, "  # noqa: S608
-            f"d.attempts, d.offline_qr, d.detail, {entry} FROM {_PG_TABLE} d "
-            f"JOIN {TABLE} e ON e.key = d.key WHERE d.notified_at IS NULL AND "
-            "d.origin = $1 AND e.state = 'done' ORDER BY d.deferred_at LIMIT $2",
-            origin,
-            limit,
+        rows = await self._store.run(
+            lambda c: c.fetch(
+                f"SELECT d.key, d.origin, d.deferred_at, d.reason, d.maybe_sent, d.stamped, "  # noqa: S608
+                f"d.attempts, d.offline_qr, d.detail, {entry} FROM {_PG_TABLE} d "
+                f"JOIN {TABLE} e ON e.key = d.key WHERE d.notified_at IS NULL AND "
+                "d.origin = $1 AND e.state = 'done' ORDER BY d.deferred_at LIMIT $2",
+                origin,
+                limit,
+            )
         )
         return [(Deferred.of(tuple(row)), _entry(tuple(row)[9:])) for row in rows]
 
     async def acknowledge(self, keys: Sequence[str]) -> None:
-        pool = await self._store.pool()
-        await pool.execute(
-            f"UPDATE {_PG_TABLE} SET notified_at = $2 WHERE key = ANY($1::text[])",  # noqa: S608
-            list(keys),
-            time.time(),
+        await self._store.run(
+            lambda c: c.execute(
+                f"UPDATE {_PG_TABLE} SET notified_at = $2 WHERE key = ANY($1::text[])",  # noqa: S608
+                list(keys),
+                time.time(),
+            )
         )
 
-    async def backlog(self) -> tuple[int, float | None]:
-        pool = await self._store.pool()
-        row = await pool.fetchrow(
-            f"SELECT count(*), min(d.deferred_at) FROM {_PG_TABLE} d JOIN {TABLE} e "  # noqa: S608
-            "ON e.key = d.key WHERE e.state IN ('pending', 'in_flight')"
-        )
-        return int(row[0]), row[1]
+    async def backlog(self) -> tuple[int, float | None, int]:
+        sql = _BACKLOG.format(deferrals=_PG_TABLE, entries=TABLE)
+        row = await self._store.run(lambda c: c.fetchrow(sql))
+        return int(row[0]), row[1], int(row[2] or 0)
 
     async def get(self, key: str) -> Deferred | None:
-        pool = await self._store.pool()
-        row = await pool.fetchrow(
-            f"SELECT {_FIELDS} FROM {_PG_TABLE} WHERE key = $1",  # noqa: S608
-            key,
+        row = await self._store.run(
+            lambda c: c.fetchrow(
+                f"SELECT {_FIELDS} FROM {_PG_TABLE} WHERE key = $1",  # noqa: S608
+                key,
+            )
         )
         return Deferred.of(tuple(row)) if row is not None else None
 
     async def rewind(self) -> None:
-        pool = await self._store.pool()
-        await pool.execute(
-            f"UPDATE {TABLE} AS o SET available_at = to_timestamp(d.deferred_at) "  # noqa: S608
-            f"FROM {_PG_TABLE} d WHERE d.key = o.key AND o.state = 'pending' "
-            "AND d.notified_at IS NULL"
+        await self._store.run(
+            lambda c: c.execute(
+                f"UPDATE {TABLE} AS o SET available_at = to_timestamp(d.deferred_at) "  # noqa: S608
+                f"FROM {_PG_TABLE} d WHERE d.key = o.key AND o.state = 'pending' "
+                "AND o.failures = 0 AND d.notified_at IS NULL"
+            )
         )

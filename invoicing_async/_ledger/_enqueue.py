@@ -7,6 +7,11 @@ backends, :data:`UPSERT_SET`). An entry in flight stays in flight (its request i
 an identical document is not sent twice); if that request's content is then refused
 while a changed document waits, the settlement puts the entry back to be sent (the
 backends' ``_SETTLE`` compare the refused content's fingerprint with the stored one).
+
+A poison document is not revived by being enqueued again unchanged (an application
+that enqueues on every save): a parked entry stays parked, and one backing off keeps
+its wait and its count of failed rounds. Changed content is a new document to the
+budget: sent at once, with no failed rounds.
 """
 
 from __future__ import annotations
@@ -24,14 +29,21 @@ if TYPE_CHECKING:
 
 __all__ = ["UPSERT_SET", "Ready", "ready"]
 
-#: The ``ON CONFLICT (key) DO UPDATE SET`` clause of an enqueue (``{t}``: the table).
+#: The same content as the stored document (a batch's ledger row has none).
+_SAME = "COALESCE({t}.doc_fingerprint, '') = excluded.doc_fingerprint"
+#: The ``ON CONFLICT (key) DO UPDATE SET`` clause of an enqueue (``{t}``: the table,
+#: ``{now}``: the backend's time of day).
 UPSERT_SET = (
     "document = excluded.document, encrypted = excluded.encrypted, "
     "doc_fingerprint = excluded.doc_fingerprint, "
     "state = CASE WHEN {t}.state = 'in_flight' THEN {t}.state "
     "WHEN {t}.final AND {t}.status IN ('accepted', 'duplicate') THEN {t}.state "
     "WHEN {t}.final AND {t}.fingerprint = excluded.doc_fingerprint THEN {t}.state "
-    "ELSE 'pending' END"
+    "WHEN {t}.state = 'parked' AND " + _SAME + " THEN {t}.state "
+    "ELSE 'pending' END, "
+    "failures = CASE WHEN {t}.state = 'in_flight' OR " + _SAME + " THEN {t}.failures "
+    "ELSE 0 END, "
+    "available_at = CASE WHEN " + _SAME + " THEN {t}.available_at ELSE {now} END"
 )
 
 

@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IN_FLIGHT",
+    "PARKED",
     "PENDING",
+    "STATES",
     "LedgerEntry",
     "entry_from_row",
     "outcome_from_json",
@@ -34,6 +36,12 @@ __all__ = [
 PENDING = "pending"
 #: A request for the entry may be out (or an outbox worker holds it).
 IN_FLIGHT = "in_flight"
+#: An outbox entry that failed ``RetryPolicy.max_rounds`` rounds: it needs attention.
+#: No worker claims it until it is marked to be sent again (``retry``); it keeps its
+#: last outcome, and whether a request for it may have been committed.
+PARKED = "parked"
+#: The states an entry shows as its status (the others show their outcome's).
+STATES = (PENDING, IN_FLIGHT, PARKED)
 
 
 @attrs.frozen(kw_only=True)
@@ -45,8 +53,8 @@ class LedgerEntry:
 
     #: The document's identity (:func:`~invoicing_async.document_key`, or ``key=``).
     key: str
-    #: ``"pending"``, ``"in_flight"``, or the :class:`~invoicing_async.OutcomeStatus` of
-    #: its last outcome.
+    #: ``"pending"``, ``"in_flight"``, ``"parked"`` (an outbox entry that needs
+    #: attention), or the :class:`~invoicing_async.OutcomeStatus` of its last outcome.
     status: OutcomeStatus | str
     #: The last outcome recorded, if any (a pending entry may have one: the reason it
     #: is sent again).
@@ -60,6 +68,16 @@ class LedgerEntry:
     fingerprint: str | None = None
     #: When the entry last changed.
     updated_at: dt.datetime | None = None
+    #: Outbox entries: rounds that failed against its budget (``RetryPolicy.max_rounds``)
+    #: since it was enqueued with this content or last marked to be sent again.
+    #:
+    #: .. versionadded:: 0.4.0
+    failures: int = 0
+    #: Outbox entries: when a worker may claim it next (a pending entry backing off
+    #: after a failed round waits until then); ``None``: at once, or a batch's ledger.
+    #:
+    #: .. versionadded:: 0.4.0
+    available_at: dt.datetime | None = None
 
 
 def outcome_json(outcome: Outcome) -> str:
@@ -87,11 +105,13 @@ def entry_from_row(
     fingerprint: str | None,
     outcome: str | bytes | dict[str, Any] | None,
     updated_at: dt.datetime | None,
+    failures: int = 0,
+    available_at: dt.datetime | None = None,
 ) -> LedgerEntry:
     """A stored row as an entry (both backends store the same columns)."""
     recorded = outcome_from_json(outcome, key=key) if outcome is not None else None
     shown: OutcomeStatus | str = state
-    if state not in (PENDING, IN_FLIGHT):
+    if state not in STATES:
         shown = OutcomeStatus(status) if status else PENDING
     return LedgerEntry(
         key=key,
@@ -101,4 +121,6 @@ def entry_from_row(
         maybe_committed=maybe_committed or status == OutcomeStatus.UNKNOWN.value,
         fingerprint=fingerprint,
         updated_at=updated_at,
+        failures=failures,
+        available_at=available_at,
     )

@@ -4,8 +4,10 @@ Claims take pending rows, and rows whose lease expired, with ``FOR UPDATE SKIP
 LOCKED`` (workers never wait for each other); a claim writes a fresh lease id and an
 expiry that the worker's heartbeat extends. Every later write of the worker checks the
 lease id (fencing): once another worker has claimed a row, the first one can neither
-mark it sending nor overwrite the newer outcome. Schema creation is idempotent and
-serialised by an advisory lock, so every worker may call it at start.
+mark it sending nor overwrite the newer outcome. :meth:`PostgresStore.setup` reads the
+table's format first and runs DDL only to create or upgrade it (:mod:`._schema`), one
+upgrader at a time and under a ``lock_timeout``: a worker starting beside an
+application's open transaction on the outbox never waits behind it.
 
 A worker writes several rows at once from concurrent tasks (marking requests sent,
 settling outcomes, extending leases): every multi-row write locks its rows in the order
@@ -15,6 +17,15 @@ connection, a database restarting or refusing connections is
 :class:`~invoicing_async.LedgerError` with reason ``unavailable``: the worker waits for
 the database and goes on (:mod:`invoicing_async._worker`).
 
+Every statement runs in :meth:`PostgresStore.run`, on a connection of the pool held
+for that operation alone, and a connection on which anything but an SQL error happened
+(lost, cancelled mid-statement) is terminated, never used again. A restarting server
+ends each idle session with a FATAL message: asyncpg's protocol then expects the end
+of an operation that never began, and the next statement started on that connection
+before the socket closes fails with ``InternalClientError: cannot switch to state …;
+another operation (2) is in progress`` (2: consuming an error). That is the connection
+lost, as :class:`~invoicing_async.LedgerError` ``unavailable`` like any other.
+
 asyncpg is imported when an outbox is first used: the extra
 ``invoicing-async[postgres]`` installs it.
 """
@@ -22,6 +33,7 @@ asyncpg is imported when an outbox is first used: the extra
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -29,7 +41,8 @@ from invoicing_async._errors import LedgerError
 from invoicing_async._outcomes import OutcomeStatus
 
 from ._enqueue import UPSERT_SET
-from ._entry import IN_FLIGHT, PENDING, LedgerEntry, entry_from_row
+from ._entry import PARKED, STATES, LedgerEntry, entry_from_row
+from ._schema import POSTGRES_VERSION, TABLE, postgres_version, upgrade_postgres
 from ._store import Claim, Settlement, make_claim
 
 if TYPE_CHECKING:
@@ -48,42 +61,21 @@ _ATTEMPTS = 5
 #: the database is there, or will be, but not now. Class 08 (connection exceptions) too.
 _UNAVAILABLE = frozenset({"57P01", "57P02", "57P03", "53300"})
 
-TABLE = "invoicing_outbox"
-SCHEMA_VERSION = 1
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS {TABLE} (
-    id bigserial PRIMARY KEY,
-    key text NOT NULL UNIQUE,
-    state text NOT NULL DEFAULT 'pending',
-    status text,
-    final boolean NOT NULL DEFAULT false,
-    ambiguous boolean NOT NULL DEFAULT false,
-    sending boolean NOT NULL DEFAULT false,
-    fingerprint text,
-    attempts integer NOT NULL DEFAULT 0,
-    claims integer NOT NULL DEFAULT 0,
-    outcome text,
-    document bytea NOT NULL,
-    encrypted boolean NOT NULL DEFAULT true,
-    doc_fingerprint text,
-    available_at timestamptz NOT NULL DEFAULT now(),
-    lease text,
-    lease_until timestamptz,
-    enqueued_at timestamptz NOT NULL DEFAULT now(),
-    updated_at timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX IF NOT EXISTS {TABLE}_pending ON {TABLE} (available_at, id)
-    WHERE state = 'pending';
-CREATE INDEX IF NOT EXISTS {TABLE}_leased ON {TABLE} (lease_until) WHERE state = 'in_flight';
-CREATE INDEX IF NOT EXISTS {TABLE}_lease ON {TABLE} (lease) WHERE lease IS NOT NULL;
-CREATE TABLE IF NOT EXISTS {TABLE}_schema (version integer NOT NULL);
-"""
-_COLUMNS = "key, state, status, final, ambiguous, sending, fingerprint, outcome, updated_at"
+#: The table's format (:mod:`._schema`).
+SCHEMA_VERSION = POSTGRES_VERSION
+#: Seconds an upgrade of the table waits for a lock before it gives up and says why.
+LOCK_TIMEOUT = 5.0
+#: lock_not_available: a lock waited for longer than ``lock_timeout``.
+_LOCK_NOT_AVAILABLE = "55P03"
+_COLUMNS = (
+    "key, state, status, final, ambiguous, sending, fingerprint, outcome, updated_at, "
+    "failures, available_at"
+)
 _INSERT = (
     f"INSERT INTO {TABLE} (key, document, encrypted, doc_fingerprint) "  # noqa: S608
     "VALUES ($1, $2, $3, $4) ON CONFLICT (key) DO UPDATE SET "
-    + UPSERT_SET.format(t=TABLE)
-    + ", available_at = now(), updated_at = now()"
+    + UPSERT_SET.format(t=TABLE, now="now()")
+    + ", updated_at = now()"
 )
 _CLAIM = f"""
 WITH fresh AS (
@@ -99,7 +91,7 @@ UPDATE {TABLE} AS o SET state = 'in_flight', lease = $2,
     lease_until = now() + make_interval(secs => $3), claims = o.claims + 1, updated_at = now()
 FROM chosen WHERE o.id = chosen.id
 RETURNING o.id, o.key, o.document, o.encrypted, o.status, o.ambiguous, o.sending, o.claims,
-    o.outcome
+    o.outcome, o.failures, o.doc_fingerprint
 """  # noqa: S608
 
 
@@ -114,20 +106,26 @@ def _in_id_order(where: str, statement: str) -> str:
 
 
 # A final refusal of content that was replaced while in flight (enqueued again, changed)
-# is not final for the new content: the entry goes back to be sent.
+# is not final for the new content, and a failed round is not charged to it: the entry
+# goes back to be sent at once, with no failed rounds.
 _STALE = "(t.fingerprint IS NOT NULL AND o.doc_fingerprint IS DISTINCT FROM t.fingerprint)"
+_REPLACED = "(t.state != 'done' AND o.doc_fingerprint IS DISTINCT FROM t.content)"
+_FRESH = f"({_STALE} OR {_REPLACED})"
 _SETTLE = _in_id_order(
     "id = ANY($1::bigint[])",
     f"""UPDATE {TABLE} AS o SET
-    state = CASE WHEN {_STALE} THEN 'pending' ELSE t.state END, status = t.status,
+    state = CASE WHEN {_FRESH} THEN 'pending' ELSE t.state END, status = t.status,
     final = t.final AND NOT {_STALE},
     ambiguous = o.ambiguous OR t.ambiguous, sending = false, fingerprint = t.fingerprint,
     attempts = t.attempts, outcome = t.outcome,
-    available_at = now() + make_interval(secs => t.delay), lease = NULL, lease_until = NULL,
-    updated_at = now()
+    failures = CASE WHEN {_FRESH} THEN 0 ELSE t.failures END,
+    available_at = now() + CASE WHEN {_FRESH} THEN interval '0' ELSE make_interval(secs => t.delay)
+        END,
+    lease = NULL, lease_until = NULL, updated_at = now()
 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::boolean[],
-    $7::text[], $8::integer[], $9::text[], $10::float8[])
-    AS t(id, lease, state, status, final, ambiguous, fingerprint, attempts, outcome, delay),
+    $7::text[], $8::integer[], $9::text[], $10::float8[], $11::integer[], $12::text[])
+    AS t(id, lease, state, status, final, ambiguous, fingerprint, attempts, outcome, delay,
+        failures, content),
     locked
 WHERE o.id = t.id AND o.id = locked.id AND o.lease = t.lease AND o.state = 'in_flight'
 RETURNING o.id""",  # noqa: S608
@@ -154,7 +152,8 @@ _RELEASE = _in_id_order(
 _RETRY = _in_id_order(
     "key = ANY($1::text[]) AND state != 'in_flight'",
     f"UPDATE {TABLE} AS o SET state = 'pending', final = false, available_at = now(), "  # noqa: S608
-    "updated_at = now() FROM locked WHERE o.id = locked.id RETURNING o.id",
+    "failures = 0, claims = 0, updated_at = now() FROM locked WHERE o.id = locked.id "
+    "RETURNING o.id",
 )
 _FORGET = _in_id_order(
     "key = ANY($1::text[])",
@@ -174,7 +173,8 @@ def _driver() -> Any:
 
 
 def _entry(row: Any) -> LedgerEntry:
-    key, state, status, final, ambiguous, sending, fingerprint, outcome, updated = row
+    key, state, status, final, ambiguous, sending, fingerprint, outcome, updated = row[:9]
+    failures, available = row[9:11]
     return entry_from_row(
         key,
         state,
@@ -184,6 +184,8 @@ def _entry(row: Any) -> LedgerEntry:
         fingerprint=fingerprint,
         outcome=outcome,
         updated_at=updated,
+        failures=failures,
+        available_at=available,
     )
 
 
@@ -194,14 +196,17 @@ class PostgresStore:
         self._dsn = dsn
         self._pool_size = pool_size
         self._pool: Any = None
+        self._current = False  # the table is known to be of the current format
 
     async def pool(self) -> Any:
         """The connection pool, created on first use."""
         if self._pool is None:
             asyncpg = _driver()
             try:
+                # No floor of idle connections: none is kept open (and re-opened in the
+                # background while the database is down) for nothing.
                 self._pool = await asyncpg.create_pool(
-                    self._dsn, min_size=1, max_size=self._pool_size
+                    self._dsn, min_size=0, max_size=self._pool_size
                 )
             except Exception as exc:  # noqa: BLE001  (asyncpg's errors, OSError, timeouts: typed)
                 raise _failure(
@@ -209,15 +214,20 @@ class PostgresStore:
                 ) from None
         return self._pool
 
-    async def _run(
+    async def run(
         self, operation: Callable[[Any], Awaitable[T]], *, transaction: bool = False
     ) -> T:
         """``operation(connection)`` on a pooled connection, in a transaction if asked.
 
-        One statement needs none: it is a transaction of its own.
+        One statement needs none: it is a transaction of its own. The connection is this
+        operation's alone until it returns; if anything but an SQL error happens on it
+        (the connection lost, the operation cancelled mid-statement, asyncpg's protocol
+        out of step after the server ended the session), it is terminated, never used
+        again.
 
         A deadlock or serialization failure runs it again (a few times, after a short
-        random pause); a lost or refused connection is ``LedgerError("unavailable")``.
+        random pause); a lost or refused connection is ``LedgerError("unavailable")``,
+        a lock waited for too long ``LedgerError("locked")``.
         """
         asyncpg = _driver()
         attempt = 0
@@ -226,16 +236,27 @@ class PostgresStore:
             pool = await self.pool()
             try:
                 async with pool.acquire() as connection:
-                    if not transaction:
-                        return await operation(connection)
-                    async with connection.transaction():
-                        return await operation(connection)
+                    try:
+                        if not transaction:
+                            return await operation(connection)
+                        async with connection.transaction():
+                            return await operation(connection)
+                    except asyncpg.PostgresError:
+                        raise  # the server's answer to a statement: the session goes on
+                    except BaseException:
+                        connection.terminate()
+                        raise
             except asyncpg.PostgresError as exc:
                 if exc.sqlstate in _RETRIED and attempt < _ATTEMPTS:
                     await asyncio.sleep(random.uniform(0, 0.02 * attempt))
                     continue
                 raise _failure(asyncpg, exc, "cannot use the outbox") from None
-            except (OSError, asyncio.TimeoutError, asyncpg.InterfaceError) as exc:
+            except (
+                OSError,
+                asyncio.TimeoutError,
+                asyncpg.InterfaceError,
+                asyncpg.InternalClientError,
+            ) as exc:
                 raise _failure(asyncpg, exc, "cannot use the outbox") from None
 
     async def close(self) -> None:
@@ -244,34 +265,87 @@ class PostgresStore:
             self._pool = None
 
     async def setup(self) -> None:
-        """Create (or migrate) the table and its indexes; safe to call from every worker."""
+        """Create or upgrade the table if it is missing or older; safe from every worker.
+
+        The format is read first (a plain read, waiting for nobody's lock): a current
+        table is left alone, however long an application's transaction holds it.
+        """
+        if self._current:
+            return
+        found = await self.run(postgres_version)
+        if found < POSTGRES_VERSION:
+            try:
+                found = await self._upgrade()  # the format found under the upgrade's lock
+            except LedgerError as exc:
+                if exc.reason != "locked":
+                    raise
+                raise await self._blocked(found) from None
+        if found > POSTGRES_VERSION:
+            raise LedgerError(
+                f"the outbox table was made by a newer version (format {found})",
+                reason="unreadable",
+            )
+        self._current = True
+
+    async def _upgrade(self) -> int:
+        upgrade = functools.partial(upgrade_postgres, lock_timeout=LOCK_TIMEOUT)
+        return await self.run(upgrade, transaction=True)
+
+    async def create_missing(self, table: str, statements: Sequence[str]) -> None:
+        """Create ``table`` with ``statements`` unless it exists (read first, like setup)."""
+        if await self.run(lambda c: c.fetchval("SELECT to_regclass($1) IS NOT NULL", table)):
+            return
 
         async def create(connection: Any) -> None:
-            await connection.execute("SELECT pg_advisory_xact_lock(hashtext($1))", TABLE)
-            await connection.execute(_SCHEMA)
-            version = await connection.fetchval(f"SELECT max(version) FROM {TABLE}_schema")  # noqa: S608
-            if version is None:
-                await connection.execute(
-                    f"INSERT INTO {TABLE}_schema (version) VALUES ($1)",  # noqa: S608
-                    SCHEMA_VERSION,
-                )
-            elif version > SCHEMA_VERSION:
-                raise LedgerError(
-                    f"the outbox table was made by a newer version (format {version})",
-                    reason="unreadable",
-                )
+            await connection.execute(f"SET LOCAL lock_timeout = {round(LOCK_TIMEOUT * 1000)}")
+            await connection.execute("SELECT pg_advisory_xact_lock(hashtext($1))", table)
+            for statement in statements:
+                await connection.execute(statement)
 
-        await self._run(create, transaction=True)
+        try:
+            await self.run(create, transaction=True)
+        except LedgerError as exc:
+            if exc.reason != "locked":
+                raise
+            raise await self._blocked(None, table) from None
+
+    async def _blocked(self, found: int | None, table: str = TABLE) -> LedgerError:
+        """The error of a table change that waited too long: who holds the table.
+
+        The sessions holding a lock on it are named by process id, state and the start
+        of their transaction, never by their statements (an application's statement may
+        hold anything).
+        """
+        what = (
+            f"create the table {table}"
+            if not found
+            else f"upgrade the outbox table {table} from format {found} to {POSTGRES_VERSION}"
+        )
+        holders = ""
+        try:
+            rows = await self.run(lambda c: _rows(c.fetch(_HOLDERS, table)))
+        except LedgerError:
+            rows = []
+        if rows:
+            holders = " (held by " + "; ".join(_holder(row) for row in rows) + ")"
+        return LedgerError(
+            f"cannot {what}: another transaction holds a lock on it{holders} for longer "
+            f"than {LOCK_TIMEOUT:g} s. An application's transaction that enqueued and is "
+            "still open, or a long query, blocks the change: commit or end it, then try "
+            "again (nothing was changed)",
+            reason="locked",
+        )
 
     async def insert(self, documents: Sequence[Ready], connection: Any = None) -> None:
         rows = [(d.key, d.body, d.encrypted, d.fingerprint) for d in documents]
+        await self.setup()  # once: the table of this version's format
         if connection is not None:  # the caller's transaction
             await connection.executemany(_INSERT, rows)
             return
-        await self._run(lambda own: own.executemany(_INSERT, rows), transaction=True)
+        await self.run(lambda own: own.executemany(_INSERT, rows), transaction=True)
 
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:
-        return await self._run(lambda connection: _rows(connection.fetch(sql, *args)))
+        return await self.run(lambda connection: _rows(connection.fetch(sql, *args)))
 
     # --- the worker's side ----------------------------------------------------------------
 
@@ -288,6 +362,8 @@ class PostgresStore:
                 maybe_committed=row["ambiguous"] or row["sending"],
                 claims=row["claims"],
                 outcome=row["outcome"],
+                failures=row["failures"],
+                content=row["doc_fingerprint"],
             )
             for row in rows
         ]
@@ -306,7 +382,7 @@ class PostgresStore:
             [getattr(s, name) for s in items]
             for name in (
                 "id", "lease", "state", "status", "final", "ambiguous", "fingerprint",
-                "attempts", "outcome", "delay",
+                "attempts", "outcome", "delay", "failures", "content",
             )
         ]  # fmt: skip
         rows = await self._fetch(_SETTLE, *columns)
@@ -321,6 +397,10 @@ class PostgresStore:
         )
         return int(rows[0][0])
 
+    async def parked(self) -> int:
+        rows = await self._fetch(f"SELECT count(*) FROM {TABLE} WHERE state = $1", PARKED)  # noqa: S608
+        return int(rows[0][0])
+
     # --- reading and marking --------------------------------------------------------------
 
     async def get(self, key: str) -> LedgerEntry | None:
@@ -330,7 +410,7 @@ class PostgresStore:
     async def entries(self, status: OutcomeStatus | str | None) -> AsyncIterator[LedgerEntry]:
         wanted = status.value if isinstance(status, OutcomeStatus) else status
         where, args = "key > $1", []
-        if wanted in (PENDING, IN_FLIGHT):
+        if wanted in STATES:
             where, args = "key > $1 AND state = $2", [wanted]
         elif wanted is not None:
             where, args = "key > $1 AND state = 'done' AND status = $2", [wanted]
@@ -365,18 +445,47 @@ async def _rows(fetching: Awaitable[Any]) -> list[Any]:
     return list(await fetching)
 
 
+#: The sessions (other than ours) holding a lock on a table.
+_HOLDERS = """
+SELECT DISTINCT a.pid, a.state, a.xact_start, a.application_name
+FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.relation = to_regclass($1) AND l.granted AND a.pid <> pg_backend_pid()
+ORDER BY a.pid
+"""
+
+
+def _holder(row: Any) -> str:
+    pid, state, started, application = row
+    words = [f"pid {pid}"]
+    if application:
+        words.append(repr(application))
+    if state:
+        words.append(str(state))
+    if started is not None:
+        words.append(f"in a transaction since {started.isoformat(timespec='seconds')}")
+    return ", ".join(words)
+
+
 def _failure(
     asyncpg: Any, error: BaseException, what: str, *, otherwise: str = "write_failed"
 ) -> LedgerError:
     """The ``LedgerError`` for a failure of the database: ``unavailable`` if it may pass."""
     sqlstate = getattr(error, "sqlstate", None) or ""
     transient = (
-        isinstance(error, (OSError, asyncio.TimeoutError, asyncpg.InterfaceError))
+        isinstance(
+            error,
+            (OSError, asyncio.TimeoutError, asyncpg.InterfaceError, asyncpg.InternalClientError),
+        )
         or sqlstate.startswith("08")
         or sqlstate in _UNAVAILABLE
         or sqlstate in _RETRIED
     )
-    return LedgerError(
-        f"{what}: {type(error).__name__}: {error}",
-        reason="unavailable" if transient else otherwise,
-    )
+    reason = "unavailable" if transient else otherwise
+    if sqlstate == _LOCK_NOT_AVAILABLE:
+        reason = "locked"
+    if isinstance(error, asyncpg.InternalClientError):  # see the module docstring
+        return LedgerError(
+            f"{what}: the connection was lost (the server ended the session; asyncpg: {error})",
+            reason=reason,
+        )
+    return LedgerError(f"{what}: {type(error).__name__}: {error}", reason=reason)

@@ -10,7 +10,9 @@
   outbox entry), whether to send it, and whether a ``409`` would be its own commit, or
   to report the recorded outcome without sending (a refusal: if the content, compared by
   digest once prepared, has not changed).
-* :func:`requeue` decides whether an outbox worker puts an entry back to be sent later.
+* :func:`requeue` decides whether an outbox worker puts an entry back to be sent later,
+  and :func:`charged` whether that round counts against the entry's budget of rounds
+  (``RetryPolicy.max_rounds``, after which it is parked).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 
     from ._entry import LedgerEntry
 
-__all__ = ["decide", "digest_of", "is_final", "needs_fingerprint", "requeue"]
+__all__ = ["charged", "decide", "digest_of", "is_final", "needs_fingerprint", "requeue"]
 
 _HELD = (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE)
 
@@ -65,6 +67,20 @@ def requeue(outcome: Outcome, *, final: bool, resend_ambiguous: bool) -> bool:
     if final:
         return False
     return outcome.status is not OutcomeStatus.UNKNOWN or resend_ambiguous
+
+
+def charged(outcome: Outcome) -> bool:
+    """Whether a round put back after ``outcome`` counts against the entry's budget.
+
+    Only an ``unknown`` outcome: the provider may have received the document and
+    failed on it (a 5xx, a connection reset or a timeout after sending, a 408), which a
+    poison document does every time. ``not_sent`` never counts: the provider certainly
+    did not process the document (it was unreachable, asked for fewer requests, or the
+    worker did not send it: the breaker, a deadline), which says nothing against the
+    document, and a long outage must not park a whole backlog; nor does a refusal that
+    blames the configuration (401/403): fixing the key lets every entry through.
+    """
+    return outcome.status is OutcomeStatus.UNKNOWN
 
 
 def decide(entry: LedgerEntry | None, *, resend_ambiguous: bool) -> Verdict:

@@ -36,6 +36,7 @@ from invoicing_async._errors import LedgerError
 from invoicing_async._log import ledger as log
 
 from ._lockfile import LockFile
+from ._schema import SQLITE_VERSION, upgrade_sqlite
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -46,28 +47,8 @@ __all__ = ["SCHEMA_VERSION", "Insert", "LedgerFile", "connect"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS entries (
-    key TEXT PRIMARY KEY,
-    state TEXT NOT NULL,
-    status TEXT,
-    final INTEGER NOT NULL DEFAULT 0,
-    ambiguous INTEGER NOT NULL DEFAULT 0,
-    sending INTEGER NOT NULL DEFAULT 0,
-    fingerprint TEXT,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    claims INTEGER NOT NULL DEFAULT 0,
-    outcome TEXT,
-    document BLOB,
-    encrypted INTEGER NOT NULL DEFAULT 1,
-    doc_fingerprint TEXT,
-    available_at REAL NOT NULL DEFAULT 0,
-    lease TEXT,
-    updated_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS entries_open ON entries (state, available_at) WHERE state != 'done';
-"""
+#: The file's format (``PRAGMA user_version``); its upgrade steps are in :mod:`._schema`.
+SCHEMA_VERSION = SQLITE_VERSION
 _GROUP = 64  # hand-overs per transaction at most
 _ROWS = 256  # statements nobody waits for, gathered before a hand-over
 _DELAY = 0.1  # seconds such statements wait for company at most
@@ -87,8 +68,8 @@ def connect(
     """Open (creating 0600 if missing) and check a ledger file; the schema is created.
 
     With ``create=False`` the file must exist and be a ledger already: nothing is
-    created or changed by opening it (``LedgerError``, reason ``missing`` or
-    ``unreadable``, otherwise).
+    created by opening it (``LedgerError``, reason ``missing`` or ``unreadable``,
+    otherwise); a ledger of an older format is upgraded.
     """
     try:
         fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o600)
@@ -118,16 +99,14 @@ def connect(
                 f"the ledger {path} was written by a newer version (format {version})",
                 reason="unreadable",
             )
-        if not create and version < SCHEMA_VERSION:
+        if not create and version == 0:
             connection.close()
             raise LedgerError(f"{path} is not a ledger", reason="unreadable")
         if create:
             connection.execute("PRAGMA journal_mode=WAL")
         connection.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
-        if version < SCHEMA_VERSION:
-            connection.executescript(
-                f"BEGIN IMMEDIATE;{_SCHEMA}PRAGMA user_version={SCHEMA_VERSION};COMMIT;"
-            )
+        if version < SCHEMA_VERSION:  # created, or written by an older version: upgraded
+            upgrade_sqlite(connection)
     except sqlite3.DatabaseError as exc:
         if connection is not None:  # a file refused here is not held open
             connection.close()

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from invoicing_async._errors import LedgerError
 from invoicing_async._outcomes import OutcomeStatus
 
-from ._entry import IN_FLIGHT, PENDING, LedgerEntry, entry_from_row, outcome_json
+from ._entry import STATES, LedgerEntry, entry_from_row, outcome_json
 from ._rules import decide, digest_of, is_final
 from ._sqlite_file import Insert, LedgerFile
 
@@ -35,10 +35,13 @@ if TYPE_CHECKING:
     from invoicing_async._journal import Verdict
     from invoicing_async._outcomes import Outcome
 
-__all__ = ["COLUMNS", "Ledger", "ledger_journal", "row_entry"]
+__all__ = ["COLUMNS", "Ledger", "file_of", "hold", "ledger_journal", "let_go", "row_entry"]
 
 #: The columns :func:`row_entry` reads, in order.
-COLUMNS = "key, state, status, final, ambiguous, sending, fingerprint, outcome, updated_at"
+COLUMNS = (
+    "key, state, status, final, ambiguous, sending, fingerprint, outcome, updated_at, "
+    "failures, available_at"
+)
 _LOOKUP_CHUNK = 500  # keys per query (SQLite allows 32766 parameters)
 _PAGE = 500
 _SENDING = Insert(
@@ -65,7 +68,8 @@ _SETTLE = Insert(
 
 def row_entry(row: Sequence[Any]) -> LedgerEntry:
     """A row of :data:`COLUMNS` as an entry."""
-    key, state, status, final, ambiguous, sending, fingerprint, outcome, updated = row
+    key, state, status, final, ambiguous, sending, fingerprint, outcome, updated = row[:9]
+    failures, available = row[9:11]
     return entry_from_row(
         key,
         state,
@@ -75,6 +79,8 @@ def row_entry(row: Sequence[Any]) -> LedgerEntry:
         fingerprint=fingerprint,
         outcome=outcome,
         updated_at=dt.datetime.fromtimestamp(updated, dt.timezone.utc),
+        failures=int(failures),
+        available_at=dt.datetime.fromtimestamp(available, dt.timezone.utc) if available else None,
     )
 
 
@@ -171,7 +177,8 @@ class Ledger:
         """Mark entries for sending again (even final ones); returns how many exist.
 
         The next batch (or outbox worker) sends them; one that may have been committed
-        keeps that knowledge, so a ``409`` is still its own commit.
+        keeps that knowledge, so a ``409`` is still its own commit. A parked outbox entry
+        is claimed again, with a fresh budget of rounds.
         """
         keys = list(keys)
         now = time.time()
@@ -179,7 +186,7 @@ class Ledger:
             lambda c: _each(
                 c,
                 "UPDATE entries SET state = 'pending', final = 0, available_at = 0, "
-                "lease = NULL, updated_at = ? WHERE key = ? AND "
+                "failures = 0, claims = 0, lease = NULL, updated_at = ? WHERE key = ? AND "
                 "(state != 'in_flight' OR lease IS NULL)",
                 [(now, key) for key in keys],
             )
@@ -338,6 +345,24 @@ async def ledger_journal(
         await ledger.close()
 
 
+# --- the seam of the outbox kept in a ledger's file (_sqlite_outbox, deferrals) -----------
+
+
+def file_of(ledger: Ledger) -> LedgerFile:
+    """The file of ``ledger``: the outbox and the deferrals kept in it write through it."""
+    return ledger._file  # noqa: SLF001  (this module's own class)
+
+
+async def hold(ledger: Ledger) -> None:
+    """Open ``ledger`` if needed and take the lock of the one process that sends."""
+    await ledger._acquire()  # noqa: SLF001
+
+
+def let_go(ledger: Ledger) -> None:
+    """Give back the lock :func:`hold` took."""
+    ledger._release()  # noqa: SLF001
+
+
 def _lookup(connection: sqlite3.Connection, keys: list[str]) -> list[Any]:
     marks = ",".join("?" * len(keys))
     return connection.execute(
@@ -349,7 +374,7 @@ def _lookup(connection: sqlite3.Connection, keys: list[str]) -> list[Any]:
 def _page(connection: sqlite3.Connection, after: str, status: str | None) -> list[Any]:
     where = "key > ?"
     args: list[Any] = [after]
-    if status in (PENDING, IN_FLIGHT):
+    if status in STATES:
         where += " AND state = ?"
         args.append(status)
     elif status is not None:

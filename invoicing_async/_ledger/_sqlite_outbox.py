@@ -10,6 +10,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ._enqueue import UPSERT_SET
+from ._entry import PARKED
+from ._sqlite_ledger import file_of, hold
 from ._store import Claim, Settlement, make_claim
 
 if TYPE_CHECKING:
@@ -25,18 +27,22 @@ __all__ = ["SqliteStore", "insert", "worker_store"]
 _INSERT = (
     "INSERT INTO entries (key, state, document, encrypted, doc_fingerprint, available_at, "  # noqa: S608
     "updated_at) VALUES (?, 'pending', ?, ?, ?, 0, ?) ON CONFLICT (key) DO UPDATE SET "
-    + UPSERT_SET.format(t="entries")
-    + ", available_at = 0, updated_at = excluded.updated_at"
+    + UPSERT_SET.format(t="entries", now="excluded.available_at")
+    + ", updated_at = excluded.updated_at"
 )
 
 # A final refusal of content replaced while in flight (enqueued again, changed) is not
-# final for the new content: the entry goes back to be sent (see _postgres_outbox._SETTLE).
+# final for the new content, and a failed round is not charged to it: the entry goes
+# back to be sent at once (see _postgres_outbox._SETTLE).
 _STALE = "(:fingerprint IS NOT NULL AND doc_fingerprint IS NOT :fingerprint)"
+_FRESH = f"({_STALE} OR (:state != 'done' AND doc_fingerprint IS NOT :content))"
 _SETTLE = (
-    f"UPDATE entries SET state = CASE WHEN {_STALE} THEN 'pending' ELSE :state END, "  # noqa: S608
+    f"UPDATE entries SET state = CASE WHEN {_FRESH} THEN 'pending' ELSE :state END, "  # noqa: S608
     f"status = :status, final = :final AND NOT {_STALE}, "
     "ambiguous = ambiguous OR :ambiguous, sending = 0, fingerprint = :fingerprint, "
-    "attempts = :attempts, outcome = :outcome, available_at = :available_at, lease = NULL, "
+    f"attempts = :attempts, outcome = :outcome, "
+    f"failures = CASE WHEN {_FRESH} THEN 0 ELSE :failures END, "
+    f"available_at = CASE WHEN {_FRESH} THEN :now ELSE :available_at END, lease = NULL, "
     "updated_at = :now WHERE key = :key AND lease = :lease AND state = 'in_flight'"
 )
 
@@ -69,9 +75,9 @@ class SqliteStore:
         def claim(c: sqlite3.Connection) -> list[Any]:
             now = time.time()
             rows = c.execute(
-                "SELECT key, document, encrypted, status, ambiguous, sending, claims, outcome "
-                "FROM entries WHERE state = 'pending' AND available_at <= ? AND document IS "
-                "NOT NULL ORDER BY available_at LIMIT ?",
+                "SELECT key, document, encrypted, status, ambiguous, sending, claims, outcome, "
+                "failures, doc_fingerprint FROM entries WHERE state = 'pending' AND "
+                "available_at <= ? AND document IS NOT NULL ORDER BY available_at LIMIT ?",
                 (now, limit),
             ).fetchall()
             c.executemany(
@@ -83,19 +89,19 @@ class SqliteStore:
 
         return [
             make_claim(
-                key,
+                row[0],
                 lease,
-                key=key,
-                document=document,
-                encrypted=bool(encrypted),
-                status=status,
-                maybe_committed=bool(ambiguous or sending),
-                claims=claims + 1,
-                outcome=outcome,
+                key=row[0],
+                document=row[1],
+                encrypted=bool(row[2]),
+                status=row[3],
+                maybe_committed=bool(row[4] or row[5]),
+                claims=row[6] + 1,
+                outcome=row[7],
+                failures=row[8],
+                content=row[9],
             )
-            for key, document, encrypted, status, ambiguous, sending, claims, outcome in (
-                await self._file.call(claim)
-            )
+            for row in await self._file.call(claim)
         ]
 
     async def extend(self, leases: Sequence[str], seconds: float) -> None:
@@ -134,6 +140,8 @@ class SqliteStore:
                         "fingerprint": s.fingerprint,
                         "attempts": s.attempts,
                         "outcome": s.outcome,
+                        "failures": s.failures,
+                        "content": s.content,
                         "available_at": now + s.delay,
                         "now": now,
                         "key": s.id,
@@ -157,10 +165,14 @@ class SqliteStore:
         )
 
     async def remaining(self) -> int:
+        return await self._count("state IN ('pending', 'in_flight') AND document IS NOT NULL")
+
+    async def parked(self) -> int:
+        return await self._count(f"state = '{PARKED}'")
+
+    async def _count(self, where: str) -> int:
         rows = await self._file.call(
-            lambda c: c.execute(
-                "SELECT count(*) FROM entries WHERE state != 'done' AND document IS NOT NULL"
-            ).fetchone()
+            lambda c: c.execute(f"SELECT count(*) FROM entries WHERE {where}").fetchone()  # noqa: S608
         )
         return int(rows[0])
 
@@ -168,9 +180,10 @@ class SqliteStore:
 async def worker_store(ledger: Ledger) -> SqliteStore:
     """The store of the one worker sending from ``ledger``'s file (its lock taken).
 
-    The caller gives the lock back with the ledger's ``_release`` when the worker ends.
+    The caller gives the lock back with :func:`~._sqlite_ledger.let_go` when the worker
+    ends.
     """
-    await ledger._acquire()  # noqa: SLF001  (the ledger package's own file)
-    store = SqliteStore(ledger._file)  # noqa: SLF001
+    await hold(ledger)
+    store = SqliteStore(file_of(ledger))
     await store.recover()
     return store

@@ -31,16 +31,24 @@ class Claim:
     document: bytes = attrs.field(repr=False)
     encrypted: bool
     entry: LedgerEntry
+    #: Times the entry was claimed, this claim included.
     claims: int
+    #: The document's fingerprint as claimed: a settlement is charged to this content.
+    content: str | None = None
 
 
 @attrs.frozen
 class Settlement:
-    """An outcome to write, if the lease still holds."""
+    """An outcome to write, if the lease still holds.
+
+    If the stored document was replaced by other content meanwhile (enqueued again,
+    changed), an outcome that is not ``done`` is not charged to it: the entry goes back
+    to be sent at once, with no failed rounds (``content`` tells them apart).
+    """
 
     id: Any
     lease: str
-    state: str  # "done", or "pending" to be sent again after ``delay`` seconds
+    state: str  # "done"; "pending": to be sent again after ``delay`` seconds; "parked"
     status: str
     final: bool
     ambiguous: bool
@@ -48,6 +56,10 @@ class Settlement:
     attempts: int
     outcome: str
     delay: float
+    #: The entry's failed rounds, this one included if it counts.
+    failures: int = 0
+    #: The fingerprint of the content the outcome is about (the claim's).
+    content: str | None = None
 
 
 class Store(Protocol):
@@ -69,7 +81,10 @@ class Store(Protocol):
         """Put entries still held under ``leases`` back as pending."""
 
     async def remaining(self) -> int:
-        """Entries pending or in flight (anyone's)."""
+        """Entries pending or in flight (anyone's): parked ones wait for no worker."""
+
+    async def parked(self) -> int:
+        """Entries parked: they need attention."""
 
 
 def make_claim(
@@ -83,6 +98,8 @@ def make_claim(
     maybe_committed: bool,
     claims: int,
     outcome: Any,
+    failures: int,
+    content: str | None,
 ) -> Claim:
     """A claimed row as a worker sees it: an entry to send (``pending``)."""
     entry = entry_from_row(
@@ -94,5 +111,6 @@ def make_claim(
         fingerprint=None,
         outcome=outcome,
         updated_at=None,
+        failures=failures,
     )
-    return Claim(row_id, lease, bytes(document), bool(encrypted), entry, claims)
+    return Claim(row_id, lease, bytes(document), bool(encrypted), entry, claims, content)

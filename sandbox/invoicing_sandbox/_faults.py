@@ -4,7 +4,8 @@ A :class:`Fault` is a frozen description. Which request receives one is decided 
 :class:`FaultPlan`: scripted faults are taken in arrival order; random faults are decided
 from ``(seed, document identity, attempt number)`` alone, so a concurrent client sees the
 same faults per document however its requests interleave, and a retrying client always
-gets through after ``max_per_document`` faulted attempts.
+gets through after ``max_per_document`` faulted attempts. A *poisoned* document gets its
+fault on every attempt, until cured: what no amount of retrying gets through.
 
 Faults act at one of two points, mirroring where real failures happen:
 
@@ -218,6 +219,8 @@ class FaultPlan:
         self.tokens: collections.deque[Fault | None] = collections.deque()
         self.refresh: collections.deque[Fault | None] = collections.deque()
         self.random: _RandomFaults | None = None
+        #: Documents (by identity) that get their fault on every attempt.
+        self.poisoned: dict[str, Fault] = {}
         #: Every document request waits ``latency[0]`` plus up to ``latency[1]`` seconds.
         self.latency: tuple[float, float] = (0.0, 0.0)
         self._rng = random.Random()
@@ -249,6 +252,7 @@ class FaultPlan:
         self.tokens.clear()
         self.refresh.clear()
         self.random = None
+        self.poisoned.clear()
 
     def set_random(
         self, rate: float, seed: int | str, kinds: Iterable[Fault], max_per_document: int
@@ -288,6 +292,21 @@ class FaultPlan:
             return True, queue.popleft()
         return False, None
 
+    def poison(self, identity: str, fault: Fault | None) -> None:
+        """Give every request for document ``identity`` ``fault`` (``None``: cure it)."""
+        if fault is None:
+            self.poisoned.pop(identity, None)
+        elif not isinstance(fault, Fault):
+            raise TypeError("fault must be a Fault instance, or None")
+        else:
+            self.poisoned[identity] = fault
+
     def random_fault(self, identity: str, attempt: int) -> Fault | None:
-        """The random fault for this attempt of this document, if any."""
+        """This attempt's fault when none is scripted, if any.
+
+        A poisoned document's fault, else the random fault of this attempt.
+        """
+        poison = self.poisoned.get(identity)
+        if poison is not None:
+            return poison
         return self.random.decide(identity, attempt) if self.random is not None else None

@@ -556,6 +556,19 @@ class Sandbox:
         """
         self._faults.set_random(rate, seed, kinds, max_per_document)
 
+    def poison(self, identity: str, fault: Fault | None) -> None:
+        """Make one document fail the same way on every attempt (``None``: cure it).
+
+        A poison document: every request for ``identity`` (the document's key, such as
+        ``id:…``) gets ``fault`` (``Fault.status(500)``, ``Fault.reset()`` …), however
+        many times it is retried, until cured (or :meth:`reset`). Other documents are
+        served as usual; a fault scripted with :meth:`script` still comes first. Count
+        its requests in :attr:`requests` (``identity``).
+
+        .. versionadded:: 0.4.0
+        """
+        self._faults.poison(identity, fault)
+
     def set_latency(self, seconds: float, *, jitter: float = 0.0) -> None:
         """Delay every document request by ``seconds``, plus up to ``jitter`` at random.
 

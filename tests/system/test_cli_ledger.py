@@ -208,3 +208,18 @@ def test_journal_is_a_hidden_deprecated_alias(ledger_file):
     listing = cli("--help").stdout
     assert "ledger" in listing
     assert "journal" not in listing
+
+
+async def test_show_never_prints_the_databases_password(postgres_dsn):
+    """`ledger show` prints the outbox's URL (in its summary, and in the advice about
+    parked entries, as `worker` does) with the password masked: a URL with
+    ``user:password@`` (the suite's server trusts local users) shows ``user:***@``."""
+    from invoicing_async.outbox import PostgresOutbox  # noqa: PLC0415
+
+    url = postgres_dsn.replace("postgres@", "postgres:hunter2@", 1)
+    async with PostgresOutbox(url) as outbox:
+        await outbox.enqueue([{"Number": 1}])
+    shown = cli("ledger", "show", "--ledger", url)
+    assert shown.returncode == 0, shown.stderr
+    assert "hunter2" not in shown.stdout + shown.stderr
+    assert "postgres:***@" in shown.stdout

@@ -17,16 +17,6 @@ from invoicing_async.testing import instant_retries
 from invoicing_sandbox import Sandbox, sample_invoices
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-async def outbox(request, tmp_path):
-    if request.param == "sqlite":
-        box = SqliteOutbox(tmp_path / "outbox.db")
-    else:
-        box = PostgresOutbox(request.getfixturevalue("postgres_dsn"))
-    async with box:
-        yield box
-
-
 async def test_worker_drains_the_outbox_with_one_truthful_outcome_each(outbox):
     """Enqueued invoices are sent by a worker until the outbox is empty: each entry ends
     accepted with its record, a 400 ends rejected (final), and setup is idempotent."""
@@ -228,3 +218,33 @@ async def test_open_outbox_picks_the_backend_from_the_url(tmp_path):
     assert isinstance(open_outbox(tmp_path / "o.db"), SqliteOutbox)
     assert open_outbox(f"sqlite:///{tmp_path}/o.db").path == tmp_path / "o.db"
     assert RetryPolicy().resend_ambiguous  # the outbox relies on duplicate detection
+
+
+async def test_a_stopped_worker_puts_back_what_it_holds(outbox):
+    """A worker cancelled (a stop signal, a deferral closing) while the provider holds
+    two of its requests puts back every entry it claimed at once, rather than leaving
+    them in flight until its leases expire; the two whose requests were out keep that
+    knowledge (maybe committed), and the next worker sends all of them, each committed
+    once."""
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        keys = await outbox.enqueue(sample_invoices(6, issuer_vat=sb.client_id, lines=1))
+        sb.hold()
+        with instant_retries():
+            async with InvoicingClient(
+                sb.base_url, sb.client_id, sb.client_secret, provider_key=sb.provider_key
+            ) as client:
+                worker = asyncio.ensure_future(
+                    outbox.run_worker(client, concurrency=2, stop_when_empty=True, poll=0.02)
+                )
+                await sb.wait_held(2)
+                worker.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await worker
+                assert await outbox.counts() == {PENDING: 6}
+                out = [key for key in keys if (await outbox.status(key)).maybe_committed]
+                assert len(out) == 2
+                sb.release()
+                counts = await outbox.run_worker(client, stop_when_empty=True, poll=0.02)
+        assert counts == {OutcomeStatus.ACCEPTED: 6}
+        assert sb.commit_count == 6
+        assert all(held.commits == 1 for held in sb.committed.values())

@@ -67,6 +67,35 @@ async def test_postgres_write_that_loses_a_deadlock_is_retried(postgres_dsn):
         assert await outbox.counts() == {"accepted": 2}
 
 
+async def test_a_statement_on_a_session_the_server_ended_is_the_database_unavailable(
+    postgres_server, postgres_dsn
+):
+    """The server ends an idle pooled session (a restart does so to every session: a FATAL
+    message, then the socket closes). A statement started on that connection in between
+    fails as the database unavailable (LedgerError ``unavailable``: a worker waits and
+    goes on), never with asyncpg's ``InternalClientError: cannot switch to state 12;
+    another operation (2) is in progress`` that killed a worker (issue 26); the next
+    statement gets a new connection. The server's message is let in by blocking the
+    event loop while it is sent, then by 0 to 3 turns of the loop."""
+    async with PostgresOutbox(postgres_dsn, pool_size=1) as outbox:
+        await outbox.enqueue(sample_invoices(3, lines=1))
+        store = outbox._db
+        seen = []
+        for turns in range(4):
+            pid = await store.run(lambda c: c.fetchval("SELECT pg_backend_pid()"))
+            # Blocks the loop until the session ended: its message waits in the socket.
+            postgres_server.sql(f"SELECT pg_terminate_backend({pid}, 10000)")
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            try:
+                await store.remaining()
+            except LedgerError as exc:
+                seen.append(exc.reason)
+            assert await store.remaining() == 3
+        assert seen  # the window was met
+        assert set(seen) == {"unavailable"}, seen
+
+
 class Told(logging.Handler):
     """Collects the ledger area's lines; ``waiting`` is set by the first WARNING."""
 

@@ -1,7 +1,7 @@
 """One outbox worker process for the fleet soak: drains a PostgreSQL outbox, then exits.
 
 Usage: outbox_worker.py DSN BASE_URL CLIENT_ID KEY_FILE LEASE
-The API key is read from INVOICING_API_KEY. Prints ``done {json counts}``; the ledger
+The API key is read from INVOICING_API_KEY. Prints ``ready`` once set up, then ``done {json counts}``; the ledger
 area's log lines (INFO and up: outages of the outbox database) go to stderr.
 """
 
@@ -29,6 +29,7 @@ async def main() -> None:
         base_url, client_id, os.environ["INVOICING_API_KEY"],
         provider_key=ProviderKey.from_file(key_file),
     ) as client:
+        print("ready", flush=True)  # set up: the outbox table exists, the client too
         counts = await outbox.run_worker(
             client, concurrency=8, stop_when_empty=True, retry=policy,
             lease=float(lease), poll=0.05,
