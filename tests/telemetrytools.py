@@ -57,9 +57,9 @@ class Telemetry:
                         found += [(dict(p.attributes), p) for p in metric.data.data_points]
         return found
 
-    def value(self, name: str, **attributes: Any) -> float:
-        """The sum (counter) or last value (gauge) of ``name`` with these attributes."""
-        wanted = {key.replace("_", ".", 1): value for key, value in attributes.items()}
+    def value(self, name: str, wanted: dict[str, Any] | None = None) -> float:
+        """The sum (counter) or value (gauge) of ``name``'s points with these attributes."""
+        wanted = wanted or {}
         total = 0.0
         for found, point in self.points(name):
             if all(found.get(key) == value for key, value in wanted.items()):

@@ -22,6 +22,7 @@ from invoicing_async._ledger._sqlite_ledger import Ledger
 from invoicing_async._outcomes import OutcomeStatus
 from invoicing_async._retry import RetryPolicy
 from invoicing_async.outbox import LedgerEntry, PostgresOutbox, open_outbox
+from invoicing_async.telemetry import serve_metrics
 
 from ._common import (
     DEFAULT_CONCURRENCY,
@@ -124,6 +125,7 @@ async def _worker(args: argparse.Namespace) -> int:
     found = settings(args)
     key, ssl = key_and_tls(found, json_only=args.json)
     async with (
+        _metrics(args),
         _outbox(args) as outbox,
         InvoicingClient(
             str(found.base_url), str(found.client_id), str(found.api_key), provider_key=key, ssl=ssl
@@ -140,6 +142,27 @@ async def _worker(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+@contextlib.asynccontextmanager
+async def _metrics(args: argparse.Namespace) -> AsyncIterator[None]:
+    """The Prometheus endpoint ``--metrics-port`` asks for, while the worker runs."""
+    if args.metrics_port is None:
+        yield
+        return
+    try:
+        server = serve_metrics(args.metrics_port, args.metrics_host)
+    except ImportError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(
+            f"cannot serve metrics on {args.metrics_host}:{args.metrics_port}: {exc.strerror}"
+        ) from None
+    print(f"metrics: {server.url}", file=sys.stderr, flush=True)
+    try:
+        yield
+    finally:
+        server.close()
 
 
 def _entry_line(entry: LedgerEntry) -> str:
@@ -313,6 +336,19 @@ def register(commands: Commands) -> None:
     )
     worker.add_argument(
         "--until-empty", action="store_true", help="exit once nothing is pending or in flight"
+    )
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve metrics for Prometheus on this port (0: any free port, printed); "
+        "needs the 'prometheus' extra",
+    )
+    worker.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="ADDRESS",
+        help="the address --metrics-port listens on (127.0.0.1; 0.0.0.0 for every interface)",
     )
     worker.set_defaults(handler=_worker)
 
