@@ -28,8 +28,12 @@ import sys
 import time
 from typing import Any
 
+from invoicing_async import OutcomeStatus
+from invoicing_sandbox._samples import sample_invoice
+
 from ._common import Section, Settings, fmt, median
 from ._provider import ProviderProcess
+from .e2e import CONCURRENCY, client
 
 NAME = "telemetry"
 VARIANTS = ["off", "api", "sdk"]
@@ -44,17 +48,22 @@ def _configure(variant: str) -> None:
     """Set the process up as ``variant`` says (before the client is used)."""
     if variant == "off":
         return
-    from opentelemetry import metrics, trace
+    # Imported here: the "off" process must never import them.
+    from opentelemetry import metrics, trace  # noqa: PLC0415
 
     if variant == "api":
         return
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.metrics import MeterProvider  # noqa: PLC0415
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: PLC0415
+    from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
+    from opentelemetry.sdk.trace.export import (  # noqa: PLC0415
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
 
     class Discard(SpanExporter):
-        def export(self, spans: Any) -> SpanExportResult:
+        def export(self, spans: Any) -> SpanExportResult:  # noqa: ARG002
             return SpanExportResult.SUCCESS
 
     provider = TracerProvider()
@@ -64,11 +73,6 @@ def _configure(variant: str) -> None:
 
 
 async def _batch(url: str, count: int) -> dict[str, float]:
-    from invoicing_async import OutcomeStatus
-    from invoicing_sandbox._samples import sample_invoice
-
-    from .e2e import CONCURRENCY, client
-
     docs = [sample_invoice(n) for n in range(1, count + 1)]
     async with client(url) as c:
         await c.submit_many(docs[:100], concurrency=CONCURRENCY)  # warm-up: connections
@@ -160,8 +164,10 @@ def run(settings: Settings) -> Section:
         + "; sdk ÷ off "
         + ", ".join(f"{r:.2f}" for r in ratios["sdk"])
         + ".",
-        "Each run is a fresh interpreter (the 'off' one asserts OpenTelemetry was never "
-        "imported); a 100-document warm-up opens the connections before the clock starts.",
+        (
+            "Each run is a fresh interpreter (the 'off' one asserts OpenTelemetry was never "
+            "imported); a 100-document warm-up opens the connections before the clock starts."
+        ),
     ]
     return section
 

@@ -68,11 +68,11 @@ class Telemetry:
 
 
 def _reset() -> None:
-    trace._TRACER_PROVIDER_SET_ONCE = Once()  # noqa: SLF001
-    trace._TRACER_PROVIDER = None  # noqa: SLF001
-    metrics_internal._METER_PROVIDER_SET_ONCE = Once()  # noqa: SLF001
-    metrics_internal._METER_PROVIDER = None  # noqa: SLF001
-    metrics_internal._PROXY_METER_PROVIDER = metrics_internal._ProxyMeterProvider()  # noqa: SLF001
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace._TRACER_PROVIDER = None
+    metrics_internal._METER_PROVIDER_SET_ONCE = Once()
+    metrics_internal._METER_PROVIDER = None
+    metrics_internal._PROXY_METER_PROVIDER = metrics_internal._ProxyMeterProvider()
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ import sys
 
 import aiohttp
 import pytest
+from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, StatusCode
 from sandboxtools import client_for
 from telemetrytools import otel
@@ -32,6 +33,7 @@ from invoicing_async import (
     UnknownOutcomeError,
     document_key,
 )
+from invoicing_async.outbox import SqliteOutbox
 from invoicing_async.telemetry import send_traceparent
 from invoicing_async.testing import instant_retries
 from invoicing_sandbox import Fault, Sandbox, sample_invoice
@@ -159,8 +161,9 @@ async def test_a_deferred_sale_and_its_later_delivery_are_linked(sb, tmp_path):
     with otel() as t:
         async with (
             client_for(sb) as client,
-            Deferral(client, tmp_path / "till.db", on_outcome=lambda _: delivered.set(), **FAST)
-            as till,
+            Deferral(
+                client, tmp_path / "till.db", on_outcome=lambda _: delivered.set(), **FAST
+            ) as till,
         ):
             await client.token()
             await sb.set_outage("refuse")
@@ -228,15 +231,17 @@ async def test_the_traceparent_header_is_sent_only_when_asked(sb):
     trace_config = aiohttp.TraceConfig()
     trace_config.on_request_start.append(on_request_start)
     with otel() as t:
-        async with aiohttp.ClientSession(trace_configs=[trace_config]) as session:
-            async with client_for(sb, session=session) as client:
-                await client.token()
-                await client.submit_json(sample_invoice(1))
-                send_traceparent()
-                try:
-                    await client.submit_json(sample_invoice(2))
-                finally:
-                    send_traceparent(enabled=False)
+        async with (
+            aiohttp.ClientSession(trace_configs=[trace_config]) as session,
+            client_for(sb, session=session) as client,
+        ):
+            await client.token()
+            await client.submit_json(sample_invoice(1))
+            send_traceparent()
+            try:
+                await client.submit_json(sample_invoice(2))
+            finally:
+                send_traceparent(enabled=False)
         second = t.named("invoicing.submit")[1]
         [post] = http_children(t, second)
     assert all("traceparent" not in headers for headers in sent[:2])
@@ -259,8 +264,9 @@ async def test_no_secret_and_no_document_content_in_any_span_event_or_metric(sb,
     with otel() as t, instant_retries():
         async with (
             client_for(sb) as client,
-            Deferral(client, tmp_path / "till.db", on_outcome=lambda _: delivered.set(), **FAST)
-            as till,
+            Deferral(
+                client, tmp_path / "till.db", on_outcome=lambda _: delivered.set(), **FAST
+            ) as till,
         ):
             first = await client.token()
             sb.script(Fault.status(503, retry_after=0), Fault.echo_secrets())
@@ -305,17 +311,13 @@ async def test_no_secret_and_no_document_content_in_any_span_event_or_metric(sb,
 async def test_the_outbox_pending_gauge_counts_what_a_worker_has_left(sb, tmp_path):
     """An outbox worker's ``invoicing.outbox.pending`` gauge (named by its outbox) shows
     the entries waiting when it starts, and 0 once it has sent them."""
-    from invoicing_async.outbox import SqliteOutbox
-
     documents = [sample_invoice(n, issuer_vat=sb.client_id) for n in range(1, 6)]
     with otel() as t:
         async with SqliteOutbox(tmp_path / "outbox.db") as outbox:
             await outbox.enqueue(documents, encrypted=False)
             sb.hold()
             async with client_for(sb) as client:
-                worker = asyncio.ensure_future(
-                    outbox.run_worker(client, concurrency=8, poll=0.05)
-                )
+                worker = asyncio.ensure_future(outbox.run_worker(client, concurrency=8, poll=0.05))
                 await sb.wait_held(5)
                 before = t.points("invoicing.outbox.pending")
                 sb.release()
@@ -362,8 +364,6 @@ async def test_a_record_logged_while_a_document_is_sent_carries_its_fields(sb, c
 async def test_without_a_provider_nothing_is_made(sb):
     """With the API imported but no provider configured, a submission makes no span and
     no measurement, and the sale still answers as before."""
-    from opentelemetry import metrics, trace
-
     assert type(trace.get_tracer_provider()).__name__ == "ProxyTracerProvider"
     assert type(metrics.get_meter_provider()).__name__ == "_ProxyMeterProvider"
     async with client_for(sb) as client:
