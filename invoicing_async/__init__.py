@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         AuthenticationError,
         ClientStateError,
         CredentialsError,
+        DocumentTooLargeError,
         DuplicateDocumentError,
         ForeignRecordError,
         InvoicingError,
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
         UnknownOutcomeError,
         ValidationError,
     )
-    from ._issuers import CredentialsResolver
     from ._ledger._entry import LedgerEntry
     from ._ledger._sqlite_ledger import Ledger
     from ._models import AccessToken, DocumentResult, DocumentStatus
@@ -57,13 +57,13 @@ __all__ = [
     "ClientStateError",
     "CredentialsError",
     "CredentialsKey",
-    "CredentialsResolver",
     "Deferral",
     "DeferralReason",
     "DeferredOutcome",
     "DeferredReceipt",
     "DocumentResult",
     "DocumentStatus",
+    "DocumentTooLargeError",
     "DuplicateDocumentError",
     "ForeignRecordError",
     "InvoicingClient",
@@ -108,13 +108,13 @@ _HOMES = {
     "ClientStateError": "._errors",
     "CredentialsError": "._errors",
     "CredentialsKey": "._tokenstore",
-    "CredentialsResolver": "._issuers",
     "Deferral": "._deferral",
     "DeferralReason": "._receipts",
     "DeferredOutcome": "._receipts",
     "DeferredReceipt": "._receipts",
     "DocumentResult": "._models",
     "DocumentStatus": "._models",
+    "DocumentTooLargeError": "._errors",
     "DuplicateDocumentError": "._errors",
     "ForeignRecordError": "._errors",
     "InvoicingClient": "._client",

@@ -141,6 +141,8 @@ class BatchOptions:
     deadline: float | None = None
     on_progress: Callable[[BatchProgress], object] | None = None
     key: Callable[[Any], str] = document_key
+    #: The largest document sent, in bytes (``None``: the client's limit).
+    max_document_size: int | None = None
     #: A span for the batch, its documents' under it; ``False``: each document's span
     #: starts a trace of its own (an outbox worker's batch, which may never end).
     trace: bool = True
@@ -454,10 +456,10 @@ class Batch:
     def _identify(self, index: int, document: Any) -> _Pending | Outcome:
         """The document's key and identity, or its refusal if they cannot be computed."""
         options = self._options.send
-        key: str | None = None
+        key = issuer = None
         if isinstance(document, Submission):
             options = send_options(document, options)
-            key = document.key
+            key, issuer = document.key, document.issuer
             document = document.document
         try:
             if key is None and self._options.key is document_key:
@@ -472,6 +474,8 @@ class Batch:
             )
             key = f"index:{index}"
             return Delivery(key, index, Identity(), policy=RetryPolicy()).refuse(error)
+        if issuer is not None:
+            identity = identity._replace(issuer=issuer)
         return _Pending(index, key, identity, document, options)
 
     def _expired(self) -> bool:

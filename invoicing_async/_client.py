@@ -21,7 +21,7 @@ from . import _operations as ops
 from . import _protocol as proto
 from ._batch import BatchOptions
 from ._channel import Channel
-from ._documents import Document, SendOptions, document_key
+from ._documents import DEFAULT_MAX_DOCUMENT_SIZE, Document, SendOptions, document_key
 from ._engine import Engine, OneIssuer, Settings, attach
 from ._env import client_arguments
 from ._retry import RetryPolicy
@@ -77,8 +77,13 @@ class InvoicingClient:
         (:meth:`submit_secure`, :meth:`submit_json`) unless a call gives its own; by
         default ``RetryPolicy()``: up to 6 attempts of at most 30 s each, backing off up
         to 15 s (or as ``Retry-After`` asks, at most 120 s).
+    :param max_document_size: the largest document sent, in bytes of its serialised JSON
+        (or of the bytes given): a larger one is refused before it is encrypted, with
+        :class:`~invoicing_async.DocumentTooLargeError` (a batch's outcome
+        ``rejected``). Default: 10 MiB.
 
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.4.0 ``max_document_size``.
     """
 
     def __init__(
@@ -99,6 +104,7 @@ class InvoicingClient:
         encrypt_executor: concurrent.futures.Executor | None = None,
         token_attempts: int = 4,
         retry: RetryPolicy | None = None,
+        max_document_size: int = DEFAULT_MAX_DOCUMENT_SIZE,
     ) -> None:
         problem = _credentials_problem(client_id, client_secret)
         if problem is not None:
@@ -118,6 +124,7 @@ class InvoicingClient:
             encrypt_executor=encrypt_executor,
             token_attempts=token_attempts,
             retry=retry,
+            max_document_size=max_document_size,
         )
         token_retry = settings.token_retry()
 
@@ -278,6 +285,7 @@ class InvoicingClient:
         send_method: str | None = None,
         time_stamp: dt.datetime | str | None = None,
         key: Callable[[Any], str] = document_key,
+        max_document_size: int | None = None,
     ) -> list[Outcome]:
         """Submit many documents; return one :class:`~invoicing_async.Outcome` each, in order.
 
@@ -292,6 +300,7 @@ class InvoicingClient:
             deadline=deadline,
             on_progress=on_progress,
             key=key,
+            max_document_size=max_document_size,
         )
         return await self._engine.collect(documents, options, ledger)
 
@@ -308,6 +317,7 @@ class InvoicingClient:
         send_method: str | None = None,
         time_stamp: dt.datetime | str | None = None,
         key: Callable[[Any], str] = document_key,
+        max_document_size: int | None = None,
     ) -> AsyncGenerator[Outcome, None]:
         """Submit documents with bounded concurrency, yielding outcomes as they settle.
 
@@ -328,13 +338,16 @@ class InvoicingClient:
         :param on_progress: called with a :class:`~invoicing_async.BatchProgress` after
             every settled document.
         :param key: the identity of a document (default: :func:`document_key`).
+        :param max_document_size: the largest document sent, in bytes (default: the
+            client's): a larger one ends ``rejected`` with
+            :class:`~invoicing_async.DocumentTooLargeError`, and the others go on.
 
         Close the generator (``async with contextlib.aclosing(...)``) to stop early: the
         workers are cancelled and documents in flight are recorded as unknown.
 
         .. versionchanged:: 0.3.0 ``ledger`` (``journal`` is deprecated);
            :class:`~invoicing_async.Submission` inputs.
-        .. versionchanged:: 0.4.0 ``journal`` is removed.
+        .. versionchanged:: 0.4.0 ``journal`` is removed; ``max_document_size``.
         """
         options = BatchOptions(
             concurrency=concurrency,
@@ -343,6 +356,7 @@ class InvoicingClient:
             deadline=deadline,
             on_progress=on_progress,
             key=key,
+            max_document_size=max_document_size,
         )
         return self._engine.stream(documents, options, ledger)
 

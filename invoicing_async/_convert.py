@@ -254,7 +254,9 @@ def _causes(exc: BaseException) -> list[str]:
 
 
 #: Attributes of errors written beside type, message and status (all JSON-able).
-_ERROR_FIELDS = ("reason", "maybe_sent", "retry_after", "attempts", "mismatches")
+_ERROR_FIELDS = (
+    "reason", "maybe_sent", "retry_after", "attempts", "mismatches", "size", "limit",
+)  # fmt: skip
 _ERROR_TYPES: dict[str, type[_errors.InvoicingError]] = {
     name: cls
     for name, cls in vars(_errors).items()
@@ -308,6 +310,9 @@ def error_from_dict(data: Mapping[str, Any]) -> _errors.InvoicingError:
         state["result"] = result_from_dict(record) if isinstance(record, dict) else None
     if cls is _errors.ForeignRecordError:
         state.setdefault("mismatches", ())
+    if cls is _errors.DocumentTooLargeError:
+        state.setdefault("size", None)
+        state.setdefault("limit", None)
     if cls is _errors.UnknownOutcomeError:
         last = data.get("last_error")
         state["last_error"] = (
@@ -321,8 +326,8 @@ def error_from_dict(data: Mapping[str, Any]) -> _errors.InvoicingError:
 def outcome_to_dict(outcome: Outcome) -> dict[str, Any]:
     """An :class:`~invoicing_async.Outcome` as a plain JSON-able dict.
 
-    ``{"index", "key", "status", "ok", "attempts", "result", "error", "replayed"}``:
-    ``status`` is the
+    ``{"index", "key", "issuer", "status", "ok", "attempts", "result", "error",
+    "replayed"}``: ``status`` is the
     :class:`~invoicing_async.OutcomeStatus` value, ``result`` the provider's record
     (:func:`result_to_dict`) or ``None``, ``error`` ``None`` or
     ``{"type", "message", "status"}`` plus the error's own data (``maybe_sent``,
@@ -330,10 +335,12 @@ def outcome_to_dict(outcome: Outcome) -> dict[str, Any]:
     :func:`outcome_from_dict` reads it back.
 
     .. versionadded:: 0.2.0
+    .. versionchanged:: 0.4.0 ``issuer``.
     """
     return {
         "index": outcome.index,
         "key": outcome.key,
+        "issuer": outcome.issuer,
         "status": outcome.status.value,
         "ok": outcome.ok,
         "attempts": outcome.attempts,
@@ -361,9 +368,11 @@ def outcome_from_dict(data: Mapping[str, Any]) -> Outcome:
     if not isinstance(key, str) or not isinstance(index, int) or isinstance(index, bool):
         raise ValueError("not an outcome: key must be a string and index an integer")  # noqa: TRY004  (documented: a malformed outcome is a ValueError)
     result, error = data.get("result"), data.get("error")
+    issuer = data.get("issuer")
     return Outcome(
         index=index,
         key=key,
+        issuer=issuer if isinstance(issuer, str) else None,
         status=status,
         result=result_from_dict(result) if isinstance(result, dict) else None,
         error=error_from_dict(error) if isinstance(error, dict) else None,

@@ -179,6 +179,7 @@ class Delivery:
         return Outcome(
             index=self.index,
             key=self.key,
+            issuer=self.identity.issuer,
             status=end.status,
             result=end.result,
             error=end.error,

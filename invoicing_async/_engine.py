@@ -32,7 +32,7 @@ from . import _telemetry as telemetry
 from ._batch import Batch, collect
 from ._channel import Channel
 from ._delivery import Delivery
-from ._documents import Prepared, describe
+from ._documents import DEFAULT_MAX_DOCUMENT_SIZE, Prepared, describe, size_limit
 from ._errors import InvoicingError
 from ._ledger._sqlite_ledger import ledger_journal
 from ._outcomes import OutcomeStatus
@@ -116,6 +116,7 @@ class Settings:
     encrypt_executor: concurrent.futures.Executor | None = None
     token_attempts: int = 4
     retry: RetryPolicy | None = None
+    max_document_size: int = attrs.field(default=DEFAULT_MAX_DOCUMENT_SIZE, converter=size_limit)
 
     def transport(self) -> Transport:
         """The transport these settings describe."""
@@ -163,7 +164,7 @@ class Engine:
         cache = settings.token_cache if settings.token_cache is not None else TokenCache()
         return cls(
             transport,
-            Preparer(settings.provider_key, settings.encrypt_executor),
+            Preparer(settings.provider_key, settings.encrypt_executor, settings.max_document_size),
             settings.retry if settings.retry is not None else RetryPolicy(),
             cache,
             channels(transport, cache),
@@ -325,7 +326,10 @@ class Engine:
 
     def batch(self, options: BatchOptions, journal: Journal | None) -> Batch:
         """A batch of documents over ``journal`` (``None``: no journal)."""
-        return Batch(self._preparer, self, options, journal)
+        preparer, limit = self._preparer, options.max_document_size
+        if limit is not None and limit != preparer.max_document_size:  # the batch's own
+            preparer = Preparer(preparer.provider_key, preparer.executor, size_limit(limit))
+        return Batch(preparer, self, options, journal)
 
     async def signer(self, issuer: str | None) -> Callable[[str], str]:
         """What signs an offline QR url with ``issuer``'s API key (see :mod:`~invoicing_async.qr`).

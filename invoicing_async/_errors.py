@@ -8,6 +8,7 @@ Every failure the library reports derives from :class:`InvoicingError`::
     │   └── CredentialsError         the token endpoint refused the credentials: nothing sent
     ├── UnknownIssuerError           no credentials for a document's issuer: nothing sent
     ├── ValidationError              400 and other definite refusals; status None: refused locally
+    │   └── DocumentTooLargeError    larger than the limit (locally) or 413: .size, .limit
     ├── DuplicateDocumentError       409: already transmitted; .result is the original record
     ├── ProviderTimeoutError         408: the tax authority's service did not answer in time
     ├── RateLimitError               429: .retry_after
@@ -43,6 +44,7 @@ __all__ = [
     "AuthenticationError",
     "ClientStateError",
     "CredentialsError",
+    "DocumentTooLargeError",
     "DuplicateDocumentError",
     "ForeignRecordError",
     "InvoicingError",
@@ -202,6 +204,36 @@ class ValidationError(InvoicingError):
     ``status`` is ``None`` when the library refused it before sending (for example a
     document that cannot be serialised to JSON): nothing reached the provider.
     """
+
+
+class DocumentTooLargeError(ValidationError):
+    """The document is larger than the limit: a definite refusal of this document.
+
+    Raised before anything is sent when the serialised document (or the bytes given)
+    exceeds the client's ``max_document_size`` (``status`` ``None``), and for the
+    provider's ``413 Payload Too Large`` or a 400 that says the message is too large.
+    Sending it again will not help: the document must be made smaller (split it), or
+    the limit raised if the provider takes more.
+
+    :ivar size: the document's size in bytes, when known (``None`` for the provider's
+        answer).
+    :ivar limit: the limit in bytes it exceeds, when known.
+
+    .. versionadded:: 0.4.0
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        body: Mapping[str, Any] | None = None,
+        size: int | None = None,
+        limit: int | None = None,
+    ) -> None:
+        super().__init__(message, status=status, body=body)
+        self.size = size
+        self.limit = limit
 
 
 class DuplicateDocumentError(InvoicingError):

@@ -34,6 +34,8 @@ from ._errors import UnknownIssuerError
 from ._log import auth as log
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable  # noqa: TC004  (the alias below is a type only)
+
     from ._retry import RetryPolicy
     from ._tokencache import TokenCache
     from ._transport import Transport

@@ -62,6 +62,12 @@ class Outcome:
     #:
     #: .. versionadded:: 0.2.0
     replayed: bool = False
+    #: The issuer (TIN) whose document it is: its ``Issuer.Vat``, or the issuer it was
+    #: sent for (``None``: the document names none). With :attr:`key`, the document's
+    #: identity: two issuers' documents with the same key are two documents.
+    #:
+    #: .. versionadded:: 0.4.0
+    issuer: str | None = None
 
     @property
     def ok(self) -> bool:

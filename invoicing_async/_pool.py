@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from . import _protocol as proto
 from ._batch import BatchOptions
 from ._client import borrowed_client
-from ._documents import SendOptions, document_key
+from ._documents import DEFAULT_MAX_DOCUMENT_SIZE, SendOptions, document_key
 from ._engine import Engine, Settings, attach
 from ._issuers import Issuers
 from ._retry import RetryPolicy
@@ -28,12 +28,18 @@ if TYPE_CHECKING:
     import datetime as dt
     import os
     import ssl
-    from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable
+    from collections.abc import (
+        AsyncGenerator,
+        AsyncIterable,
+        Awaitable,
+        Callable,
+        Iterable,
+        Mapping,
+    )
     from types import TracebackType
 
     from ._client import InvoicingClient
     from ._documents import Document
-    from ._issuers import CredentialsResolver
     from ._ledger._sqlite_ledger import Ledger
     from ._models import DocumentResult
     from ._outcomes import BatchProgress, Outcome
@@ -80,7 +86,7 @@ class IssuerPool:
     def __init__(
         self,
         base_url: str,
-        credentials: CredentialsResolver,
+        credentials: Mapping[str, str] | Callable[[str], Awaitable[str | None] | str | None],
         *,
         provider_key: ProviderKey | None = None,
         session: ClientSession | None = None,
@@ -94,6 +100,7 @@ class IssuerPool:
         encrypt_executor: concurrent.futures.Executor | None = None,
         token_attempts: int = 4,
         retry: RetryPolicy | None = None,
+        max_document_size: int = DEFAULT_MAX_DOCUMENT_SIZE,
         max_issuers: int = 10_000,
         idle: float = 900.0,
         forget_unknown: float = 60.0,
@@ -112,6 +119,7 @@ class IssuerPool:
             encrypt_executor=encrypt_executor,
             token_attempts=token_attempts,
             retry=retry,
+            max_document_size=max_document_size,
         )
 
         def issuers(transport: Transport, cache: TokenCache) -> Issuers:
@@ -234,6 +242,7 @@ class IssuerPool:
         send_method: str | None = None,
         time_stamp: dt.datetime | str | None = None,
         key: Callable[[Any], str] = document_key,
+        max_document_size: int | None = None,
     ) -> list[Outcome]:
         """:meth:`InvoicingClient.submit_many` over documents of any issuers.
 
@@ -250,6 +259,7 @@ class IssuerPool:
             deadline=deadline,
             on_progress=on_progress,
             key=key,
+            max_document_size=max_document_size,
         )
         return await self._engine.collect(documents, options, ledger)
 
@@ -266,6 +276,7 @@ class IssuerPool:
         send_method: str | None = None,
         time_stamp: dt.datetime | str | None = None,
         key: Callable[[Any], str] = document_key,
+        max_document_size: int | None = None,
     ) -> AsyncGenerator[Outcome, None]:
         """:meth:`InvoicingClient.submit_stream` over documents of any issuers."""
         options = BatchOptions(
@@ -275,5 +286,6 @@ class IssuerPool:
             deadline=deadline,
             on_progress=on_progress,
             key=key,
+            max_document_size=max_document_size,
         )
         return self._engine.stream(documents, options, ledger)

@@ -24,7 +24,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from ._documents import serialize_document
+from ._documents import DEFAULT_MAX_DOCUMENT_SIZE, serialize_document
 from ._errors import MISSING_PROVIDER_KEY, InvoicingError, ProviderKeyError
 
 if TYPE_CHECKING:
@@ -47,13 +47,18 @@ class Preparer:
 
     :param provider_key: the key documents for ``/Invoice/secure`` are encrypted to.
     :param executor: where encryption runs (``None``: the loop's default thread pool).
+    :param max_document_size: larger serialised documents are refused, not encrypted.
     """
 
     def __init__(
-        self, provider_key: ProviderKey | None, executor: concurrent.futures.Executor | None
+        self,
+        provider_key: ProviderKey | None,
+        executor: concurrent.futures.Executor | None,
+        max_document_size: int = DEFAULT_MAX_DOCUMENT_SIZE,
     ) -> None:
         self.provider_key = provider_key
         self.executor = executor
+        self.max_document_size = max_document_size
 
     @property
     def parallelism(self) -> tuple[int, int]:
@@ -78,11 +83,13 @@ class Preparer:
 
     async def prepare_many(self, documents: Sequence[tuple[Any, bool]]) -> list[Body]:
         """Each ``(document, encrypted)`` as its body; those encrypted in one hand-over."""
+        limit = self.max_document_size
         secret = [i for i, (_, encrypted) in enumerate(documents) if encrypted]
         if not secret:  # serialising alone costs less than a hand-over to a thread
-            return [_serialized(document) for document, _ in documents]
+            return [_serialized(document, limit) for document, _ in documents]
         bodies: list[Body] = [
-            _serialized(document) if not encrypted else _UNSET for document, encrypted in documents
+            _serialized(document, limit) if not encrypted else _UNSET
+            for document, encrypted in documents
         ]
         key = self.provider_key
         if key is None:
@@ -93,9 +100,11 @@ class Preparer:
         if serialized:
             # Only bytes cross to another process: any document pickles that way, and
             # one that cannot be serialised is refused here, alone.
-            items = [_serialized(item) for item in items]
+            items = [_serialized(item, limit) for item in items]
         loop = asyncio.get_running_loop()
-        encrypted = await loop.run_in_executor(self.executor, prepare_chunk, key, items, serialized)
+        encrypted = await loop.run_in_executor(
+            self.executor, prepare_chunk, key, items, serialized, limit
+        )
         for i, body in zip(secret, encrypted, strict=True):
             bodies[i] = body
         return bodies
@@ -108,7 +117,7 @@ class Preparer:
         much as encrypting a 4 KB invoice, for nothing it could overlap with. A large
         one, or any with an ``encrypt_executor`` of the caller's, goes to the executor.
         """
-        body = _serialized(document)
+        body = _serialized(document, self.max_document_size)
         if not encrypted or isinstance(body, InvoicingError):
             return body
         key = self.provider_key
@@ -126,14 +135,16 @@ class Preparer:
         return prepared
 
 
-def prepare_chunk(key: ProviderKey, documents: list[Any], serialized: bool) -> list[Body]:
+def prepare_chunk(
+    key: ProviderKey, documents: list[Any], serialized: bool, max_size: int | None = None
+) -> list[Body]:
     """Serialise (unless ``serialized``: bodies already) and encrypt documents.
 
     Runs in a worker thread or process.
     """
     prepared: list[Body] = []
     for document in documents:
-        body = document if serialized else _serialized(document)
+        body = document if serialized else _serialized(document, max_size)
         if isinstance(body, tuple):
             try:
                 body = (key.encrypt(body[1]), body[1])
@@ -150,9 +161,9 @@ def prepare_chunk(key: ProviderKey, documents: list[Any], serialized: bool) -> l
 _UNSET: Any = object()
 
 
-def _serialized(document: Any) -> Body:
+def _serialized(document: Any, max_size: int | None = None) -> Body:
     try:
-        plain = serialize_document(document)
+        plain = serialize_document(document, max_size)
     except InvoicingError as exc:
         return exc
     return plain, plain

@@ -23,6 +23,7 @@ from ._convert import format_timestamp, result_from_json
 from ._errors import (
     AuthenticationError,
     CredentialsError,
+    DocumentTooLargeError,
     DuplicateDocumentError,
     InvoicingError,
     MalformedResponseError,
@@ -287,13 +288,18 @@ def parse_document_response(response: Response, *, encrypted: bool = False) -> D
     """Read a 200/201 answer of a document submission, or raise the typed error.
 
     A 409 raises :class:`DuplicateDocumentError` carrying the original record when the
-    body holds one. A 400 to an encrypted document that blames decryption refuses the
-    key the message was encrypted to, not the document: :class:`ProviderKeyError`
-    (``reason="not_decryptable"``).
+    body holds one. A 413, or a 400 that says the message or document is too large,
+    refuses this document for its size: :class:`DocumentTooLargeError`, never a key
+    problem, even when the text also names decryption ("cannot be decrypted: message
+    exceeds size limit"). Any other 400 to an encrypted document that blames decryption
+    refuses the key the message was encrypted to, not the document:
+    :class:`ProviderKeyError` (``reason="not_decryptable"``).
     """
     if response.status in (200, 201):
         return _record(_json_object(response), response.status)
     error = error_for_response(response, "document submission")
+    if error.status == 400 and _OVERSIZE.search(_detail(error.body) or ""):
+        raise DocumentTooLargeError(error.message, status=400, body=error.body)
     if encrypted and error.status == 400 and _UNDECRYPTABLE.search(error.message):
         raise ProviderKeyError(
             f"{error.message}: the provider cannot read the message, not the document in "
@@ -308,6 +314,15 @@ def parse_document_response(response: Response, *, encrypted: bool = False) -> D
 
 #: Provider text that blames the OpenPGP message rather than the document in it.
 _UNDECRYPTABLE = re.compile(r"decrypt|\bpgp\b|openpgp|integrity protect|session key", re.IGNORECASE)
+#: Provider text that refuses a request for its size ("request body too large", "message
+#: exceeds size limit", "maximum request body size exceeded"): the message, body or
+#: document must be what is too large, so "TotalGrossValue: too large" is not one.
+_OVERSIZE = re.compile(
+    r"\b(?:message|body|request|document|payload|entity|file|content)s?\b(?:\W+\w+){0,3}?\W+"
+    r"(?:too (?:large|big)|exceed\w*(?: the)?(?: \w+)? size)"
+    r"|\bmaximum (?:(?:request|body|message|document|payload|file) )+size",
+    re.IGNORECASE,
+)
 
 
 def parse_json_response(response: Response, what: str) -> Any:
@@ -353,8 +368,7 @@ def error_for_response(response: Response, what: str) -> InvoicingError:  # noqa
     """Map a non-success response to its typed error (see :mod:`._errors`)."""
     status = response.status
     body = _json_or_none(response.body)
-    detail = _text(body, "message") or _text(body, "error_description") or _text(body, "error")
-    reason = f"{what}: " + (detail or f"HTTP {status}")
+    reason = f"{what}: " + (_detail(body) or f"HTTP {status}")
     if status == 400:
         return ValidationError(reason, status=status, body=body)
     if status in (401, 403):
@@ -395,8 +409,9 @@ def error_for_response(response: Response, what: str) -> InvoicingError:  # noqa
             f"{what}: redirect refused (HTTP {status} to {response.headers.get('Location', '?')})",
             status=status,
         )
-    if status in _DOCUMENT_REFUSALS:
-        return ValidationError(reason, status=status, body=body)
+    if status in _DOCUMENT_REFUSALS:  # 413: what a web server answers, before the API
+        refusal = DocumentTooLargeError if status == 413 else ValidationError
+        return refusal(reason, status=status, body=body)
     if 400 <= status < 500:
         # 404, 405, 415 …: the request went somewhere that does not take it (a wrong
         # base URL or path); the provider neither processed nor refused the document.
@@ -447,6 +462,11 @@ def _json_or_none(body: bytes) -> dict[str, Any] | None:
     except (UnicodeDecodeError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def _detail(body: Mapping[str, Any] | None) -> str | None:
+    """The provider's own words in an error body."""
+    return _text(body, "message") or _text(body, "error_description") or _text(body, "error")
 
 
 def _text(body: Mapping[str, Any] | None, key: str) -> str | None:

@@ -13,6 +13,7 @@ disconnect or a read timeout after sending means maybe.
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -34,6 +35,17 @@ __all__ = ["DEFAULT_MAX_RESPONSE_SIZE", "ClientSession", "Transport"]
 
 #: The aiohttp session type a caller may bring (``InvoicingClient(session=...)``).
 ClientSession = aiohttp.ClientSession
+#: Bodies larger than this go to aiohttp as a file object: given bytes, aiohttp warns
+#: (``ResourceWarning``) that writing them whole might hold up the event loop.
+_LARGE_BODY = 1 << 20
+
+
+def _payload(body: bytes | None) -> bytes | io.BytesIO | None:
+    """The body as aiohttp takes it without a warning.
+
+    A large one becomes a new file object each attempt, so a re-send reads it whole.
+    """
+    return io.BytesIO(body) if body is not None and len(body) > _LARGE_BODY else body
 
 
 #: Largest response body read, in bytes. Result records are a few KB.
@@ -197,7 +209,7 @@ class Transport:
                 request.method,
                 request.url,
                 headers=exchange.headers(request.headers),
-                data=request.body,
+                data=_payload(request.body),
                 allow_redirects=False,
                 timeout=client_timeout,
                 ssl=self._ssl,

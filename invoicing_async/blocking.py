@@ -45,7 +45,6 @@ if typing.TYPE_CHECKING:
 
     from ._client import InvoicingClient
     from ._documents import Document
-    from ._issuers import CredentialsResolver
     from ._ledger._sqlite_ledger import Ledger
     from ._models import AccessToken, DocumentResult
     from ._outcomes import BatchProgress, Outcome
@@ -337,6 +336,7 @@ class BlockingClient(_Blocking[_InvoicingClient]):
         send_method: str | None = None,
         time_stamp: dt.datetime | str | None = None,
         key: Callable[[typing.Any], str] | None = None,
+        max_document_size: int | None = None,
     ) -> list[Outcome]:
         """:meth:`~invoicing_async.InvoicingClient.submit_many`, blocking.
 
@@ -359,6 +359,7 @@ class BlockingClient(_Blocking[_InvoicingClient]):
                 send_method=send_method,
                 time_stamp=time_stamp,
                 key=identity,
+                max_document_size=max_document_size,
             )
         )
 
@@ -397,7 +398,10 @@ class BlockingPool(_Blocking[_IssuerPool]):
     """
 
     def __init__(
-        self, base_url: str, credentials: CredentialsResolver, **options: typing.Any
+        self,
+        base_url: str,
+        credentials: Mapping[str, str] | Callable[[str], Awaitable[str | None] | str | None],
+        **options: typing.Any,
     ) -> None:
         _no_session(options)
         pool = _IssuerPool(base_url, credentials, **options)

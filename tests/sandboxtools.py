@@ -37,6 +37,18 @@ def client_for(sb: Sandbox, environment: str | None = None, **kwargs) -> Invoici
     return InvoicingClient(env.base_url, env.client_id, env.client_secret, **kwargs)
 
 
+def command_env(sb: Sandbox, key_file=None) -> dict[str, str]:
+    """The ``INVOICING_*`` variables that point the command at ``sb`` (its key file too)."""
+    env = {
+        "INVOICING_BASE_URL": sb.base_url,
+        "INVOICING_CLIENT_ID": sb.client_id,
+        "INVOICING_API_KEY": sb.client_secret,
+    }
+    if key_file is not None:
+        env["INVOICING_PROVIDER_KEY"] = str(key_file)
+    return env
+
+
 def invoice(sb: Sandbox, number: int, **kwargs) -> dict:
     """Sample invoice ``number`` of the sandbox's default issuer (two lines)."""
     return sample_invoice(number, issuer_vat=sb.client_id, lines=2, **kwargs)

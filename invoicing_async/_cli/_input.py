@@ -12,28 +12,52 @@ own outcome and never stops the documents around it:
 - a value that is not an object (``"text"``, ``3``, ``null``) is never sent: it is
   unreadable, and an array holding no object at all (``[1, 2, 3]``) is one unreadable
   entry for the file, not three documents.
+
+Input is read as a stream, and memory follows the largest document taken (``max_size``
+bytes of JSON text), never the input: a JSON Lines line is read up to that size, an
+array one element at a time (:class:`Scanner`, over ``json``'s own decoder on a window
+of the text). A document larger than ``max_size`` is skipped without being held, and is
+one unreadable entry at its line, naming its size and the limit. To keep "a broken file
+sends nothing" true, an array is read twice: once to check it, once to send it
+(standard input that is not JSON Lines is first spooled to a temporary file).
+
+With a ``deadline`` (a :func:`time.monotonic` instant), reading stops when it passes,
+even inside a huge document: what was not read is one :class:`NotRead` entry per source,
+from the line reading stopped at.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import re
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 
-if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+from invoicing_async._documents import DEFAULT_MAX_DOCUMENT_SIZE, utf8_size
 
-__all__ = ["JSON_LINES", "Source", "Unreadable", "UsageError", "count_documents", "read"]
+from ._scan import SKIP, Bounds, DeadlinePassed, Invalid, Scanner, TooLarge, skip_line, values
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+__all__ = [
+    "JSON_LINES",
+    "NotRead",
+    "Source",
+    "Unreadable",
+    "UsageError",
+    "count_documents",
+    "read",
+]
 
 #: Suffixes read as JSON Lines; ``.json`` is one value; others are recognised.
 JSON_LINES = frozenset({".jsonl", ".ndjson"})
 _SUFFIXES = (".json", ".jsonl", ".ndjson")
-_WHITESPACE = re.compile(r"[ \t\n\r]*")
-_DECODER = json.JSONDecoder()
 _KIND = {str: "a string", int: "a number", float: "a number", bool: "a boolean", list: "an array"}
 _KINDS = {
     "a string": "strings",
@@ -64,10 +88,21 @@ class Source:
 
 @attrs.frozen
 class Unreadable:
-    """Input that is not a document: refused locally, with what is wrong and where."""
+    """Input that is not a document: refused locally, with what is wrong and where.
+
+    ``size`` is set for a document larger than the limit: its size in bytes.
+    """
 
     why: str
     column: int | None = None
+    size: int | None = None
+
+
+@attrs.frozen
+class NotRead:
+    """Input left unread because the deadline passed: the rest of a source, from a line."""
+
+    why: str
 
 
 def _kind(value: Any) -> str:
@@ -78,76 +113,40 @@ def _not_object(value: Any) -> Unreadable:
     return Unreadable(f"{_kind(value)}, not a JSON object: a document is an object")
 
 
-def _invalid(exc: json.JSONDecodeError) -> tuple[int, Unreadable]:
-    return exc.lineno, Unreadable(f"invalid JSON ({exc.msg})", exc.colno)
+def _too_large(bounds: Bounds, size: int) -> Unreadable:
+    why = f"the document is {size:,} bytes, more than the limit of {bounds.max_size:,} bytes"
+    return Unreadable(why + ": not read", size=size)
 
 
-def _line_of(text: str, position: int) -> int:
-    return text.count("\n", 0, position) + 1
+# --- JSON Lines ---------------------------------------------------------------------------
 
 
-def _skip(text: str, position: int) -> int:
-    match = _WHITESPACE.match(text, position)
-    return match.end() if match else position
+def _lines(
+    file: IO[str], bounds: Bounds, first: int = 1, head: tuple[str, ...] = ()
+) -> Iterator[tuple[int, Any]]:
+    """JSON Lines: one value per non-blank line; a line over the limit is skipped unread.
 
-
-def _array(text: str, start: int) -> tuple[list[tuple[int, Any]], int]:
-    """The array at ``start``: ``(position, element)`` pairs and the position after it.
-
-    Raises :class:`json.JSONDecodeError` at the problem, with its line and column.
+    ``head``: lines read already (to recognise the format), numbered from ``first``.
     """
-    elements: list[tuple[int, Any]] = []
-    position = _skip(text, start + 1)
-    if text.startswith("]", position):
-        return elements, position + 1
+    cap = bounds.max_size + 1
+    number = first - 1
+    pending = iter(head)
     while True:
-        value, end = _DECODER.raw_decode(text, position)
-        elements.append((position, value))
-        position = _skip(text, end)
-        if text.startswith(",", position):
-            position = _skip(text, position + 1)
-        elif text.startswith("]", position):
-            return elements, position + 1
-        else:
-            raise json.JSONDecodeError("Expecting ',' delimiter", text, position)
-
-
-def _decode(text: str, start: int, *, is_array: bool) -> list[tuple[int, Any]]:
-    if is_array:
-        elements, end = _array(text, start)
-    else:
-        value, end = _DECODER.raw_decode(text, start)
-        elements = [(start, value)]
-    end = _skip(text, end)
-    if end != len(text):
-        raise json.JSONDecodeError("Extra data after the JSON value", text, end)
-    return elements
-
-
-def _whole(text: str) -> Iterator[tuple[int, Any]]:
-    """A text holding one JSON value: an object, or an array of objects."""
-    start = _skip(text, 0)
-    if start == len(text):
-        return  # empty: no document (the command says so if nothing else comes)
-    is_array = text.startswith("[", start)
-    try:
-        elements = _decode(text, start, is_array=is_array)
-    except json.JSONDecodeError as exc:
-        yield _invalid(exc)
-        return
-    if is_array and elements and not any(isinstance(v, dict) for _, v in elements):
-        kinds = " and ".join(sorted({_KINDS.get(_kind(v), "nulls") for _, v in elements}))
-        why = f"an array of {kinds}, not of JSON objects: a document is an object"
-        yield _line_of(text, start), Unreadable(why)
-        return
-    for position, value in elements:
-        yield _line_of(text, position), value if isinstance(value, dict) else _not_object(value)
-
-
-def _lines(lines: Iterable[str], first: int = 1) -> Iterator[tuple[int, Any]]:
-    """JSON Lines: one value per non-blank line."""
-    for number, line in enumerate(lines, first):
+        line = next(pending, None)
+        if line is None:
+            line = file.readline(cap)
+        if not line:
+            return
+        number += 1
+        bounds.check(number)
+        if len(line) == cap and not line.endswith("\n"):  # longer than the limit
+            yield number, _too_large(bounds, utf8_size(line) + skip_line(file, bounds, number))
+            continue
         if not line.strip():
+            continue
+        size = utf8_size(line.rstrip("\r\n"))
+        if size > bounds.max_size:  # not ASCII: more bytes than characters
+            yield number, _too_large(bounds, size)
             continue
         try:
             value = json.loads(line)
@@ -157,18 +156,76 @@ def _lines(lines: Iterable[str], first: int = 1) -> Iterator[tuple[int, Any]]:
         yield number, value if isinstance(value, dict) else _not_object(value)
 
 
-def _stream(file: IO[str], *, json_lines: bool | None) -> Iterator[tuple[int, Any]]:
-    """The values of an open text stream; ``json_lines=None``: recognise the format."""
-    if json_lines:
-        yield from _lines(file)
+# --- one JSON value, or an array of them --------------------------------------------------
+
+
+def _whole(opened: Callable[[], Any], bounds: Bounds) -> Iterator[tuple[int, Any]]:
+    """A text holding one JSON value: an object, or an array of objects.
+
+    ``opened()`` opens the text from its start. An array is read once to check it (a
+    broken one gives one entry, none of its documents; one without any object gives one
+    entry), then again to give its elements.
+    """
+    with opened() as file:
+        scanner = Scanner(file, bounds)
+        if scanner.skip_whitespace() != "[":  # one value (or none), given once all is read
+            try:
+                found = list(values(scanner))
+            except Invalid as exc:
+                yield exc.line, Unreadable(f"invalid JSON ({exc.message})", exc.column)
+                return
+            yield from ((line, _entry(value, bounds)) for line, value in found)
+            return
+        start = scanner.line_at(scanner.pos)
+        kinds: set[str] = set()
+        try:
+            for _, value in values(scanner):
+                kinds.add(value.kind if isinstance(value, TooLarge) else _kind(value))
+        except Invalid as exc:
+            yield exc.line, Unreadable(f"invalid JSON ({exc.message})", exc.column)
+            return
+        except DeadlinePassed:
+            raise DeadlinePassed(start) from None  # nothing of the array was given
+    if kinds and "dict" not in kinds:
+        names = " and ".join(sorted({_KINDS.get(kind, "nulls") for kind in kinds}))
+        why = f"an array of {names}, not of JSON objects: a document is an object"
+        yield start, Unreadable(why)
         return
-    if json_lines is False:
-        yield from _whole(file.read())
-        return
-    # Recognise: blank lines first, then a first line that is a whole JSON value means
-    # JSON Lines; anything else (an array, a pretty-printed object) is one JSON value.
+    with opened() as file:
+        yield from _entries(Scanner(file, bounds), bounds)
+
+
+def _entries(scanner: Scanner, bounds: Bounds) -> Iterator[tuple[int, Any]]:
+    """Each value of ``scanner`` as :func:`_entry`; where it stops being JSON, the error."""
+    try:
+        for line, value in values(scanner):
+            yield line, _entry(value, bounds)
+    except Invalid as exc:
+        yield exc.line, Unreadable(f"invalid JSON ({exc.message})", exc.column)
+
+
+def _entry(value: Any, bounds: Bounds) -> Any:
+    """A value as a document, or its refusal: too large, or not an object."""
+    if isinstance(value, TooLarge):
+        return _too_large(bounds, value.size)
+    return value if isinstance(value, dict) else _not_object(value)
+
+
+# --- sources ------------------------------------------------------------------------------
+
+
+def _recognised(
+    file: IO[str], bounds: Bounds, whole: Callable[[tuple[str, ...]], Iterator[tuple[int, Any]]]
+) -> Iterator[tuple[int, Any]]:
+    """A text whose format its first line tells: JSON Lines, or one JSON value.
+
+    Blank lines first, then a first line that is a whole JSON value (or one longer than
+    the limit, not an array) means JSON Lines; anything else (an array, a pretty-printed
+    object) is one JSON value, read by ``whole(lines read so far)``.
+    """
+    cap = bounds.max_size + 1
     head: list[str] = []
-    for line in file:
+    while line := file.readline(cap):
         head.append(line)
         if line.strip():
             break
@@ -176,15 +233,56 @@ def _stream(file: IO[str], *, json_lines: bool | None) -> Iterator[tuple[int, An
     if not first:
         return
     if not first.startswith("["):
+        if len(head[-1]) == cap and not head[-1].endswith("\n"):  # a line over the limit
+            yield from _lines(file, bounds, head=tuple(head))
+            return
         try:
             json.loads(first)
         except json.JSONDecodeError:
             pass
         else:
-            yield from _lines(head)
-            yield from _lines(file, len(head) + 1)
+            yield from _lines(file, bounds, head=tuple(head))
             return
-    yield from _whole("".join(head) + file.read())
+    yield from whole(tuple(head))
+
+
+@contextlib.contextmanager
+def _spooled(head: tuple[str, ...], rest: IO[str], bounds: Bounds) -> Iterator[Callable[[], Any]]:
+    """Standard input copied to a temporary file: an opener of it, for :func:`_whole`."""
+    with tempfile.TemporaryFile("w+", encoding="utf-8", newline="") as spool:
+        spool.writelines(head)
+        while chunk := rest.read(SKIP):
+            bounds.check(1)
+            spool.write(chunk)
+
+        @contextlib.contextmanager
+        def opened() -> Iterator[IO[str]]:
+            spool.seek(0)
+            yield spool
+
+        yield opened
+
+
+def _stdin(stdin: IO[str], bounds: Bounds) -> Iterator[tuple[int, Any]]:
+    def whole(head: tuple[str, ...]) -> Iterator[tuple[int, Any]]:
+        with _spooled(head, stdin, bounds) as opened:
+            yield from _whole(opened, bounds)
+
+    yield from _recognised(stdin, bounds, whole)
+
+
+def _path(path: Path, bounds: Bounds) -> Iterator[tuple[int, Any]]:
+    def opened() -> IO[str]:
+        return path.open(encoding="utf-8-sig")
+
+    if path.suffix == ".json":
+        yield from _whole(opened, bounds)
+        return
+    with opened() as file:
+        if path.suffix in JSON_LINES:
+            yield from _lines(file, bounds)
+        else:
+            yield from _recognised(file, bounds, lambda _head: _whole(opened, bounds))
 
 
 def _files(source: str) -> list[Path]:
@@ -196,48 +294,64 @@ def _files(source: str) -> list[Path]:
     raise UsageError(f"no such file or directory: {source}")
 
 
-def _format(path: Path) -> bool | None:
-    if path.suffix in JSON_LINES:
-        return True
-    return False if path.suffix == ".json" else None
-
-
-def read(sources: list[str], stdin: IO[str] | None = None) -> Iterator[tuple[Source, Any]]:
-    """``(source, document or Unreadable)`` for every document of ``sources`` in order.
+def read(
+    sources: list[str],
+    stdin: IO[str] | None = None,
+    *,
+    max_size: int = DEFAULT_MAX_DOCUMENT_SIZE,
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[tuple[Source, Any]]:
+    """``(source, document, Unreadable or NotRead)`` for every entry of ``sources`` in order.
 
     ``-`` is standard input. A file that cannot be opened or decoded is one unreadable
     entry; a name that does not exist is a :class:`UsageError` before anything is read.
+    A document over ``max_size`` bytes is an unreadable entry, never read whole; once
+    ``deadline`` (an instant of ``clock``) has passed, the rest of each source is one
+    :class:`NotRead` entry.
     """
     for source in sources:
         if source != "-":
             _files(source)  # a missing name fails before anything is sent
+    bounds = Bounds(max_size, deadline, clock)
+    stopped = False
     for source in sources:
-        if source == "-":
-            for line, value in _stream(stdin or sys.stdin, json_lines=None):
-                yield Source("-", line), value
-            continue
-        for path in _files(source):
-            name = str(path)
+        for path in [None] if source == "-" else _files(source):
+            name = "-" if path is None else str(path)
+            if stopped:
+                yield Source(name, 1), NotRead(_DEADLINE)
+                continue
+            entries = _stdin(stdin or sys.stdin, bounds) if path is None else _path(path, bounds)
             try:
-                with path.open(encoding="utf-8-sig") as file:
-                    for line, value in _stream(file, json_lines=_format(path)):
-                        yield Source(name, line), value
+                for line, value in entries:
+                    yield Source(name, line), value
+            except DeadlinePassed as exc:
+                stopped = True
+                yield Source(name, exc.line), NotRead(_DEADLINE)
             except UnicodeDecodeError as exc:
                 yield Source(name, 1), Unreadable(f"not UTF-8 text (byte {exc.start})")
             except OSError as exc:
                 yield Source(name, 1), Unreadable(f"cannot read: {exc.strerror or exc}")
 
 
-def count_documents(sources: list[str]) -> int | None:
-    """How many entries :func:`read` will give, for a progress bar; ``None`` for stdin."""
+_DEADLINE = "the deadline passed before it was read"
+
+
+def count_documents(
+    sources: list[str], *, max_size: int = DEFAULT_MAX_DOCUMENT_SIZE, deadline: float | None = None
+) -> int | None:
+    """How many entries :func:`read` will give, for a progress bar.
+
+    ``None`` for standard input, or when the deadline passes while counting.
+    """
     if "-" in sources:
         return None
     total = 0
     try:
-        for source in sources:
-            for path in _files(source):
-                with path.open(encoding="utf-8-sig") as file:
-                    total += sum(1 for _ in _stream(file, json_lines=_format(path)))
-    except (OSError, UnicodeDecodeError, UsageError):
+        for _, value in read(sources, max_size=max_size, deadline=deadline):
+            if isinstance(value, NotRead):
+                return None
+            total += 1
+    except UsageError:
         return None
     return total

@@ -8,6 +8,7 @@ what is wrong and where, and are never sent.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import shlex
@@ -17,8 +18,13 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from invoicing_async._client import InvoicingClient
-from invoicing_async._documents import document_key
-from invoicing_async._errors import LedgerError, ValidationError
+from invoicing_async._documents import DEFAULT_MAX_DOCUMENT_SIZE, document_key
+from invoicing_async._errors import (
+    DocumentTooLargeError,
+    LedgerError,
+    TransportError,
+    ValidationError,
+)
 from invoicing_async._ledger._sqlite_ledger import Ledger
 from invoicing_async._outcomes import Outcome, OutcomeStatus
 from invoicing_async._retry import RetryPolicy
@@ -33,11 +39,10 @@ from ._common import (
     key_and_tls,
     settings,
 )
-from ._input import Source, Unreadable, count_documents, read
+from ._input import NotRead, Source, Unreadable, count_documents, read
 from ._output import Progress, Tally, summary, write_record
 
 if TYPE_CHECKING:
-    import argparse
     from collections.abc import AsyncGenerator, Iterator
 
     from ._common import Commands
@@ -89,7 +94,16 @@ def register(commands: Commands) -> None:
         "--deadline",
         type=float,
         metavar="SECONDS",
-        help="for the whole run; documents not sent by then end not_sent",
+        help="for the whole run, reading included; documents not sent by then end not_sent",
+    )
+    options.add_argument(
+        "--max-document-size",
+        type=_size,
+        default=DEFAULT_MAX_DOCUMENT_SIZE,
+        metavar="BYTES",
+        help="refuse (rejected, never read whole) a document larger than this, in bytes "
+        "of JSON text; K, M and G suffixes are KiB, MiB and GiB "
+        f"({DEFAULT_MAX_DOCUMENT_SIZE // 1024 // 1024}M)",
     )
     options.add_argument(
         "--output",
@@ -163,25 +177,59 @@ def _documents(
     sources: dict[int, tuple[int, Source]],
     output: IO[str],
     tally: Tally,
+    max_size: int,
 ) -> Iterator[Any]:
-    """The documents to send; unreadable entries are reported and recorded here."""
+    """The documents to send; entries that are not are reported and recorded here.
+
+    An unreadable entry is ``rejected`` (a document over the limit with
+    :class:`~invoicing_async.DocumentTooLargeError`); input the deadline left unread
+    is ``not_sent``.
+    """
     sent = 0
     for position, (source, value) in enumerate(entries):
         tally.read += 1
-        if isinstance(value, Unreadable):
-            where = f"{source}:{value.column}" if value.column else str(source)
-            print(f"invoicing-async: {where}: {value.why}", file=sys.stderr)
-            error = ValidationError(f"{where}: {value.why}")
-            refused = Outcome(
-                index=position, key=f"unreadable:{source}", status=OutcomeStatus.REJECTED,
-                error=error,
-            )  # fmt: skip
+        if isinstance(value, (Unreadable, NotRead)):
+            refused = _refused(position, source, value, max_size)
             write_record(output, refused, position, source)
-            tally.add(refused, unreadable=True)
+            tally.add(refused, unreadable=isinstance(value, Unreadable))
         else:
             sources[sent] = (position, source)
             sent += 1
             yield value
+
+
+def _refused(position: int, source: Source, value: Unreadable | NotRead, max_size: int) -> Outcome:
+    """The outcome of an input entry that is not sent, said on stderr too."""
+    if isinstance(value, NotRead):
+        message = f"{source}: the rest of the input was not read: {value.why}"
+        print(f"invoicing-async: {message}", file=sys.stderr)
+        return Outcome(
+            index=position, key=f"unread:{source}", status=OutcomeStatus.NOT_SENT,
+            error=TransportError(f"not sent: {message}", maybe_sent=False),
+        )  # fmt: skip
+    where = f"{source}:{value.column}" if value.column else str(source)
+    why = value.why if value.size is None else f"{value.why} (--max-document-size)"
+    print(f"invoicing-async: {where}: {why}", file=sys.stderr)
+    error: ValidationError = ValidationError(f"{where}: {why}")
+    if value.size is not None:
+        error = DocumentTooLargeError(error.message, size=value.size, limit=max_size)
+    return Outcome(
+        index=position, key=f"unreadable:{source}", status=OutcomeStatus.REJECTED, error=error
+    )
+
+
+_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def _size(text: str) -> int:
+    """``--max-document-size``: bytes, or KiB/MiB/GiB with a K, M or G suffix."""
+    number = text.strip().removesuffix("B").removesuffix("b").removesuffix("i")
+    scale = _UNITS.get(number[-1:].lower(), 1)
+    if scale > 1:
+        number = number[:-1]
+    if not (number.isascii() and number.isdigit()) or int(number) < 1:
+        raise argparse.ArgumentTypeError(f"not a size in bytes: {text!r} (such as 1048576 or 10M)")
+    return int(number) * scale
 
 
 def _check_input(args: argparse.Namespace) -> list[str]:
@@ -208,8 +256,13 @@ async def _submit(args: argparse.Namespace) -> int:
     sources = _check_input(args)
     key, ssl = key_and_tls(found, json_only=args.json)
     progress_wanted = not args.no_progress and sys.stderr.isatty()
-    tally = Tally(total=count_documents(sources) if progress_wanted else None)
-    entries = read(sources)
+    # Reading counts against the deadline too: a huge input must not outlast it.
+    limits: dict[str, Any] = {
+        "max_size": args.max_document_size,
+        "deadline": None if args.deadline is None else time.monotonic() + args.deadline,
+    }
+    tally = Tally(total=count_documents(sources, **limits) if progress_wanted else None)
+    entries = read(sources, **limits)
     first = next(entries, None)  # before connecting: empty input is a usage error
     if first is None:
         raise UsageError(f"no documents in {', '.join(sources)}: nothing to submit")
@@ -230,10 +283,10 @@ async def _submit(args: argparse.Namespace) -> int:
         try:
             async with InvoicingClient(
                 str(found.base_url), str(found.client_id), str(found.api_key),
-                provider_key=key, ssl=ssl,
+                provider_key=key, ssl=ssl, max_document_size=args.max_document_size,
             ) as client:  # fmt: skip
                 stream = client.submit_stream(
-                    _documents(entries, positions, output, tally),
+                    _documents(entries, positions, output, tally, args.max_document_size),
                     concurrency=args.concurrency,
                     encrypted=not args.json,
                     ledger=args.ledger,

@@ -200,7 +200,7 @@ class _Budget:
             raise UnsupportedMessageError(f"unsupported compression algorithm {algo}")
         self.octets -= len(output)
         if self.octets < 0:
-            raise MessageTooLargeError("decompressed message exceeds size limit")
+            raise MessageTooLargeError("the decompressed message exceeds the size limit")
         return output
 
     def skip(self) -> None:
@@ -376,11 +376,16 @@ class Decryptor:
         limit = max_size + max(65536, max_size // 8)
         # Armor inflates by 4/3 and compression only shrinks realistic payloads.
         if len(data) > 4 * limit:
-            raise MessageTooLargeError("message exceeds size limit")
+            raise MessageTooLargeError(
+                f"message of {len(data)} bytes exceeds the size limit: the limit of {max_size} "
+                "bytes of data"
+            )
         try:
             return self._decrypt(bytes(data), max_size, limit)
         except (ArmorError, PacketError) as exc:
             raise MalformedMessageError(str(exc)) from None
+        except MessageTooLargeError as exc:
+            raise MessageTooLargeError(f"{exc}: the limit of {max_size} bytes") from None
 
     def _decrypt(self, data: bytes, max_size: int, limit: int) -> bytes:
         kind, binary = dearmor(data)
@@ -393,7 +398,7 @@ class Decryptor:
         if not found:
             raise MalformedMessageError("no literal data packet")
         if len(found[0]) > max_size:
-            raise MessageTooLargeError("message exceeds size limit")
+            raise MessageTooLargeError(f"the data of {len(found[0])} bytes exceeds the size limit")
         return found[0]
 
     def _plaintext(self, pkesks: list[bytes], encrypted: bytes, *, saw_skesk: bool) -> bytes:

@@ -8,6 +8,12 @@ needs the network: reading bodies, decrypting off the loop (a small thread pool:
 ``cryptography`` releases the GIL for RSA), TLS, the request log line, and writing
 replies, straight or mangled as a fault says (a reset, a lost answer, half a body, a
 trickle, an oversized body, a hang). The only module of the sandbox importing aiohttp.
+
+Requests are read as a web service reads hostile input: a body over the limit is a 413
+from its declared length, before it is read or decrypted; a form or multipart body that
+cannot be read is a 400; header bytes that are not text never match a credential; a
+request that is not valid HTTP is one log line. Each is the request's one log line,
+never a 500 or a traceback.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
+from aiohttp import BodyPartReader, http_exceptions, web
 
 from invoicing_async._pgp import OpenPGPError
 
@@ -34,7 +40,15 @@ from ._inspect import PREFIX
 from ._operations import ROUTES as OPERATION_ROUTES
 from ._operations import OperationCall, UploadedFile
 from ._outage import OutageSwitch
-from ._replies import METHOD_NOT_ALLOWED, Reply, error_reply, fault_reply, mangled, undecryptable
+from ._replies import (
+    METHOD_NOT_ALLOWED,
+    Reply,
+    error_reply,
+    fault_reply,
+    mangled,
+    oauth_error,
+    undecryptable,
+)
 
 if TYPE_CHECKING:
     import ssl
@@ -119,7 +133,7 @@ class Server:
         # that disconnects must not cancel the commit of a document it already sent.
         runner = web.AppRunner(
             app, access_log=None, handle_signals=False, shutdown_timeout=2.0,
-            handler_cancellation=False,
+            handler_cancellation=False, logger=_ProtocolLog(log),
         )  # fmt: skip
         await runner.setup()
         site = web.TCPSite(runner, host, port, ssl_context=tls)
@@ -168,6 +182,9 @@ class Server:
                 if self.outage.mode is not None:
                     return await self._during_outage(request, exchange)
                 return await handler(request, exchange.environment, exchange)
+            except _Unreadable as exc:
+                # Hostile or broken input: a 4xx, and this request's one log line.
+                return await self._send(request, exc.reply(route), None, exchange)
             except ConnectionError:
                 # The client went away (killed, timed out): not the sandbox's failure, and
                 # no traceback; the request's log line (-v) says so.
@@ -297,7 +314,10 @@ class Server:
     async def _token(
         self, request: web.Request, environment: str, exchange: Exchange
     ) -> web.StreamResponse:
-        form = await request.post() if request.method == "POST" else None
+        form = None
+        if request.method == "POST":  # the first value of each text field, as aiohttp's get()
+            fields = await _read_form(request, self._max_body_size)
+            form = {k: v for k, v in reversed(fields) if isinstance(v, str)}
         # A refresh grant takes a scripted refresh fault first, then any token fault.
         self._provider.name_issuer(exchange, form)  # for the issuer's own scripted faults
         fault, issuer = None, exchange.issuer_key
@@ -337,11 +357,7 @@ class Server:
         if latency := self._faults.base_latency():  # the service's --latency
             await _sleep_unless(latency, self._stopping)
         scripted, fault = self._faults.take(self._faults.documents)
-        try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            reply = error_reply(413, "the request body is too large")
-            return await self._send(request, reply, fault, exchange)
+        body = await _read_body(request, self._max_body_size)
         await self._gate.enter(self._stopping)  # received: a test may hold it here
         early = await self._before(request, fault, exchange)
         if early is not None:
@@ -380,9 +396,11 @@ class Server:
         if not encrypted and media not in _JSON_TYPES and not media.endswith("+json"):
             return error_reply(415, "Content-Type must be application/json")
         if encrypted:
+            # The decrypted document is bounded as the body is: a larger one is a 413.
+            decrypt = functools.partial(self._decryptor.decrypt, max_size=self._max_body_size)
             try:
                 body = await asyncio.get_running_loop().run_in_executor(
-                    self._executor, self._decryptor.decrypt, body
+                    self._executor, decrypt, body
                 )
             except OpenPGPError as exc:
                 return undecryptable(exc)
@@ -408,12 +426,8 @@ class Server:
         else:
             reply = self._authenticate(request, environment, exchange)
         if reply is None:
-            try:
-                call = await _operation_call(request)
-            except web.HTTPRequestEntityTooLarge:
-                reply = error_reply(413, "the request body is too large")
-            else:
-                reply = operations.handle(name, exchange, call)
+            call = await _operation_call(request, self._max_body_size)
+            reply = operations.handle(name, exchange, call)
         return await self._send(request, reply, fault, exchange)
 
     def _throttled(self, request: web.Request, exchange: Exchange) -> Reply | None:
@@ -429,24 +443,137 @@ class Server:
         self, request: web.Request, environment: str, exchange: Exchange
     ) -> Reply | None:
         headers = request.headers
-        authorization, api_key = headers.get("Authorization", ""), headers.get("APIKey", "")
+        authorization = _header(headers.get("Authorization", ""))
+        api_key = _header(headers.get("APIKey", ""))
         return self._provider.authenticate(environment, authorization, api_key, exchange)
 
 
-async def _operation_call(request: web.Request) -> OperationCall:
+class _ProtocolLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's server log, where a request that is not valid HTTP is one line.
+
+    aiohttp answers such a request 400 itself (bad header bytes, a broken request line)
+    and logs it with a traceback: hostile input, not a failure of the sandbox, so it
+    gets one line like the request log's. Anything else (a handler that failed) keeps
+    its traceback.
+    """
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        error = kwargs.get("exc_info")
+        if isinstance(error, http_exceptions.HttpProcessingError):
+            first = str(error.message).strip().splitlines()[0] if error.message else ""
+            remote, status = (args[0] if args else "?"), error.code or 400
+            line = "malformed HTTP request from %s -> %d: %s"
+            self.logger.info(line, remote, status, first[:200])
+            return
+        super().log(level, msg, *args, **kwargs)
+
+
+class _Unreadable(Exception):  # noqa: N818  (a reply, not an error of the sandbox)
+    """A request whose body cannot be read: what to answer (see :func:`_read_body`)."""
+
+    def __init__(self, status: int, why: str) -> None:
+        super().__init__(why)
+        self.status = status
+        self.why = why
+
+    def reply(self, route: Route) -> Reply:
+        """The 4xx, in the token endpoint's OAuth shape or the API's."""
+        if route == "token" and self.status == 400:
+            return oauth_error("invalid_request", self.why)
+        return error_reply(self.status, self.why)
+
+
+def _too_large(size: int | None, limit: int) -> _Unreadable:
+    actual = f" of {size} bytes" if size is not None else ""
+    return _Unreadable(413, f"the request body{actual} is too large: the limit is {limit} bytes")
+
+
+async def _read_body(request: web.Request, limit: int) -> bytes:
+    """The body, refused with a 413 before it is read when its declared length is too large.
+
+    A body sent without a length is read up to the limit (aiohttp's ``client_max_size``).
+    """
+    if request.content_length is not None and request.content_length > limit:
+        raise _too_large(request.content_length, limit)
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise _too_large(None, limit) from None
+
+
+async def _read_form(request: web.Request, limit: int) -> list[tuple[str, str | UploadedFile]]:
+    """The fields of a form (URL-encoded or multipart), in order; files read whole.
+
+    Text that is not UTF-8, a broken multipart body, a part with bad headers: the
+    client's mistake or a hostile one, a 400 saying so.
+    """
+    if request.content_length is not None and request.content_length > limit:
+        raise _too_large(request.content_length, limit)
+    try:
+        if request.content_type == "multipart/form-data":
+            return await _multipart(request, limit)
+        form = await request.post()
+    except web.HTTPRequestEntityTooLarge:
+        raise _too_large(None, limit) from None
+    except UnicodeDecodeError:
+        raise _Unreadable(400, "the form is not UTF-8 text") from None
+    except LookupError:
+        raise _Unreadable(400, "the form names a charset that does not exist") from None
+    except (ValueError, http_exceptions.HttpProcessingError, Warning):
+        # Warning: aiohttp warns of a bad part header (an exception where warnings are
+        # errors, as in a test suite) and reads on.
+        raise _Unreadable(400, "the form cannot be read: a malformed body") from None
+    return [(name, value) for name, value in form.items() if isinstance(value, str)]
+
+
+async def _multipart(request: web.Request, limit: int) -> list[tuple[str, str | UploadedFile]]:
+    """A ``multipart/form-data`` body's parts, in memory and within ``limit`` bytes.
+
+    Read here rather than by aiohttp's ``post()``, which spools file parts to temporary
+    files that a body broken further on leaves open, and bounds the bytes received but
+    not what a compressed part inflates to.
+    """
+    fields: list[tuple[str, str | UploadedFile]] = []
+    reader = await request.multipart()
+    room = limit
+    while (part := await reader.next()) is not None:
+        if not isinstance(part, BodyPartReader) or part.name is None:
+            raise _Unreadable(400, "the form cannot be read: a part without a name")
+        data = bytearray()
+        while chunk := await part.read_chunk():
+            async for decoded in part.decode_iter(chunk):
+                room -= len(decoded)
+                if room < 0:
+                    raise _too_large(None, limit)
+                data += decoded
+        # Part headers: bytes that are not UTF-8 arrive escaped.
+        name = _header(part.name)
+        if part.filename:  # as aiohttp reads a form: a file part has a file name
+            media = _header(part.headers.get("Content-Type", "application/octet-stream"))
+            fields.append((name, UploadedFile(name, _header(part.filename), media, bytes(data))))
+        else:
+            fields.append((name, bytes(data).decode(part.get_charset("utf-8"))))
+    return fields
+
+
+def _header(value: str) -> str:
+    """A header as text; bytes that were not UTF-8 become U+FFFD (a value that never matches)."""
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+async def _operation_call(request: web.Request, limit: int) -> OperationCall:
     """What an operation request carries: its body, or its form's fields and files."""
     fields: dict[str, str] = {}
     files: list[UploadedFile] = []
     body = b""
     if request.content_type == "multipart/form-data":
-        for name, value in (await request.post()).items():
-            if isinstance(value, web.FileField):
-                content = value.file.read()
-                files.append(UploadedFile(name, value.filename, value.content_type, content))
+        for name, value in await _read_form(request, limit):
+            if isinstance(value, UploadedFile):
+                files.append(value)
             else:
-                fields[name] = value if isinstance(value, str) else bytes(value).decode()
+                fields[name] = value
     else:
-        body = await request.read()
+        body = await _read_body(request, limit)
     return OperationCall(
         method=request.method,
         query=dict(request.query),

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from invoicing_async._pgp import NotIntegrityProtectedError, OpenPGPError
+from invoicing_async._pgp import MessageTooLargeError, NotIntegrityProtectedError, OpenPGPError
 
 from ._faults import Fault
 from ._wire import dumps
@@ -100,7 +100,13 @@ def fault_reply(fault: Fault) -> Reply:
 
 
 def undecryptable(error: OpenPGPError) -> Reply:
-    """The 400 for a message that cannot be decrypted (the error's text is safe to echo)."""
+    """The 400 for a message that cannot be decrypted (the error's text is safe to echo).
+
+    A message whose data is larger than the sandbox takes is not a decryption problem:
+    413, as for a body that is too large.
+    """
+    if isinstance(error, MessageTooLargeError):
+        return error_reply(413, f"the document is too large: {error}")
     if isinstance(error, NotIntegrityProtectedError):
         return error_reply(400, "message is not integrity protected")
     return error_reply(400, f"the message cannot be decrypted: {error}")

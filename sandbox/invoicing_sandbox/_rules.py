@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import random
 
 __all__ = [
+    "MAX_DEPTH",
     "REQUIRED_FIELDS",
     "FieldError",
     "build_record",
@@ -67,19 +68,64 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+#: Deepest nesting of arrays and objects a document may have: the default ``MaxDepth``
+#: of the JSON readers such services run on (System.Text.Json, Json.NET). An invoice
+#: is four or five levels deep.
+MAX_DEPTH = 64
+#: A ``\\u`` escape of a UTF-16 surrogate: the text may hold one without its pair.
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
 def parse_document(body: bytes) -> dict[str, Any] | Reply:
-    """The JSON object in ``body``, or the 400 the service answers.
+    r"""The JSON object in ``body``, or the 400 the service answers.
 
     ``NaN`` and ``Infinity`` are refused as the service's JSON parser refuses them
-    (Python's would accept them).
+    (Python's would accept them), and so is what such a parser cannot represent or a
+    hostile client sends to exhaust it: text that is not UTF-8, nesting deeper than
+    :data:`MAX_DEPTH` levels, a ``\u`` escape of half a surrogate pair.
     """
     try:
-        document = json.loads(body, parse_constant=_reject_constant)
-    except ValueError as exc:  # UnicodeDecodeError included
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return error_reply(400, f"malformed JSON: not UTF-8 (byte {exc.start})")
+    try:
+        document = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        return _too_deep()
+    except ValueError as exc:
         return error_reply(400, f"malformed JSON: {str(exc)[:200]}")
     if not isinstance(document, dict):
         return error_reply(400, "malformed JSON: the document must be a JSON object")
+    if _deeper_than(document, MAX_DEPTH):
+        return _too_deep()
+    if _SURROGATE.search(text):
+        try:
+            dumps(document)
+        except UnicodeEncodeError:
+            return error_reply(400, "malformed JSON: a \\u escape of half a surrogate pair")
     return document
+
+
+def _too_deep() -> Reply:
+    return error_reply(400, f"malformed JSON: nested more than {MAX_DEPTH} levels deep")
+
+
+def _deeper_than(document: Any, limit: int) -> bool:
+    """Whether ``document`` nests arrays and objects more than ``limit`` levels deep.
+
+    Level by level, containers only, without recursion.
+    """
+    level, depth = [document], 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        below: list[Any] = []
+        for container in level:
+            items = container.values() if isinstance(container, dict) else container
+            below.extend([item for item in items if isinstance(item, (dict, list))])
+        level = below
+    return False
 
 
 def _number_like(value: Any) -> bool:
@@ -301,6 +347,10 @@ def build_record(
     return result_from_dict(wire), dumps(wire)
 
 
+#: Digits a mark may have (a 64-bit integer).
+_MARK_DIGITS = 19
+
+
 def cancellation_mark(query: str | None, body: bytes) -> int | Reply:
     """The mark to cancel, from the JSON body (``{"mark": …}``) or the query string."""
     mark: Any = query
@@ -309,8 +359,11 @@ def cancellation_mark(query: str | None, body: bytes) -> int | Reply:
         if isinstance(data, Reply):
             return data
         mark = data.get("mark", mark)
-    if isinstance(mark, str) and mark.strip().isdigit():
-        mark = int(mark)
+    text = mark.strip() if isinstance(mark, str) else ""
+    # ASCII digits only ("²".isdigit() is true), and no more than a mark has: int() of
+    # thousands of digits raises.
+    if text.isascii() and text.isdigit() and len(text) <= _MARK_DIGITS:
+        mark = int(text)
     if isinstance(mark, int) and not isinstance(mark, bool):
         return mark
     message = "an integer is required"

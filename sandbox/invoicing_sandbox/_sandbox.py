@@ -86,7 +86,8 @@ class Sandbox:
         :class:`~invoicing_async.TokenCache` uses, to test expiry without waiting).
     :param domain: the public domain written into result records and QR urls.
     :param environments: environment names; the first is the default.
-    :param max_body_size: largest request body accepted (413 beyond).
+    :param max_body_size: largest request body accepted, and largest document once
+        decrypted and decompressed (413 beyond, never a 400 "cannot be decrypted").
     :param max_in_flight: document requests the provider processes at once; beyond
         that it answers 429 (``Retry-After: 0``) without processing. ``None``: no limit.
     :param duplicate_detection: ``False`` commits a re-sent document again (a new mark,

@@ -23,6 +23,7 @@ import time
 
 import pytest
 from helpers import module_with_ctrl_c
+from sandboxtools import command_env
 
 from invoicing_async import document_key
 from invoicing_sandbox import Fault, Sandbox, sample_invoice, sample_invoices
@@ -62,13 +63,7 @@ def records(text: str) -> list[dict]:
 @pytest.fixture
 async def sandbox(tmp_path):
     async with Sandbox(key_algorithm="cv25519") as sb:
-        key_file = sb.write_public_key(tmp_path / "provider.asc")
-        sb.env = {
-            "INVOICING_BASE_URL": sb.base_url,
-            "INVOICING_CLIENT_ID": sb.client_id,
-            "INVOICING_API_KEY": sb.client_secret,
-            "INVOICING_PROVIDER_KEY": str(key_file),
-        }
+        sb.env = command_env(sb, sb.write_public_key(tmp_path / "provider.asc"))
         yield sb
 
 

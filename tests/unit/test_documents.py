@@ -10,7 +10,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from invoicing_async import ValidationError, document_key
+from invoicing_async import (
+    DocumentTooLargeError,
+    InvoicingClient,
+    Outcome,
+    OutcomeStatus,
+    ValidationError,
+    document_key,
+    outcome_from_dict,
+    outcome_to_dict,
+)
 from invoicing_async._documents import dumps, serialize_document
 
 
@@ -141,3 +150,57 @@ def test_keys_that_do_not_collide_are_sent(document):
     numbers, are serialised as JSON writes them."""
     body = serialize_document(document)
     assert json.loads(body) == json.loads(json.dumps(document))
+
+
+# --- the size limit ------------------------------------------------------------------------
+
+
+def test_a_mapping_over_the_limit_is_refused_with_its_size_and_the_limit():
+    """A mapping whose compact JSON exceeds the limit is refused before it is sent:
+    DocumentTooLargeError (a ValidationError, status None) with the size in bytes and
+    the limit, in its message and as attributes. At the limit it is sent."""
+    document = {"Notes": "x" * 100}
+    size = len(serialize_document(document))
+    assert serialize_document(document, size) == dumps(document)
+    with pytest.raises(DocumentTooLargeError) as info:
+        serialize_document(document, size - 1)
+    error = info.value
+    assert isinstance(error, ValidationError)
+    assert (error.status, error.size, error.limit) == (None, size, size - 1)
+    assert f"{size:,} bytes" in error.message
+    assert f"{size - 1:,} bytes" in error.message
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview, str])
+def test_bytes_are_measured_as_given(kind):
+    """Bytes (and bytearray, memoryview) count as they are; text counts in UTF-8 bytes
+    ("é" is 2); over the limit they are refused, at it they are sent unchanged."""
+    text = '{"Notes": "' + "é" * 50 + '"}'
+    raw = text.encode()
+    document = text if kind is str else kind(raw)
+    assert serialize_document(document, len(raw)) == raw
+    with pytest.raises(DocumentTooLargeError) as info:
+        serialize_document(document, len(raw) - 1)
+    assert info.value.size == len(raw)
+
+
+def test_too_large_survives_the_ledger_and_pickling():
+    """A DocumentTooLargeError written to a ledger record (or pickled for a process
+    pool) comes back as itself, with its size and limit."""
+    import pickle  # noqa: PLC0415
+
+    error = DocumentTooLargeError("too large", size=12, limit=10)
+    outcome = Outcome(index=0, key="k", status=OutcomeStatus.REJECTED, error=error)
+    for clone in (
+        outcome_from_dict(json.loads(json.dumps(outcome_to_dict(outcome)))).error,
+        pickle.loads(pickle.dumps(error)),  # noqa: S301
+    ):
+        assert type(clone) is DocumentTooLargeError
+        assert (clone.size, clone.limit, clone.message) == (12, 10, "too large")
+
+
+@pytest.mark.parametrize("limit", [0, -1, 1.5, "10M", True])
+def test_the_client_refuses_a_limit_that_is_not_a_size(limit):
+    """max_document_size must be a positive number of bytes."""
+    with pytest.raises(ValueError, match="max_document_size"):
+        InvoicingClient("http://127.0.0.1:1", "tin", "key", max_document_size=limit)

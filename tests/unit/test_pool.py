@@ -164,3 +164,30 @@ async def test_idle_issuers_are_closed_and_memory_stays_bounded(sb):
         await pool.submit_json(sample_invoice(99, issuer_vat="800000001"))
     assert asked["800000001"] == 2
     assert all(asked[tin] == 1 for tin in list(ISSUERS)[1:])
+
+
+async def test_a_submission_names_its_issuer_and_every_outcome_says_whose_it_is():
+    """In a pool's batch a Submission's ``issuer`` routes a document without Issuer.Vat;
+    each outcome carries its issuer, also through outcome_to_dict/outcome_from_dict."""
+    from invoicing_async import Submission, outcome_from_dict, outcome_to_dict  # noqa: PLC0415
+
+    async with Sandbox(key_algorithm="cv25519", require_fields=False) as sb:
+        sb.add_client(sb.environment().name, "800000005", ISSUERS["800000005"])
+        sb.add_client(sb.environment().name, "800000001", ISSUERS["800000001"])
+        bare = sample_invoice(1, issuer_vat="800000005")
+        bare.pop("Issuer")
+        named = sample_invoice(2, issuer_vat="800000001")
+        async with pool_for(sb) as pool:
+            outcomes = await pool.submit_many(
+                [Submission(document=bare, issuer="800000005"), named, bare],
+                encrypted=False,
+                retry=QUICK,
+            )
+    assert [o.status for o in outcomes] == [
+        OutcomeStatus.ACCEPTED,
+        OutcomeStatus.ACCEPTED,
+        OutcomeStatus.NOT_SENT,
+    ]
+    assert [o.issuer for o in outcomes] == ["800000005", "800000001", None]
+    assert isinstance(outcomes[2].error, UnknownIssuerError)
+    assert outcome_from_dict(outcome_to_dict(outcomes[0])).issuer == "800000005"

@@ -13,8 +13,10 @@ from invoicing_async import (
     AccessToken,
     AuthenticationError,
     DocumentStatus,
+    DocumentTooLargeError,
     DuplicateDocumentError,
     MalformedResponseError,
+    ProviderKeyError,
     ProviderTimeoutError,
     RateLimitError,
     ServerError,
@@ -224,7 +226,7 @@ def test_parse_result_record_sample():
         (404, {}, UnexpectedStatusError),
         (405, {}, UnexpectedStatusError),
         (415, {}, UnexpectedStatusError),
-        (413, {}, ValidationError),
+        (413, {}, DocumentTooLargeError),
         (408, {"message": "authority down"}, ProviderTimeoutError),
         (409, {"mark": 1}, DuplicateDocumentError),
         (429, {}, RateLimitError),
@@ -252,6 +254,48 @@ def test_400_message_comes_from_provider():
         proto.parse_document_response(response(400, body))
     assert "Series is required" in str(info.value)
     assert info.value.body == body
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "the message cannot be decrypted: message exceeds size limit",
+        "the message cannot be decrypted: decompressed message exceeds size limit",
+        "Maximum request body size 1048576 exceeded",
+        "Request Entity Too Large",
+    ],
+)
+def test_a_400_that_says_too_large_refuses_the_document_not_the_key(message):
+    """A 400 saying the message is too large refuses this document for its size
+    (DocumentTooLargeError, a ValidationError: rejected, never retried), even when it
+    also names decryption: never ProviderKeyError (not_decryptable), which stops a
+    batch and reads as the wrong provider key."""
+    with pytest.raises(DocumentTooLargeError) as info:
+        proto.parse_document_response(response(400, {"message": message}), encrypted=True)
+    assert isinstance(info.value, ValidationError)
+    assert info.value.status == 400
+    assert message in info.value.message
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["TotalGrossValue: too large", "Number exceeds the maximum length", "Details: too long"],
+)
+def test_a_field_too_large_is_not_a_document_too_large(message):
+    """A 400 about a field's value (a number too large, a string too long) stays a plain
+    ValidationError: only the message, body or document being too large is a size
+    refusal."""
+    with pytest.raises(ValidationError) as info:
+        proto.parse_document_response(response(400, {"message": message}), encrypted=True)
+    assert type(info.value) is ValidationError
+
+
+def test_a_400_blaming_decryption_alone_is_still_the_key():
+    """A 400 that blames decryption without a size is still the key's problem."""
+    body = {"message": "the message cannot be decrypted: no session key for our keys"}
+    with pytest.raises(ProviderKeyError) as info:
+        proto.parse_document_response(response(400, body), encrypted=True)
+    assert info.value.reason == "not_decryptable"
 
 
 def test_409_carries_original_record():
