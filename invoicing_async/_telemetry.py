@@ -33,6 +33,7 @@ import asyncio
 import collections
 import contextlib
 import functools
+import importlib.metadata
 import sys
 import threading
 import time
@@ -55,18 +56,25 @@ if TYPE_CHECKING:
     P = ParamSpec("P")
 
 __all__ = [
+    "SCOPE",
+    "BacklogGauges",
+    "Batch",
     "Call",
     "Exchange",
+    "MetricsServer",
     "Pending",
     "call",
     "calling",
+    "current",
     "deferred",
     "describe",
+    "document_fields",
     "exchange",
     "retried",
     "send_traceparent",
     "serve_metrics",
     "traced",
+    "waited",
     "watch_backlog",
 ]
 
@@ -140,7 +148,7 @@ def _tracer() -> Any:
     if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
         return None
     if _tracers is None or _tracers[0] is not provider:
-        _tracers = (provider, provider.get_tracer(SCOPE))
+        _tracers = (provider, provider.get_tracer(SCOPE, _version()))
     return _tracers[1]
 
 
@@ -158,8 +166,17 @@ def _instruments() -> _Meters | None:
     ):
         return None
     if _meters is None or _meters[0] is not provider:
-        _meters = (provider, _Meters(provider.get_meter(SCOPE)))
+        _meters = (provider, _Meters(provider.get_meter(SCOPE, _version())))
     return _meters[1]
+
+
+@functools.cache
+def _version() -> str | None:
+    """The installed distribution's version: the instrumentation scope's."""
+    try:
+        return importlib.metadata.version("invoicing-async")
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def _allowed(attributes: Mapping[str, Any]) -> dict[str, Any]:
