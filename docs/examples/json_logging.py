@@ -40,7 +40,8 @@ async def main() -> None:
     logger = logging.getLogger("invoicing_async")
     handler = json_handler(stream)
     logger.addHandler(handler)
-    level, logger.level = logger.level, logging.INFO
+    level = logger.level
+    logger.setLevel(logging.INFO)
     try:
         async with Sandbox() as sb:
             sb.script(Fault.status(503, retry_after=0))
