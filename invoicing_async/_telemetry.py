@@ -758,7 +758,7 @@ class Pending(_Source):
 class MetricsServer:
     """A Prometheus endpoint serving this process's metrics (see :func:`serve_metrics`)."""
 
-    def __init__(self, server: Any, thread: threading.Thread) -> None:
+    def __init__(self, server: Any, thread: Any) -> None:
         self._server = server
         self._thread = thread
 
