@@ -240,11 +240,35 @@ class _Meters:
 # --- calls -----------------------------------------------------------------------------------
 
 
+class _Api:
+    """The API's modules, imported once a tracer exists (the application imported them)."""
+
+    def __init__(self) -> None:
+        from opentelemetry import context, propagate, trace  # noqa: PLC0415
+
+        self.context = context
+        self.propagate = propagate
+        self.trace = trace
+        self.client = trace.SpanKind.CLIENT
+
+
+_api_loaded: _Api | None = None
+
+
+def _api() -> _Api:
+    global _api_loaded  # noqa: PLW0603
+    if _api_loaded is None:
+        _api_loaded = _Api()
+    return _api_loaded
+
+
 class Call:
     """One library call as telemetry sees it: its span, its fields, its physical sends.
 
     ``kind`` is ``document``, ``operation``, ``token`` or ``batch``: what its ending
-    counts. ``fields`` are what its log records carry. A call with neither a tracer nor
+    counts. ``fields`` are what its log records carry. Its HTTP requests' spans go
+    under its own span, or, for a batch's document, under the batch's (``under``), then
+    carrying the document's key and issuer themselves. A call with neither a tracer nor
     instruments still keeps its fields and counts its sends. Entering it (``with``)
     makes it the task's current call; :meth:`end` closes it.
     """
@@ -262,6 +286,7 @@ class Call:
         "sends",
         "span",
         "tracer",
+        "under",
     )
 
     def __init__(
@@ -272,6 +297,7 @@ class Call:
         tracer: Any,
         meters: _Meters | None,
         span: Any = None,
+        under: Any = None,
         count: bool = True,
     ) -> None:
         self.kind = kind
@@ -279,6 +305,8 @@ class Call:
         self.tracer = tracer
         self.meters = meters
         self.span = span
+        #: The span its requests' spans go under (its own, or its batch's).
+        self.under = span if span is not None else under
         self.count = count
         #: Physical requests sent so far (the next one's ``http.request.resend_count``).
         self.sends = 0
@@ -289,22 +317,23 @@ class Call:
         self._tokens: list[tuple[Any, Any]] = []
 
     def __enter__(self) -> Call:
-        """Make this the current call of the task (for its records and its requests)."""
+        """Make this the current call of the task (for its records and its requests).
+
+        Its own span becomes the current span too, so that another instrumentation's
+        spans nest under it.
+        """
         token = _log.current.set(self)
         attached = None
         if self.span is not None:
-            from opentelemetry import context, trace  # noqa: PLC0415  (loaded: a span exists)
-
-            attached = context.attach(trace.set_span_in_context(self.span))
+            api = _api()
+            attached = api.context.attach(api.trace.set_span_in_context(self.span))
         self._tokens.append((token, attached))
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         token, attached = self._tokens.pop()
         if attached is not None:
-            from opentelemetry import context  # noqa: PLC0415
-
-            context.detach(attached)
+            _api().context.detach(attached)
         _log.current.reset(token)
 
     def update(self, fields: Mapping[str, Any]) -> None:
@@ -358,37 +387,30 @@ class Call:
         else:
             self.end("error", error=error)
 
-    def child(self, name: str, kind: str, fields: dict[str, Any], *, count: bool) -> Call:
-        """A call under this one (a batch's document), or a new trace if it has no span."""
-        span = None
-        if self.tracer is not None:
-            parent = self.span
-            span = _start(self.tracer, name, fields, parent=parent, root=parent is None)
-        return Call(kind, fields, tracer=self.tracer, meters=self.meters, span=span, count=count)
-
 
 def _start(
     tracer: Any, name: str, fields: Mapping[str, Any], *, parent: Any = None, root: bool = False
 ) -> Any:
-    """A span: under ``parent``, the current span, or a new trace (``root``)."""
-    from opentelemetry import context, trace  # noqa: PLC0415  (loaded: a tracer exists)
-
+    """A span: under ``parent``, the current call's, the current span, or a new trace."""
+    api = _api()
     ctx: Any = None  # None: the current context
+    if parent is None and not root:
+        made = current()
+        parent = made.under if made is not None else None
     if parent is not None:
-        ctx = trace.set_span_in_context(parent)
+        ctx = api.trace.set_span_in_context(parent)
     elif root:
-        ctx = context.Context()
+        ctx = api.context.Context()
     links = None
     key = fields.get("invoicing.document_key")
     if key is not None and key in _DEFERRED:
-        links = [trace.Link(_DEFERRED[key], {"invoicing.outcome": "deferred"})]
+        links = [api.trace.Link(_DEFERRED[key], {"invoicing.outcome": "deferred"})]
     return tracer.start_span(name, context=ctx, links=links, attributes=_allowed(fields))
 
 
 def _failed(span: Any, description: str) -> None:
-    from opentelemetry.trace import Status, StatusCode  # noqa: PLC0415
-
-    span.set_status(Status(StatusCode.ERROR, description))
+    trace = _api().trace
+    span.set_status(trace.Status(trace.StatusCode.ERROR, description))
 
 
 def call(name: str, kind: str, fields: dict[str, Any] | None = None, *, root: bool = False) -> Call:
@@ -471,7 +493,11 @@ def deferred(reason: str) -> None:
 
 
 def retried(reason: str, *, delay: float | None = None, error: BaseException | None = None) -> None:
-    """The current call sends its request again, for ``reason`` (after ``delay`` s)."""
+    """The current call sends its request again, for ``reason`` (after ``delay`` s).
+
+    Counted; and an event on the call's own span (a batch's document has none: its
+    next request's span says it is a re-send).
+    """
     made = current()
     if made is None:
         return
@@ -496,33 +522,65 @@ def waited(decision: Wait) -> None:
 
 
 class Batch:
-    """A batch's telemetry: its span (or none: each document its own trace) and documents.
+    """A batch's telemetry: its span and its documents' calls.
 
-    Documents still open when the batch ends (cut off) end ``interrupted``.
+    With a span (``name``), the documents' requests' spans go under it, each naming its
+    document; without (an outbox worker's batch, which may never end), each document has
+    a span of its own, the root of a trace (linked to the sale it was deferred by).
+    Outcomes are counted in the batch and added to the counter at most once a second
+    (a measurement per document would cost a batch more than its spans); documents
+    still open when the batch ends (cut off) end ``interrupted``.
     """
 
+    #: Seconds between additions of the batch's outcome counts to the counter.
+    every = 1.0
+
     def __init__(self, name: str | None, fields: dict[str, Any]) -> None:
-        tracer = _tracer()
-        span = None if tracer is None or name is None else _start(tracer, name, fields)
-        self._call = Call("batch", fields, tracer=tracer, meters=_instruments(), span=span)
+        self._tracer = tracer = _tracer()
+        self._span = None if tracer is None or name is None else _start(tracer, name, fields)
+        self._meters = _instruments()
         self._open: weakref.WeakSet[Call] = weakref.WeakSet()
         self._settled = 0
+        self._counts: collections.Counter[str] = collections.Counter()
+        self._timer: asyncio.TimerHandle | None = None
 
     def document(self, key: str, issuer: str | None) -> Call:
-        """A document's call, under the batch (its outcome is counted by :meth:`settled`)."""
-        made = self._call.child(
-            "invoicing.document", "document", document_fields(key, issuer), count=False
+        """A document's call (its outcome is counted by :meth:`settled`)."""
+        fields = document_fields(key, issuer)
+        tracer, span = self._tracer, None
+        if tracer is not None and self._span is None:
+            span = _start(tracer, "invoicing.document", fields, root=True)
+        made = Call(
+            "document",
+            fields,
+            tracer=tracer,
+            meters=self._meters,
+            span=span,
+            under=self._span,
+            count=False,
         )
-        if made.span is not None:
+        if span is not None:
             self._open.add(made)
         return made
 
     def settled(self, outcome: Outcome, *, count: bool = True) -> None:
         """A document's outcome is reported (``count``: not one read from a journal)."""
         self._settled += 1
-        meters = self._call.meters
-        if count and meters is not None:
-            meters.count("document", outcome.status.value, {})
+        if count and self._meters is not None:
+            self._counts[outcome.status.value] += 1
+            if self._timer is None:
+                self._timer = asyncio.get_running_loop().call_later(self.every, self._count)
+
+    def _count(self) -> None:
+        """Add the outcomes counted since the last time to the counter."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        meters = self._meters
+        if meters is not None:
+            for status, number in self._counts.items():
+                meters.documents.add(number, {"invoicing.outcome": status})
+        self._counts.clear()
 
     @staticmethod
     def finished(made: Call, outcome: Outcome) -> None:
@@ -531,12 +589,12 @@ class Batch:
 
     def close(self) -> None:
         """The batch is over."""
+        self._count()
         for made in list(self._open):
             made.end("interrupted")
         self._open.clear()
-        span = self._call.span
+        span, self._span = self._span, None
         if span is not None:
-            self._call.span = None
             span.set_attribute("invoicing.batch.documents", self._settled)
             span.end()
 
@@ -560,26 +618,29 @@ class Exchange:
         made.sends += 1
         if made.tracer is None and made.meters is None:
             return
-        full, scheme, host, port = _target(url.split("?", 1)[0])
+        full, host, port = _target(url.split("?", 1)[0])
         self._attributes = attributes = {
             "http.request.method": method,
             "server.address": host,
             "server.port": port,
         }
         self._started = time.perf_counter()
-        if made.span is not None:
+        if made.under is not None:
+            api = _api()
             span_attributes = {**attributes, "url.full": full}
             if self.resends:
                 span_attributes["http.request.resend_count"] = self.resends
-            from opentelemetry import trace  # noqa: PLC0415  (loaded: a span exists)
-
+            if made.span is None:  # a batch's document: the request names it
+                span_attributes["invoicing.document_key"] = made.fields["invoicing.document_key"]
+                issuer = made.fields["invoicing.issuer"]
+                if issuer is not None:
+                    span_attributes["invoicing.issuer"] = issuer
             self._span = made.tracer.start_span(
                 method,
-                context=trace.set_span_in_context(made.span),
-                kind=trace.SpanKind.CLIENT,
+                context=api.trace.set_span_in_context(made.under),
+                kind=api.client,
                 attributes=span_attributes,
             )
-        attributes["url.scheme"] = scheme
         if made.meters is not None and made.kind == "token":
             made.meters.token_requests.add(1, {"invoicing.grant": made.fields["invoicing.grant"]})
 
@@ -587,38 +648,40 @@ class Exchange:
         """The request's headers, with ``traceparent`` when it is to be sent."""
         if self._span is None or not _propagate:
             return headers
-        from opentelemetry import propagate, trace  # noqa: PLC0415
-
+        api = _api()
         carrier = dict(headers)
-        propagate.inject(carrier, context=trace.set_span_in_context(self._span))
+        api.propagate.inject(carrier, context=api.trace.set_span_in_context(self._span))
         return carrier
 
     def answered(self, status: int) -> None:
         """The provider answered with ``status``."""
         if self._attributes is not None:
             error = str(status) if status >= 400 else None
-            self._done({"http.response.status_code": status}, error)
+            self._done(status, error)
 
     def failed(self, error_type: str) -> None:
         """No answer: ``error_type`` names the failure (a class name, ``cancelled``)."""
         if self._attributes is not None:
-            self._done({}, error_type)
+            self._done(None, error_type)
 
-    def _done(self, more: dict[str, Any], error: str | None) -> None:
+    def _done(self, status: int | None, error: str | None) -> None:
         attributes = self._attributes
         assert attributes is not None  # noqa: S101  (checked by the callers)
         self._attributes = None
+        if status is not None:
+            attributes["http.response.status_code"] = status
         if error is not None:
-            more["error.type"] = error
+            attributes["error.type"] = error
         made = self._call
         if made is not None and made.meters is not None:
-            seconds = time.perf_counter() - self._started
-            made.meters.duration.record(seconds, {**attributes, **more})
+            made.meters.duration.record(time.perf_counter() - self._started, attributes)
         span = self._span
         if span is not None:
             self._span = None
-            span.set_attributes(more)
+            if status is not None:
+                span.set_attribute("http.response.status_code", status)
             if error is not None:
+                span.set_attribute("error.type", error)
                 _failed(span, error)
             span.end()
 
@@ -629,8 +692,8 @@ def exchange(method: str, url: str) -> Exchange:
 
 
 @functools.lru_cache(maxsize=256)
-def _target(url: str) -> tuple[str, str, str, int]:
-    """``(url.full, url.scheme, server.address, server.port)`` of a URL without its query.
+def _target(url: str) -> tuple[str, str, int]:
+    """``(url.full, server.address, server.port)`` of a URL without its query.
 
     User information (``user:password@``) is dropped, and so is the fragment.
     """
@@ -638,7 +701,7 @@ def _target(url: str) -> tuple[str, str, str, int]:
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
     netloc = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, netloc, parts.path, "", "")), parts.scheme, host, port
+    return urlunsplit((parts.scheme, netloc, parts.path, "", "")), host, port
 
 
 # --- gauges ----------------------------------------------------------------------------------
@@ -680,7 +743,7 @@ class _Source:
 
 
 def _observe(gauge: str, _options: Any) -> Iterable[Any]:
-    from opentelemetry.metrics import Observation  # noqa: PLC0415  (loaded: a provider exists)
+    from opentelemetry.metrics import Observation  # noqa: PLC0415  (a provider exists)
 
     with _sources_lock:
         sources = list(_sources[gauge])

@@ -194,15 +194,16 @@ async def test_a_deferred_sale_and_its_later_delivery_are_linked(sb, tmp_path):
     assert left == 0
 
 
-async def test_a_batch_is_one_span_with_a_span_per_document(sb):
-    """submit_many: an ``invoicing.batch`` span, under it an ``invoicing.document`` span
-    per document (key, outcome), each with its POST; the documents counter counts every
-    outcome, a rejected one too."""
+async def test_a_batch_is_one_span_with_each_request_under_it_naming_its_document(sb):
+    """submit_many is one call: an ``invoicing.batch`` span, under it each request's
+    CLIENT span naming its document (key, issuer), a re-send with its resend count; the
+    documents counter counts every outcome, a rejected one too."""
     documents = [sample_invoice(n) for n in range(1, 4)]
     documents[1]["Summaries"]["TotalGrossValue"] = -1
     with otel() as t, instant_retries():
         async with client_for(sb) as client:
             await client.token()
+            sb.script(Fault.status(503, retry_after=0))
             outcomes = await client.submit_many(documents, encrypted=False)
         [batch] = t.named("invoicing.batch")
         children = t.children(batch)
@@ -210,13 +211,14 @@ async def test_a_batch_is_one_span_with_a_span_per_document(sb):
         rejected = t.value("invoicing.documents", {"invoicing.outcome": "rejected"})
     assert [o.status for o in outcomes].count(OutcomeStatus.REJECTED) == 1
     assert batch.attributes["invoicing.batch.documents"] == 3
-    assert sorted(s.attributes["invoicing.document_key"] for s in children) == sorted(
+    assert len(children) == 4  # three documents, one of them sent twice
+    assert {s.kind for s in children} == {SpanKind.CLIENT}
+    assert sorted({s.attributes["invoicing.document_key"] for s in children}) == sorted(
         document_key(d) for d in documents
     )
-    for span in children:
-        assert span.name == "invoicing.document"
-        [post] = http_children(t, span)
-        assert post.attributes["http.request.method"] == "POST"
+    assert all(s.attributes["invoicing.issuer"] == sb.client_id for s in children)
+    [resent] = [s for s in children if "http.request.resend_count" in s.attributes]
+    assert resent.attributes["http.request.resend_count"] == 1
     assert (accepted, rejected) == (2, 1)
 
 
