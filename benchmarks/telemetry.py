@@ -14,9 +14,11 @@ that one never sees another's imports:
   histogram, the counters).
 
 Each round runs the three in a rotated order (the machine is shared: drift hits them
-alike). Targets, on the median of the rounds' ratios of documents per second:
-api ÷ off >= 0.99 and sdk ÷ off >= 0.95. CPU µs per document (the whole client process)
-is shown beside them: less sensitive to other load on the machine than docs/s.
+alike). The client's CPU is what bounds the batch, and what telemetry costs, so the
+targets are on throughput per CPU second of the client process (documents ÷ its CPU
+seconds while the batch runs), which other engineers' load on the machine moves far less
+than the wall clock: api ÷ off >= 0.99 and sdk ÷ off >= 0.95 (medians of the rounds'
+ratios). The wall clock's documents per second, and their ratios, are shown beside.
 """
 
 from __future__ import annotations
@@ -122,27 +124,40 @@ def run(settings: Settings) -> Section:
         NAME,
         "Telemetry: batch throughput with OpenTelemetry off, API only, SDK on "
         "(concurrency 64, 4 KB invoices, RSA-3072)",
-        ["Process", "docs x rounds", "docs/s (median)", "÷ off", "CPU µs/doc", "Target"],
+        [
+            "Process",
+            "docs x rounds",
+            "docs/s (median)",
+            "÷ off",
+            "CPU µs/doc",
+            "docs/CPU s ÷ off",
+            "Target",
+        ],
     )
     count, rounds = settings.n(3000, 200), settings.n(7, 1)
     with ProviderProcess() as provider:
         results = measure(provider.url, count, rounds)
     rate = {name: [r["rate"] for r in rs] for name, rs in results.items()}
     cpu = {name: median([r["cpu_us"] for r in rs]) for name, rs in results.items()}
+    per_cpu = {name: [1e6 / r["cpu_us"] for r in rs] for name, rs in results.items()}
     ratios = {
         name: [r / off for r, off in zip(rate[name], rate["off"], strict=True)]
         for name in ("api", "sdk")
     }
+    cpu_ratios = {
+        name: [r / off for r, off in zip(per_cpu[name], per_cpu["off"], strict=True)]
+        for name in ("api", "sdk")
+    }
     targets = {
         "api": section.check(
-            "telemetry: API without a provider ÷ off, batch docs/s",
-            median(ratios["api"]),
+            "telemetry: API without a provider ÷ off, batch docs per CPU second",
+            median(cpu_ratios["api"]),
             0.99,
             higher=True,
         ),
         "sdk": section.check(
-            "telemetry: SDK tracing and metrics ÷ off, batch docs/s",
-            median(ratios["sdk"]),
+            "telemetry: SDK tracing and metrics ÷ off, batch docs per CPU second",
+            median(cpu_ratios["sdk"]),
             0.95,
             higher=True,
         ),
@@ -155,11 +170,16 @@ def run(settings: Settings) -> Section:
                 fmt(median(rate[name]), 0),
                 "1.00x" if name == "off" else f"{median(ratios[name]):.2f}x",
                 f"{cpu[name]:.0f}",
+                "1.00x" if name == "off" else f"{median(cpu_ratios[name]):.3f}x",
                 targets.get(name, ""),
             ]
         )
     section.notes += [
-        "Ratios per round: api ÷ off "
+        "Docs per CPU second, ratios per round: api ÷ off "
+        + ", ".join(f"{r:.3f}" for r in cpu_ratios["api"])
+        + "; sdk ÷ off "
+        + ", ".join(f"{r:.3f}" for r in cpu_ratios["sdk"])
+        + ". Wall-clock docs/s, ratios per round: api ÷ off "
         + ", ".join(f"{r:.2f}" for r in ratios["api"])
         + "; sdk ÷ off "
         + ", ".join(f"{r:.2f}" for r in ratios["sdk"])
