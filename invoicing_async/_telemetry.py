@@ -192,6 +192,11 @@ def _error_type(error: BaseException | None) -> str | None:
     return None if error is None else type(error).__name__
 
 
+_DOCUMENTS = "Documents whose outcome is known, by outcome."
+_OPERATIONS = "Operations (cancellations, uploads …) ended, by operation and outcome."
+_TOKENS = "Requests sent to the token endpoint, by grant."
+
+
 class _Meters:
     """The library's instruments on one meter provider."""
 
@@ -202,26 +207,11 @@ class _Meters:
             description="Duration of HTTP client requests.",
             explicit_bucket_boundaries_advisory=_BUCKETS,
         )
-        self.documents = meter.create_counter(
-            "invoicing.documents",
-            unit="{document}",
-            description="Documents whose outcome is known, by outcome.",
-        )
-        self.operations = meter.create_counter(
-            "invoicing.operations",
-            unit="{operation}",
-            description="Operations (cancellations, uploads …) ended, by operation and outcome.",
-        )
-        self.token_requests = meter.create_counter(
-            "invoicing.token.requests",
-            unit="{request}",
-            description="Requests sent to the token endpoint, by grant.",
-        )
-        self.retries = meter.create_counter(
-            "invoicing.retries",
-            unit="{retry}",
-            description="Requests sent again, by the reason.",
-        )
+        counter = meter.create_counter
+        self.documents = counter("invoicing.documents", "{document}", _DOCUMENTS)
+        self.operations = counter("invoicing.operations", "{operation}", _OPERATIONS)
+        self.token_requests = counter("invoicing.token.requests", "{request}", _TOKENS)
+        self.retries = counter("invoicing.retries", "{retry}", "Requests sent again, by reason.")
         for name, unit, description in _GAUGES:
             meter.create_observable_gauge(
                 name, callbacks=[functools.partial(_observe, name)], unit=unit,

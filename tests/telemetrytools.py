@@ -92,35 +92,3 @@ def otel() -> Iterator[Telemetry]:
         _reset()
         tracer_provider.shutdown()
         meter_provider.shutdown()
-
-
-def tree(spans: list[Any]) -> str:
-    """The spans as an indented tree: name and the attributes a reader looks for."""
-    by_parent: dict[int | None, list[Any]] = {}
-    ids = {span.context.span_id for span in spans}
-    for span in spans:
-        parent = span.parent.span_id if span.parent is not None else None
-        by_parent.setdefault(parent if parent in ids else None, []).append(span)
-    lines: list[str] = []
-
-    def walk(parent: int | None, depth: int) -> None:
-        for span in sorted(by_parent.get(parent, []), key=lambda s: s.start_time):
-            shown = {
-                key: value
-                for key, value in span.attributes.items()
-                if key
-                in {
-                    "invoicing.document_key",
-                    "invoicing.outcome",
-                    "invoicing.deferral.reason",
-                    "http.response.status_code",
-                    "http.request.resend_count",
-                    "error.type",
-                }
-            }
-            text = " ".join(f"{key}={value}" for key, value in shown.items())
-            lines.append(f"{'  ' * depth}{span.name} {text}".rstrip())
-            walk(span.context.span_id, depth + 1)
-
-    walk(None, 0)
-    return "\n".join(lines)
