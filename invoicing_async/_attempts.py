@@ -8,7 +8,8 @@ says between them; a batch instead puts a document that must wait back in its is
 lane (:mod:`._lanes`), so that no worker sleeps. What to send, and what the
 answer is, are the caller's (:mod:`._delivery` for documents, :mod:`._operations` for the
 other operations, :mod:`._channel` for token grants); *whether* to go on is the core's
-alone. Every retry and every ending is logged here, once, with its fields as ``extra``.
+alone. Every retry and every ending is logged here, once, with its fields as ``extra``;
+every retry is also counted and marked on the call's span (:mod:`._telemetry`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from . import _telemetry as telemetry
 from ._decision import End, Wait
 from ._errors import DuplicateDocumentError, InvoicingError
 from ._outcomes import OutcomeStatus
@@ -88,6 +90,7 @@ async def step(
             decision.seconds,
             extra={**(extra or {}), "invoicing.attempt": attempts.attempts},
         )
+        telemetry.waited(decision)
     return stepped
 
 

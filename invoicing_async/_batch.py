@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from . import _telemetry as telemetry
 from ._decision import Breaker, Budget, End, Kind, ReauthWaits, Shared, classify
 from ._delivery import Delivery
 from ._documents import (
@@ -142,6 +143,9 @@ class BatchOptions:
     key: Callable[[Any], str] = document_key
     #: The largest document sent, in bytes (``None``: the client's limit).
     max_document_size: int | None = None
+    #: A span for the batch, its documents' under it; ``False``: each document's span
+    #: starts a trace of its own (an outbox worker's batch, which may never end).
+    trace: bool = True
 
 
 _END = object()
@@ -291,6 +295,7 @@ class Batch:
             # prepares the documents takes them from the input itself (no reader).
             reader = asyncio.ensure_future(self._prepare_ahead(iter(enumerate(documents))))
             preparers = []
+        self._telemetry = telemetry.Batch("invoicing.batch" if self._options.trace else None, {})
         workers = [asyncio.ensure_future(self._work()) for _ in range(self._workers)]
         supervisor = asyncio.ensure_future(self._supervise(reader, preparers, workers))
         tasks = [reader, *preparers, *workers, supervisor]
@@ -307,6 +312,7 @@ class Batch:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             self._interrupted()
+            self._telemetry.close()
 
     async def _read_all(self, documents: Iterable[Any] | AsyncIterable[Any], size: int) -> None:
         read: list[tuple[int, Any]] = []
@@ -362,7 +368,8 @@ class Batch:
 
     async def _work(self) -> None:
         while (taken := await self._lanes.take()) is not None:
-            await self._attempt(*taken)
+            with taken[1].call:  # the document's: its span, its log records' fields
+                await self._attempt(*taken)
 
     async def _prepare_ahead(self, source: Iterator[tuple[int, Any]]) -> None:
         """Take the documents of a plain iterable and prepare them for the workers.
@@ -495,6 +502,7 @@ class Batch:
         elif record and self._journal is not None:
             self._journal.after_outcome(outcome, prepared)
         self._counts[outcome.status] += 1
+        self._telemetry.settled(outcome, count=not outcome.replayed)
         if self._options.on_progress is not None:
             self._options.on_progress(
                 BatchProgress(sum(self._counts.values()), dict(self._counts), self._replayed)
@@ -534,7 +542,8 @@ class Batch:
             return
         issuer: _Issuer = lane.context
         issuer.shared.budget.started()
-        item = _Item(pending, prepared, self._delivery(pending, issuer.shared))
+        call = self._telemetry.document(pending.key, pending.identity.issuer)
+        item = _Item(pending, prepared, self._delivery(pending, issuer.shared), call)
         await self._lanes.put(lane, item)
 
     async def _lane_of(self, issuer: str | None) -> Lane[_Item] | InvoicingError:
@@ -595,6 +604,7 @@ class Batch:
 
     async def _finish(self, lane: Lane[_Item], item: _Item, outcome: Outcome) -> None:
         self._out.discard(item)
+        self._telemetry.finished(item.call, outcome)
         issuer: _Issuer = lane.context
         error = issuer.shared.breaker.error
         if error is not None:
@@ -635,12 +645,16 @@ class Batch:
 class _Item:
     """A document in its issuer's lane: prepared, and its attempts so far."""
 
-    __slots__ = ("delivery", "pending", "prepared", "started")
+    __slots__ = ("call", "delivery", "pending", "prepared", "started")
 
-    def __init__(self, pending: _Pending, prepared: Prepared, delivery: Delivery) -> None:
+    def __init__(
+        self, pending: _Pending, prepared: Prepared, delivery: Delivery, call: telemetry.Call
+    ) -> None:
         self.pending = pending
         self.prepared = prepared
         self.delivery = delivery
+        #: Its telemetry: a span of its own, the fields of its log records.
+        self.call = call
         #: Its first turn came (the journal was told it is sending).
         self.started = False
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from . import _protocol as proto
+from . import _telemetry as telemetry
 from ._attempts import drive
 from ._decision import Attempts, End
 from ._errors import (
@@ -242,6 +243,7 @@ class Channel:
             if retry_with.value == token.value:
                 waited_for.add(token.value)  # the cache waited for it to propagate
             auth_log.debug("401: retrying with an access token")
+            telemetry.retried("token refused")
             token = retry_with
             response = await self._transport.send(build(token), timeout=timeout)
         if response.status != 401:
@@ -355,14 +357,18 @@ class Channel:
             subject="the token request",
             find_out="request a token again",
         )
-        end = await drive(
-            attempts,
-            attempt,
-            label="token request",
-            log=auth_log,
-            extra={"invoicing.issuer": self._client_id},
-            retry_level=logging.DEBUG,
-        )
+        grant = "client_credentials" if refresh_with is None else "refresh_token"
+        fields = {"invoicing.issuer": self._client_id, "invoicing.grant": grant}
+        with telemetry.calling("invoicing.token", "token", fields) as call:
+            end = await drive(
+                attempts,
+                attempt,
+                label="token request",
+                log=auth_log,
+                extra=fields,
+                retry_level=logging.DEBUG,
+            )
+            call.ended(end)
         return _answer(end)
 
     def _checked(

@@ -30,6 +30,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
+from . import _telemetry as telemetry
 from ._decision import Kind
 from ._documents import Prepared, SendOptions, describe, serialize_document
 from ._drainer import Drainer, ProviderState, Queue
@@ -222,6 +223,7 @@ class Deferral:
 
     # --- the sale ------------------------------------------------------------------------
 
+    @telemetry.traced("invoicing.sale")
     async def submit_or_defer(
         self, document: Document, *, encrypted: bool = True, budget: float | None = None
     ) -> DocumentResult | DeferredReceipt:
@@ -244,6 +246,7 @@ class Deferral:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + budget
         key, identity = describe(document)
+        telemetry.describe(key, identity)
         # Prepared even when it will not be sent now: a document that cannot be read or
         # encrypted (no usable provider key) is refused here, never deferred.
         body = await engine.prepare(document, encrypted=encrypted)
@@ -315,8 +318,14 @@ class Deferral:
         stored = await self._queue.deferrals.defer(ready, deferred)
         if stored.final is not None:
             return _final(stored.final)
+        telemetry.deferred(reason.value)
         if stored.fresh:
-            log.info("invoice %s: deferred (%s)", key, reason.value)
+            log.info(
+                "invoice %s: deferred (%s)",
+                key,
+                reason.value,
+                extra={"invoicing.outcome": "deferred", "invoicing.deferral.reason": reason.value},
+            )
             self._drainer.deferred(stored.deferral)
         return receipt_of(stored.deferral)
 

@@ -25,6 +25,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from . import _telemetry as telemetry
 from ._errors import ClientStateError, LedgerError
 from ._ledger._deferrals import PostgresDeferrals, SqliteDeferrals
 from ._ledger._postgres_outbox import PostgresStore
@@ -280,6 +281,7 @@ class Drainer:
         self._locked = False
         #: ``(count, oldest deferral's epoch seconds, parked)`` as last counted.
         self.backlog: tuple[int, float | None, int] = (0, None, 0)
+        self._gauges: telemetry.BacklogGauges | None = None
 
     # --- life ------------------------------------------------------------------------------
 
@@ -288,6 +290,8 @@ class Drainer:
         if self._tasks and not all(task.done() for task in self._tasks):
             return
         self._tasks = [asyncio.ensure_future(self._drain())]
+        if self._gauges is None:  # the backlog's gauges, while the drainer runs
+            self._gauges = telemetry.watch_backlog(repr(self._queue), lambda: self.backlog[:2])
         if self._on_outcome is not None:
             self._tasks.append(asyncio.ensure_future(self._deliver()))
 
@@ -303,6 +307,9 @@ class Drainer:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._state.reset()
+        if self._gauges is not None:
+            self._gauges.close()
+            self._gauges = None
 
     def deferred(self, deferral: Deferred) -> None:
         """A sale was just deferred: count it, and wake the drainer."""
@@ -384,6 +391,7 @@ class Drainer:
                 lease=_LEASE,
                 poll=min(self._poll, 0.5),
                 hooks=self,
+                name=repr(self._queue),
             )
             empty = await store.remaining() == 0
         finally:

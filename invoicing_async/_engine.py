@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from . import _telemetry as telemetry
 from ._batch import Batch, collect
 from ._channel import Channel
 from ._delivery import Delivery
@@ -205,6 +206,7 @@ class Engine:
         """``(body, serialised document)``, or why the document cannot be sent."""
         return await self._preparer.prepare_one(document, encrypted=encrypted)
 
+    @telemetry.traced("invoicing.submit")
     async def submit(
         self,
         document: Document,
@@ -224,6 +226,7 @@ class Engine:
         key, identity = describe(document)
         if issuer is not None:
             identity = identity._replace(issuer=issuer)
+        telemetry.describe(key, identity)
         body = await self.prepare(document, encrypted=options.encrypted)
         if isinstance(body, InvoicingError):
             raise body

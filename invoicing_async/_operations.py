@@ -26,6 +26,7 @@ from urllib.parse import quote
 import attrs
 
 from . import _protocol as proto
+from . import _telemetry as telemetry
 from ._attempts import drive
 from ._decision import Attempts, End
 from ._documents import dumps
@@ -101,6 +102,9 @@ class Call:
     body: bytes | None = attrs.field(default=None, repr=False)
     content_type: str | None = None
     params: Mapping[str, str] | None = None
+    #: The operation's name in the table (``cancel_delivery_note``), or ``request``: its
+    #: span's and its metrics' name (the path may hold a mark).
+    name: str = "request"
 
     @property
     def what(self) -> str:
@@ -226,9 +230,13 @@ async def ending(
         status, answer = ok(response)
         return _Answered(status, answer)
 
-    return await drive(
-        attempts, attempt, label=call.what, log=log, extra={"invoicing.operation": call.what}
-    )
+    fields = {"invoicing.operation": call.name, "invoicing.safety": call.safety.name.lower()}
+    with telemetry.calling(f"invoicing.{call.name}", "operation", fields) as made:
+        end = await drive(
+            attempts, attempt, label=call.what, log=log, extra={"invoicing.operation": call.what}
+        )
+        made.ended(end)
+    return end
 
 
 @attrs.frozen
@@ -272,6 +280,7 @@ def named_call(
         body,
         content_type,
         params,
+        name,
     )
 
 
@@ -299,7 +308,14 @@ def free_call(
         chosen = safety if safety is not None else default_safety(method)
         return Call(method, path, chosen, _FIND_OUT_UNKNOWN, body, content_type, params)
     return Call(
-        method, path, tighten(spec.safety, safety), spec.find_out, body, content_type, params
+        method,
+        path,
+        tighten(spec.safety, safety),
+        spec.find_out,
+        body,
+        content_type,
+        params,
+        spec.name,
     )
 
 

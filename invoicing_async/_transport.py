@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 import time
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import aiohttp
 
+from . import _telemetry as telemetry
 from ._errors import ClientStateError, InvoicingError, MalformedResponseError, TransportError
 from ._log import transport as log
 from ._protocol import Request, Response
@@ -199,12 +202,13 @@ class Transport:
             client_timeout = self._timeout_for(timeout)
         started = time.perf_counter()
         path = request.url.split("?", 1)[0]
+        exchange = telemetry.exchange(request.method, request.url)  # its span, its duration
         error: InvoicingError
         try:
             async with session.request(
                 request.method,
                 request.url,
-                headers=request.headers,
+                headers=exchange.headers(request.headers),
                 data=_payload(request.body),
                 allow_redirects=False,
                 timeout=client_timeout,
@@ -222,22 +226,34 @@ class Transport:
                     log.debug("unreadable body of a %d answer, read as empty", status)
                     body = b""
         except InvoicingError as exc:
-            error = exc
+            error, cause = exc, type(exc).__name__
         except asyncio.CancelledError:
+            exchange.failed("cancelled")
             raise
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
             error = _classify(exc)  # then dropped, not chained: it holds the request headers
+            cause = type(exc).__name__
         else:
-            log.debug(
-                "%s %s -> %d (%d bytes, %.1f ms)",
-                request.method,
-                path,
-                status,
-                len(body),
-                (time.perf_counter() - started) * 1000,
-            )
+            exchange.answered(status)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "%s %s -> %d (%d bytes, %.1f ms)",
+                    request.method,
+                    path,
+                    status,
+                    len(body),
+                    (time.perf_counter() - started) * 1000,
+                    extra=_fields(request.method, path, exchange, status=status),
+                )
             return Response(status, headers, body)
-        log.debug("%s %s failed: %s", request.method, path, error)
+        exchange.failed(cause)
+        log.debug(
+            "%s %s failed: %s",
+            request.method,
+            path,
+            error,
+            extra=_fields(request.method, path, exchange, error=cause),
+        )
         raise error  # outside the except block: no __context__ pointing at aiohttp
 
     def _timeout_for(self, total: float) -> aiohttp.ClientTimeout:
@@ -287,6 +303,25 @@ class Transport:
             chunk = b""
             raise MalformedResponseError(problem, status=status)
         return b"".join(chunks)
+
+
+def _fields(
+    method: str,
+    path: str,
+    exchange: telemetry.Exchange,
+    *,
+    status: int | None = None,
+    error: str | None = None,
+) -> dict[str, object]:
+    """What a request's log record carries: the HTTP conventions' names, no URL query."""
+    fields: dict[str, object] = {"http.request.method": method, "url.path": urlsplit(path).path}
+    if status is not None:
+        fields["http.response.status_code"] = status
+    if error is not None:
+        fields["error.type"] = error
+    if exchange.resends:
+        fields["http.request.resend_count"] = exchange.resends
+    return fields
 
 
 def _classify(exc: BaseException) -> TransportError:

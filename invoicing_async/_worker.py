@@ -39,6 +39,7 @@ import random
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
+from . import _telemetry as telemetry
 from ._batch import BatchOptions
 from ._documents import Submission
 from ._errors import LedgerError
@@ -121,9 +122,16 @@ class Claims:
     """The batch's journal in a worker: the claimed entries, written under their lease."""
 
     def __init__(
-        self, store: Store, *, seconds: float, policy: RetryPolicy, hooks: Hooks | None = None
+        self,
+        store: Store,
+        *,
+        seconds: float,
+        policy: RetryPolicy,
+        hooks: Hooks | None = None,
+        pending: telemetry.Pending | None = None,
     ) -> None:
         self._store = store
+        self._pending = pending
         self._hooks = hooks
         self._seconds = seconds
         self._policy = policy
@@ -281,8 +289,12 @@ class Claims:
         buffer: collections.deque[Claim] = collections.deque()
         while batch.stopped is None:
             if not buffer:
+                if self._pending is not None:  # the gauge, while metrics are read
+                    await self._pending.refresh(self._store.remaining)
                 buffer.extend(await self.take(size))
                 if not buffer:
+                    if self._pending is not None:
+                        await self._pending.refresh(self._store.remaining, force=True)
                     if stop_when_empty and await self._store.remaining() <= len(self.held):
                         return
                     await asyncio.sleep(poll)
@@ -317,17 +329,21 @@ async def run_worker(
     lease: float,
     poll: float,
     hooks: Hooks | None = None,
+    name: str = "outbox",
 ) -> dict[OutcomeStatus, int]:
     """Drain the outbox (see :meth:`PostgresOutbox.run_worker`); returns outcome counts.
 
     :param hooks: told of every outcome, and asked before every first request.
+    :param name: the outbox's name on its ``invoicing.outbox.pending`` gauge.
     """
     counts: collections.Counter[OutcomeStatus] = collections.Counter()
     pause = poll
     orphaned: list[str] = []  # leases held when the database went away
+    pending = telemetry.Pending(name)  # observed while this function runs
     while True:
-        claims = Claims(store, seconds=lease, policy=retry, hooks=hooks)
-        batch = engine.batch(BatchOptions(concurrency=concurrency, retry=retry), claims)
+        claims = Claims(store, seconds=lease, policy=retry, hooks=hooks, pending=pending)
+        options = BatchOptions(concurrency=concurrency, retry=retry, trace=False)
+        batch = engine.batch(options, claims)
         try:
             if orphaned:
                 await store.release(orphaned, 0.0)

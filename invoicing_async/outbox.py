@@ -150,6 +150,7 @@ class _Outbox:
                 retry=retry or _RetryPolicy(),
                 lease=lease,
                 poll=poll,
+                name=repr(self),
             )
         finally:
             await self._unlock()

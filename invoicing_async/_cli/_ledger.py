@@ -24,6 +24,7 @@ from invoicing_async._ledger._sqlite_ledger import Ledger
 from invoicing_async._outcomes import OutcomeStatus
 from invoicing_async._retry import RetryPolicy
 from invoicing_async.outbox import LedgerEntry, PostgresOutbox, open_outbox
+from invoicing_async.telemetry import serve_metrics
 
 from ._common import (
     DEFAULT_CONCURRENCY,
@@ -131,6 +132,7 @@ async def _worker(args: argparse.Namespace) -> int:
         raise UsageError("--max-rounds must be 0 (never park) or more")
     policy = RetryPolicy(attempt_timeout=args.timeout, max_rounds=args.max_rounds or None)
     async with (
+        _metrics(args),
         _outbox(args) as outbox,
         InvoicingClient(
             str(found.base_url), str(found.client_id), str(found.api_key), provider_key=key, ssl=ssl
@@ -163,6 +165,27 @@ def _shown(url: str) -> str:
     if not sep or not at or ":" not in credentials:
         return url
     return f"{scheme}://{credentials.split(':', 1)[0]}:***@{place}"
+
+
+@contextlib.asynccontextmanager
+async def _metrics(args: argparse.Namespace) -> AsyncIterator[None]:
+    """The Prometheus endpoint ``--metrics-port`` asks for, while the worker runs."""
+    if args.metrics_port is None:
+        yield
+        return
+    try:
+        server = serve_metrics(args.metrics_port, args.metrics_host)
+    except ImportError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(
+            f"cannot serve metrics on {args.metrics_host}:{args.metrics_port}: {exc.strerror}"
+        ) from None
+    print(f"metrics: {server.url}", file=sys.stderr, flush=True)
+    try:
+        yield
+    finally:
+        server.close()
 
 
 def _entry_line(entry: LedgerEntry) -> str:
@@ -359,6 +382,19 @@ def register(commands: Commands) -> None:
         metavar="N",
         help="park an entry after N rounds that failed with an unknown outcome (a poison "
         f"document); 0: never ({RetryPolicy().max_rounds})",
+    )
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve metrics for Prometheus on this port (0: any free port, printed); "
+        "needs the 'prometheus' extra",
+    )
+    worker.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="ADDRESS",
+        help="the address --metrics-port listens on (127.0.0.1; 0.0.0.0 for every interface)",
     )
     worker.set_defaults(handler=_worker)
 

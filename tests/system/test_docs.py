@@ -43,6 +43,8 @@ EXECUTED = {
     "sync_frameworks.py",
     "interrupted_batch.py",
     "pos_outage.py",
+    "operating.py",
+    "json_logging.py",
 }
 
 
@@ -74,17 +76,46 @@ async def test_operations_example_cancels_once_and_signs_once():
     await load("operations").main()
 
 
-def test_getting_started_runs_as_a_script():
-    """A reader can run the getting-started example as it is, with plain Python."""
+def run_script(name: str) -> subprocess.CompletedProcess[str]:
+    """Run ``docs/examples/NAME.py`` as a reader does, with plain Python; it succeeds."""
     completed = subprocess.run(
-        [sys.executable, str(EXAMPLES / "getting_started.py")],
+        [sys.executable, str(EXAMPLES / f"{name}.py")],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
     assert completed.returncode == 0, completed.stderr
+    return completed
+
+
+def test_getting_started_runs_as_a_script():
+    """A reader can run the getting-started example as it is, with plain Python."""
+    completed = run_script("getting_started")
     assert "accepted: mark" in completed.stdout
+
+
+def test_operating_traces_run_as_a_script():
+    """The operating guide's traces: a retried submission is one call span with its two
+    POSTs (the second a re-send), a deferred sale's later delivery links to the sale.
+    Run as a reader runs it (it configures the SDK for its own process)."""
+    completed = run_script("operating")
+    assert "(linked to the sale)" in completed.stdout
+    page = (DOCS / "operating.rst").read_text(encoding="utf-8")
+    for line in completed.stdout.splitlines():  # the page shows what it prints
+        if line.strip():
+            assert _without_ids(line) in _without_ids(page), line
+
+
+def _without_ids(text: str) -> str:
+    """Text with the run's own identities and errors left out (the port, the key)."""
+    return re.sub(r"id:\S+|error\.type=\S+", "", text)
+
+
+async def test_json_logging_records_carry_their_fields():
+    """With python-json-logger's formatter, a retry's record is a JSON object with the
+    document key, the issuer and the attempt as keys, and no secret."""
+    await load("json_logging").main()
 
 
 async def test_pos_backend_serves_tills_on_loopback():

@@ -27,6 +27,8 @@ OWNERS = {
     "asyncpg": {"invoicing_async._ledger._postgres_outbox"},
     "psycopg": {"invoicing_async._ledger._postgres_outbox"},
     "segno": {"invoicing_async.qr"},
+    "opentelemetry": {"invoicing_async._telemetry"},
+    "prometheus_client": {"invoicing_async._telemetry"},
 }
 
 

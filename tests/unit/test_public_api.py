@@ -16,6 +16,7 @@ MODULES = [
     "invoicing_async.outbox",
     "invoicing_async.qr",
     "invoicing_async.redis",
+    "invoicing_async.telemetry",
     "invoicing_sandbox",
     "invoicing_async.testing",
 ]
