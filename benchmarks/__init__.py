@@ -15,6 +15,7 @@ ledger            SQLite ledger: journaled stream memory and throughput, resume 
 single            one ``submit_secure`` after another: p50 latency vs raw aiohttp + floor
 bulk              batch throughput and loop lag vs the raw floor; journaled ÷ unjournaled
 sandbox_issuers   the sandbox holding 10,000 issuers: memory, documents/s vs 100 issuers
+issuers           ``IssuerPool``, 10,000 issuers x 5: token requests, memory, requests/s vs 1
 ================  ========================================================================
 
 Results go to ``benchmarks/RESULTS.rst`` and ``benchmarks/results.png``.
@@ -34,4 +35,5 @@ BENCHMARKS = [
     "single",
     "bulk",
     "sandbox_issuers",
+    "issuers",
 ]
