@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import heapq
 import itertools
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -113,7 +114,8 @@ class Lanes(Generic[T]):
         self._seq = itertools.count()
         self._held = 0
         self._closed = False
-        self._changed = asyncio.Event()
+        #: Workers waiting in :meth:`take`, first come first woken.
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._room = asyncio.Event()
 
     def __len__(self) -> int:
@@ -147,7 +149,7 @@ class Lanes(Generic[T]):
     def close(self) -> None:
         """No more documents will be put: :meth:`take` ends once all are settled."""
         self._closed = True
-        self._changed.set()
+        self._wake(everyone=True)
 
     async def take(self) -> tuple[Lane[T], T, int] | None:
         """The next document to send, its lane and the limiter round it is sent in.
@@ -163,19 +165,14 @@ class Lanes(Generic[T]):
                 lane = self._turn.popleft()
                 lane._queued = False  # noqa: SLF001  (this module's own)
                 taken = self._take_from(lane, now)
+                # Back at the end of the turn if it can go on, or on the timer for when it
+                # can: a lane paused while in the turn must not drop out of both.
+                self._offer(lane, now)
                 if taken is not None:
-                    self._offer(lane, now)  # back at the end of the turn if it can go on
                     return lane, taken[0], taken[1]
             if self._closed and self._held == 0:
                 return None
-            self._changed.clear()
-            wait = self._timers[0][0] - now if self._timers else None
-            # asyncio.wait, not wait_for: wait_for on 3.10/3.11 can swallow a cancellation.
-            waiter = asyncio.ensure_future(self._changed.wait())
-            try:
-                await asyncio.wait({waiter}, timeout=wait)
-            finally:
-                waiter.cancel()
+            await self._sleep(loop, self._timers[0][0] - now if self._timers else None)
 
     def sent(
         self, lane: Lane[T], slot: int, error: InvoicingError | None, *, answered: bool
@@ -203,7 +200,8 @@ class Lanes(Generic[T]):
         if lane.held == 0 and self._on_empty is not None and self._lanes.get(lane.key) is lane:
             del self._lanes[lane.key]
             self._on_empty(lane)
-        self._changed.set()
+        if self._closed and self._held == 0:
+            self._wake(everyone=True)  # the end: every worker's take() returns None
 
     def drain(self, lane: Lane[T]) -> list[T]:
         """Take every item queued or waiting in ``lane`` out (its issuer stops)."""
@@ -213,6 +211,38 @@ class Lanes(Generic[T]):
         return items
 
     # --- internals -------------------------------------------------------------------------
+
+    async def _sleep(self, loop: asyncio.AbstractEventLoop, seconds: float | None) -> None:
+        """Until :meth:`_wake` wakes this worker, or ``seconds`` (the next timer) passed.
+
+        A future per waiting worker, woken one at a time: a document put in the turn
+        wakes one worker, not every idle one (which would each wake up, find it taken,
+        and wait again: a turn of the loop per worker per document).
+        """
+        waiter = loop.create_future()
+        self._waiters.append(waiter)
+        timer = None if seconds is None else loop.call_later(seconds, _set, waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._wake()  # woken as the cancellation came: pass the wake-up on
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+                with contextlib.suppress(ValueError):  # still there if the timer woke it
+                    self._waiters.remove(waiter)
+
+    def _wake(self, *, everyone: bool = False) -> None:
+        """Wake a worker waiting in :meth:`take` (``everyone``: all of them)."""
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                if not everyone:
+                    return
 
     def _take_from(self, lane: Lane[T], now: float) -> tuple[T, int] | None:
         due = lane._due()  # noqa: SLF001
@@ -237,12 +267,12 @@ class Lanes(Generic[T]):
             if lane._timer is None or due < lane._timer:  # noqa: SLF001
                 lane._timer = due  # noqa: SLF001
                 heapq.heappush(self._timers, (due, next(self._seq), lane))
-                self._changed.set()
+                self._wake()  # to wait for this timer, if it is the first now
             return
         if lane.limiter.try_room():
             lane._queued = True  # noqa: SLF001
             self._turn.append(lane)
-            self._changed.set()
+            self._wake()
 
     def _wake_timers(self, now: float) -> None:
         timers = self._timers
@@ -251,3 +281,8 @@ class Lanes(Generic[T]):
             if lane._timer == due:  # noqa: SLF001  (else a later timer of it is pending)
                 lane._timer = None  # noqa: SLF001
                 self._offer(lane, now)
+
+
+def _set(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
