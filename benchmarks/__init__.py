@@ -16,6 +16,7 @@ single            one ``submit_secure`` after another: p50 latency vs raw aiohtt
 bulk              batch throughput and loop lag vs the raw floor; journaled ÷ unjournaled
 sandbox_issuers   the sandbox holding 10,000 issuers: memory, documents/s vs 100 issuers
 telemetry         batch throughput with OpenTelemetry off, API only, SDK tracing and metrics
+issuers           ``IssuerPool``, 10,000 issuers x 5: token requests, memory, requests/s vs 1
 ================  ========================================================================
 
 Results go to ``benchmarks/RESULTS.rst`` and ``benchmarks/results.png``.
@@ -36,4 +37,5 @@ BENCHMARKS = [
     "bulk",
     "sandbox_issuers",
     "telemetry",
+    "issuers",
 ]

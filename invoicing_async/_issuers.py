@@ -94,8 +94,10 @@ class Issuers:
         self._idle = idle
         self._forget_unknown = forget_unknown
         self._clock = clock
-        #: Least recently used first.
-        self._slots: collections.OrderedDict[str, _Slot] = collections.OrderedDict()
+        self._slots: dict[str, _Slot] = {}
+        #: The slots no one uses, least recently used first: the only ones ever closed.
+        #: Slots in use are not in it, so closing never scans past them.
+        self._unused: collections.OrderedDict[str, _Slot] = collections.OrderedDict()
         self._resolving: dict[str, asyncio.Future[Channel]] = {}
         self._unknown: collections.OrderedDict[str, tuple[float, UnknownIssuerError]] = (
             collections.OrderedDict()
@@ -124,7 +126,8 @@ class Issuers:
             slot = self._slots.get(issuer)
             if slot is None:
                 slot = self._slots[issuer] = _Slot(channel, self._clock())
-        self._slots.move_to_end(issuer)
+        if not slot.users:
+            self._unused.pop(issuer, None)
         slot.users += 1
         return slot.channel
 
@@ -132,10 +135,11 @@ class Issuers:
         """``channel`` is no longer used by this caller; idle ones may be closed."""
         issuer = channel.client_id
         slot = self._slots.get(issuer)
-        if slot is not None and slot.channel is channel:
-            slot.users = max(0, slot.users - 1)
-            slot.used = self._clock()
-            self._slots.move_to_end(issuer)
+        if slot is not None and slot.channel is channel and slot.users:
+            slot.users -= 1
+            if not slot.users:
+                slot.used = self._clock()
+                self._unused[issuer] = slot  # the most recently used: last
         self._evict()
 
     def clear(self) -> None:
@@ -143,41 +147,60 @@ class Issuers:
         for slot in self._slots.values():
             slot.channel.tokens.forget()
         self._slots.clear()
+        self._unused.clear()
         self._unknown.clear()
 
     # --- internals -------------------------------------------------------------------------
 
     async def _resolved(self, issuer: str) -> Channel:
-        """A new channel for ``issuer``: one resolver call for every concurrent caller."""
+        """A new channel for ``issuer``: one resolver call for every concurrent caller.
+
+        A mapping, or a callable that answers at once, gives it here without a task or a
+        suspension: a batch reading the documents of 10,000 new issuers does not wait a
+        turn of the event loop for each. An async resolver's answer is awaited once for
+        every concurrent caller.
+        """
         known = self._unknown.get(issuer)
         if known is not None:
             when, refusal = known
             if self._clock() - when < self._forget_unknown:
                 raise _copy(refusal)
             del self._unknown[issuer]
-        pending = self._resolving.get(issuer)
-        if pending is None or pending.get_loop() is not asyncio.get_running_loop():
-            pending = asyncio.ensure_future(self._resolve(issuer))
-            self._resolving[issuer] = pending
-            pending.add_done_callback(lambda _: self._resolving.pop(issuer, None))
         try:
+            pending = self._resolving.get(issuer)
+            if pending is None or pending.get_loop() is not asyncio.get_running_loop():
+                answer = self._ask(issuer)
+                if not inspect.isawaitable(answer):
+                    return self._channel(issuer, answer)
+                pending = asyncio.ensure_future(self._answered(issuer, answer))
+                self._resolving[issuer] = pending
+                pending.add_done_callback(lambda _: self._resolving.pop(issuer, None))
             return await asyncio.shield(pending)
         except UnknownIssuerError as exc:
             raise _copy(exc) from exc.__cause__
 
-    async def _resolve(self, issuer: str) -> Channel:
+    def _ask(self, issuer: str) -> Any:
+        """The resolver's answer for ``issuer`` (an awaitable, from an async resolver)."""
         problem = check_issuer(issuer)
         if problem is not None:
             raise self._refused(issuer, UnknownIssuerError(problem, issuer=None))
         try:
-            secret = await _api_key(self._resolver, issuer)
+            if isinstance(self._resolver, Mapping):
+                return self._resolver.get(issuer)
+            return self._resolver(issuer)
         except Exception as exc:
-            refusal = UnknownIssuerError(
-                f"no credentials for issuer {issuer}: the credentials resolver failed "
-                f"({type(exc).__name__})",
-                issuer=issuer,
-            )
-            raise self._refused(issuer, refusal) from exc
+            raise self._refused(issuer, _failed(issuer, exc)) from exc
+
+    async def _answered(self, issuer: str, answer: Awaitable[Any]) -> Channel:
+        """The channel for what an async resolver answers."""
+        try:
+            secret = await answer
+        except Exception as exc:
+            raise self._refused(issuer, _failed(issuer, exc)) from exc
+        return self._channel(issuer, secret)
+
+    def _channel(self, issuer: str, secret: Any) -> Channel:
+        """The channel of ``issuer`` with the API key the resolver gave, if it is one."""
         if not secret:
             raise self._refused(
                 issuer,
@@ -221,18 +244,18 @@ class Issuers:
         """Close idle channels: past ``idle`` seconds, or the least recently used.
 
         The least recently used go while more than ``max_issuers`` are kept. Channels in
-        use stay.
+        use stay. Called at every release (a batch of many issuers releases one per
+        document), it costs what it closes, whatever the number of issuers kept.
         """
         now = self._clock()
-        over = len(self._slots) - self._max
-        for issuer, slot in list(self._slots.items()):
-            if slot.users:
-                continue
-            if over <= 0 and now - slot.used < self._idle:
+        unused = self._unused
+        while unused:
+            issuer, slot = next(iter(unused.items()))
+            if len(self._slots) <= self._max and now - slot.used < self._idle:
                 break  # least recently used first: the rest are fresher
+            del unused[issuer]
             del self._slots[issuer]
             slot.channel.tokens.forget()
-            over -= 1
 
 
 def check_issuer(issuer: str) -> str | None:
@@ -242,13 +265,13 @@ def check_issuer(issuer: str) -> str | None:
     return None
 
 
-async def _api_key(resolver: CredentialsResolver, issuer: str) -> Any:
-    if isinstance(resolver, Mapping):
-        return resolver.get(issuer)
-    answer = resolver(issuer)
-    if inspect.isawaitable(answer):
-        return await answer
-    return answer
+def _failed(issuer: str, exc: Exception) -> UnknownIssuerError:
+    """The refusal of an issuer the resolver failed for (its exception is the cause)."""
+    return UnknownIssuerError(
+        f"no credentials for issuer {issuer}: the credentials resolver failed "
+        f"({type(exc).__name__})",
+        issuer=issuer,
+    )
 
 
 def _copy(error: UnknownIssuerError) -> UnknownIssuerError:

@@ -7,10 +7,14 @@ and orders, never by timings.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+
+import pytest
 
 from invoicing_async import (
     CredentialsError,
+    InvoicingClient,
     IssuerPool,
     OutcomeStatus,
     RateLimitError,
@@ -65,6 +69,36 @@ async def test_a_revoked_and_a_throttled_issuer_hold_back_no_other_issuer():
     assert sb.issuer_stats(throttled).commits == 0
 
 
+@pytest.mark.parametrize("sender", ["pool", "client"])
+async def test_a_throttled_issuer_sends_again_once_its_retry_after_has_passed(sender):
+    """An issuer answered 429 with a Retry-After is paused; once the pause is over, its
+    documents are sent again until their attempts are spent, and the batch ends — even
+    when nothing else of that issuer is in flight to wake its lane. Each document ends
+    ``not_sent`` with the 429, after more than one request. The same for a pool and for
+    a client's batch (one issuer, one lane)."""
+    issuers = sandbox_issuers(1)
+    ((tin, api_key),) = issuers.items()
+    documents = [sample_invoice(n, issuer_vat=tin, lines=1) for n in range(3)]
+    async with Sandbox(key_algorithm="cv25519", issuers=issuers) as sb:
+        sb.throttle_issuer(tin, retry_after="0.01")
+        if sender == "pool":
+            batch_sender = IssuerPool(sb.base_url, issuers, provider_key=sb.provider_key)
+        else:
+            batch_sender = InvoicingClient(sb.base_url, tin, api_key, provider_key=sb.provider_key)
+        async with batch_sender:
+            outcomes = await asyncio.wait_for(
+                batch_sender.submit_many(
+                    documents, encrypted=False, retry=RetryPolicy(max_attempts=1), concurrency=4
+                ),
+                60,  # only against a hang: the batch ends in a fraction of that
+            )
+        throttled = sb.issuer_stats(tin).throttled
+    assert [o.status for o in outcomes] == [OutcomeStatus.NOT_SENT] * 3
+    assert all(isinstance(o.error, RateLimitError) for o in outcomes)
+    assert all(o.attempts > 1 for o in outcomes)
+    assert throttled == sum(o.attempts for o in outcomes)
+
+
 async def test_a_small_issuer_is_not_kept_behind_a_large_ones_backlog():
     """20,000 documents of one issuer, and 10 of another among the first 2,000 of the
     input (from position 1,200 on): the small issuer's 10 are all settled before the
@@ -78,9 +112,12 @@ async def test_a_small_issuer_is_not_kept_behind_a_large_ones_backlog():
     settled: list[str] = []
     async with Sandbox(key_algorithm="cv25519", issuers=issuers) as sb:
         pool = IssuerPool(sb.base_url, issuers, provider_key=sb.provider_key)
-        async with pool, contextlib.aclosing(
-            pool.submit_stream(documents, encrypted=False, concurrency=16)
-        ) as outcomes:
+        async with (
+            pool,
+            contextlib.aclosing(
+                pool.submit_stream(documents, encrypted=False, concurrency=16)
+            ) as outcomes,
+        ):
             async for outcome in outcomes:
                 assert outcome.status is OutcomeStatus.ACCEPTED, outcome.error
                 settled.append(documents[outcome.index]["Issuer"]["Vat"])

@@ -95,6 +95,22 @@ async def test_a_retry_waits_in_its_lane_without_a_worker_and_goes_first_when_du
     assert due == 0
 
 
+async def test_a_paused_lane_sends_again_once_its_pause_ends():
+    """An issuer told to slow down (429 with Retry-After) while its lane is in the turn
+    with more documents: once the pause is over its documents are taken again, with no
+    other event needed (no other issuer, nothing of its own in flight)."""
+    scheduler = lanes(limit=4)
+    lane = scheduler.lane("t")
+    for n in range(2):
+        await scheduler.put(lane, n)
+    taken_lane, item, slot = await scheduler.take()  # the lane stays in the turn: 1 is left
+    scheduler.sent(taken_lane, slot, RateLimitError("slow", status=429), answered=True)
+    scheduler.pause(lane, 0.01)
+    scheduler.later(lane, item, 0.01)
+    taken = [await asyncio.wait_for(scheduler.take(), 10) for _ in range(2)]
+    assert sorted(item for _, item, _ in taken) == [0, 1]
+
+
 async def test_capacity_bounds_what_is_held_and_empty_lanes_are_dropped():
     """put() waits while ``capacity`` documents are held; a lane that holds nothing any
     more is dropped (and said so); take() ends after close() once all are settled."""

@@ -1,0 +1,117 @@
+"""The issuers' channels of a pool: made from the resolver, kept while in use, closed idle.
+
+``Issuers`` on its own, with a fake clock and no request: what is kept, what is closed,
+and when the resolver is asked. Through real HTTP in test_pool.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from invoicing_async import RetryPolicy, TokenCache, UnknownIssuerError
+from invoicing_async._issuers import Issuers
+from invoicing_async._transport import Transport
+
+KEYS = {f"80000000{n}": f"api-key-of-{n}" for n in range(1, 6)}
+A, B, C, D, E = KEYS
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def issuers(resolver=KEYS, **kwargs) -> Issuers:
+    kwargs.setdefault("clock", Clock())
+    return Issuers(
+        "https://provider.example",
+        resolver,
+        transport=Transport(),
+        token_cache=TokenCache(),
+        token_retry=RetryPolicy(),
+        **kwargs,
+    )
+
+
+async def test_an_idle_issuer_is_closed_after_idle_seconds_one_in_use_never():
+    """An issuer no one uses is closed once ``idle`` seconds passed since its last use
+    (at the next release): used again, it is resolved again. One in use stays however
+    long it is held, and one idle for less is kept."""
+    clock = Clock()
+    asked = []
+
+    def resolver(tin):
+        asked.append(tin)
+        return KEYS.get(tin)
+
+    pool = issuers(resolver, idle=60, clock=clock)
+    held = await pool.acquire(A)
+    pool.release(await pool.acquire(B))
+    clock.now += 59
+    pool.release(await pool.acquire(C))
+    assert len(pool) == 3
+    clock.now += 2  # B idle for 61 s, C for 2 s, A in use for 61 s
+    pool.release(await pool.acquire(D))
+    assert len(pool) == 3  # A, C, D
+    assert await pool.acquire(A) is held
+    for tin in (B, C):
+        pool.release(await pool.acquire(tin))
+    assert asked == [A, B, C, D, B]
+
+
+async def test_past_max_issuers_the_least_recently_used_idle_go_never_one_in_use():
+    """With more than ``max_issuers`` kept, idle issuers are closed least recently used
+    first; an issuer in use is never closed, even the least recently used: the next
+    idle one goes instead."""
+    asked = []
+
+    def resolver(tin):
+        asked.append(tin)
+        return KEYS.get(tin)
+
+    pool = issuers(resolver, max_issuers=2)
+    oldest = await pool.acquire(A)  # held throughout
+    pool.release(await pool.acquire(B))
+    pool.release(await pool.acquire(C))  # three kept: B, the idle least recently used, goes
+    assert len(pool) == 2
+    pool.release(await pool.acquire(D))  # C goes
+    assert len(pool) == 2
+    assert await pool.acquire(A) is oldest
+    pool.release(await pool.acquire(B))
+    assert asked == [A, B, C, D, B]  # B was closed, so asked again
+
+
+@pytest.mark.parametrize("resolver", [KEYS, KEYS.get], ids=["mapping", "function"])
+async def test_a_resolver_that_answers_at_once_gives_the_channel_without_waiting(resolver):
+    """A mapping or a plain function: a new issuer's channel is made at once, without
+    waiting for a turn of the event loop (a batch reading the documents of thousands of
+    new issuers is not held up one turn each)."""
+    pool = issuers(resolver)
+    acquiring = pool.acquire(A)
+    with pytest.raises(StopIteration) as done:
+        acquiring.send(None)  # runs to its end without suspending
+    assert done.value.value.client_id == A
+    unknown = pool.acquire("999999999")
+    with pytest.raises(UnknownIssuerError, match="999999999"):
+        unknown.send(None)
+
+
+async def test_an_async_resolver_is_asked_once_for_concurrent_first_uses():
+    """An async resolver (a vault) is asked once for any number of concurrent first uses
+    of an issuer, and every caller gets the same channel."""
+    asked = []
+
+    async def vault(tin):
+        asked.append(tin)
+        await asyncio.sleep(0)
+        return KEYS.get(tin)
+
+    pool = issuers(vault)
+    channels = await asyncio.gather(*(pool.acquire(A) for _ in range(20)))
+    assert asked == [A]
+    assert len({id(channel) for channel in channels}) == 1
