@@ -13,7 +13,9 @@ another private module; ``tests/unit/test_layout.py`` holds it to that, and hold
   decrypts, and its wheel holds no decryption code).
 * The ``INVOICING_*`` variable names a running sandbox hands to its clients.
 * The command: what a plugin's ``register(commands)`` and the ``demo`` use (``Commands``
-  is a type, for annotations only).
+  is a type, for annotations only). These are imported on first use: the command's
+  package loads every subcommand and the client, which a sandbox started by a test
+  never needs (importing it stays as cheap as before the seam).
 
 The two distributions are released together: the sandbox requires this very client
 version (``invoicing-async==`` the same version, in ``sandbox/pyproject.toml``, checked
@@ -25,11 +27,9 @@ client's alone, free to change.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from ._cli._common import add_verbosity, attach_progress
-from ._cli._input import Source, UsageError
-from ._cli._output import Progress, Tally, summary, write_record
 from ._env import (
     ENV_API_KEY,
     ENV_BASE_URL,
@@ -65,9 +65,11 @@ from ._pgp import (
 )
 
 if TYPE_CHECKING:
-    # An alias the client defines for type checkers only (``register``'s argument):
-    # listed below for the sandbox's annotations, absent at run time.
-    from ._cli._common import Commands  # noqa: TC004
+    # The command's names: at run time each is imported on first use (``__getattr__``
+    # below), except ``Commands``, an alias the client defines for type checkers only.
+    from ._cli._common import Commands, add_verbosity, attach_progress
+    from ._cli._input import Source, UsageError
+    from ._cli._output import Progress, Tally, summary, write_record
 
 __all__ = [
     "AES_KEY_SIZES",
@@ -109,3 +111,24 @@ __all__ = [
     "summary",
     "write_record",
 ]
+
+#: The command's names and their modules, imported on first use (see the module docstring).
+_COMMAND = {
+    "Progress": "._cli._output",
+    "Source": "._cli._input",
+    "Tally": "._cli._output",
+    "UsageError": "._cli._input",
+    "add_verbosity": "._cli._common",
+    "attach_progress": "._cli._common",
+    "summary": "._cli._output",
+    "write_record": "._cli._output",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _COMMAND.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __package__), name)
+    globals()[name] = value
+    return value

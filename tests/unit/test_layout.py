@@ -10,6 +10,8 @@ rule: modules are split by responsibility, not by a line count.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -184,6 +186,25 @@ def test_the_seam_lists_exactly_what_the_sandbox_imports():
         "unused": [],
         "unlisted": [],
     }
+
+
+def test_the_sandbox_loads_the_command_only_when_it_runs_one():
+    """The seam imports the command's helpers on first use: a sandbox a test starts (its
+    keys, decryptor and server) loads neither the client's command nor the client
+    itself, as before the seam; the ``sandbox`` command still finds its helpers."""
+    code = (
+        "import sys\n"
+        "import invoicing_sandbox._app, invoicing_sandbox._environ, invoicing_sandbox._keys\n"
+        "print(sorted(m for m in sys.modules if m.startswith('invoicing_async._cli')"
+        " or m == 'invoicing_async._client'))\n"
+        "from invoicing_async._for_sandbox import UsageError, write_record\n"
+        "print(UsageError.__module__, write_record.__module__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == [
+        "[]",
+        "invoicing_async._cli._input invoicing_async._cli._output",
+    ]
 
 
 def test_the_client_has_no_decryption_code():
