@@ -143,8 +143,10 @@ async def test_an_idle_lane_is_kept_as_its_issuer_left_it_up_to_keep_idle():
     lane, _, slot = await scheduler.take()
     scheduler.sent(lane, slot, RateLimitError("slow", status=429), answered=True)
     scheduler.settled(lane)
-    assert len(scheduler) == 0 and dropped == []
-    assert scheduler.find("a") is a and a.limiter.limit == 2  # as it was left
+    assert len(scheduler) == 0
+    assert dropped == []
+    assert scheduler.find("a") is a
+    assert a.limiter.limit == 2  # as it was left
     await scheduler.put(a, 2)
     await drain(scheduler, 1)
     b = scheduler.open("b", {"issuer": "b"})
