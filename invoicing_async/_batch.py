@@ -59,7 +59,7 @@ from ._errors import (
     UnknownIssuerError,
     ValidationError,
 )
-from ._journal import SEND, Verdict, Withdrawn
+from ._journal import SEND, Ref, Verdict, Withdrawn
 from ._lanes import Lane, Lanes
 from ._log import delivery as log
 from ._outcomes import BatchProgress, Outcome, OutcomeStatus
@@ -430,7 +430,9 @@ class Batch:
         if self._journal is not None:
             pending = [item for item in identified if isinstance(item, _Pending)]
             if pending:
-                verdicts = await self._journal.lookup([item.key for item in pending])
+                verdicts = await self._journal.lookup(
+                    [Ref.of(item.key, item.identity.issuer) for item in pending]
+                )
                 found = dict(zip(map(id, pending), verdicts, strict=True))
                 identified = [
                     item if isinstance(item, Outcome) else self._verdict(item, found[id(item)])
@@ -582,7 +584,9 @@ class Batch:
             if self._journal is not None:
                 self._out.add(item)
                 try:
-                    await self._journal.before_send(item.pending.key)
+                    await self._journal.before_send(
+                        Ref.of(item.pending.key, item.pending.identity.issuer)
+                    )
                 except Withdrawn:
                     self._lanes.sent(lane, slot, None, answered=False)
                     await self._finish(lane, item, delivery.give_up("lease lost"))
