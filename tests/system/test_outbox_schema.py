@@ -157,7 +157,7 @@ async def make_0_3_outbox(dsn: str, sb: Sandbox, documents) -> list[str]:
 
 
 async def test_a_0_3_outbox_is_upgraded_and_resumed(postgres_dsn):
-    """An outbox made by 0.3 (format 1): opening it upgrades the table (format 2), keeps
+    """An outbox made by 0.3 (format 1): opening it upgrades the table (format 3), keeps
     every entry, and a worker resumes them: the pending ones are sent, the one in flight
     when its worker died (its request committed) is re-sent and its 409 recorded as its
     own commit, the accepted one is left alone."""
@@ -172,7 +172,7 @@ async def test_a_0_3_outbox_is_upgraded_and_resumed(postgres_dsn):
                 versions = await connection.fetch("SELECT version FROM invoicing_outbox_schema")
             finally:
                 await connection.close()
-            assert max(v["version"] for v in versions) == POSTGRES_VERSION == 2
+            assert max(v["version"] for v in versions) == POSTGRES_VERSION == 3
             assert await outbox.counts() == {PENDING: 4, "in_flight": 1, "accepted": 1}
             assert (await outbox.status(keys[0])).failures == 0
             assert await drain(outbox, sb) == {OutcomeStatus.ACCEPTED: 5}
@@ -211,7 +211,7 @@ async def test_an_upgrade_an_open_transaction_blocks_says_what_holds_the_table(
         await application.close()
     message = str(blocked.value)
     assert blocked.value.reason == "locked"
-    assert "upgrade the outbox table invoicing_outbox from format 1 to 2" in message
+    assert "upgrade the outbox table invoicing_outbox from format 1 to 3" in message
     assert f"pid {pid}" in message
     assert "idle in transaction" in message
     assert "secret-import" not in message  # the session's statements are not shown
@@ -237,7 +237,7 @@ def make_0_3_ledger(path, documents) -> list[str]:
 
 
 async def test_a_0_3_sqlite_outbox_is_upgraded_and_resumed(tmp_path):
-    """A SQLite outbox made by 0.3 (format 1) is upgraded when opened (format 2), keeps
+    """A SQLite outbox made by 0.3 (format 1) is upgraded when opened (format 3), keeps
     its entries, and a worker sends them; a 0.3 batch ledger opened by a reading tool
     (``Ledger(create=False)``, as `ledger show` opens it) is upgraded too."""
     path = tmp_path / "outbox.db"
@@ -248,7 +248,7 @@ async def test_a_0_3_sqlite_outbox_is_upgraded_and_resumed(tmp_path):
             assert await drain(outbox, sb) == {OutcomeStatus.ACCEPTED: 5}
             assert (await outbox.status(keys[0])).status is OutcomeStatus.ACCEPTED
     with sqlite3.connect(path) as connection:
-        assert connection.execute("PRAGMA user_version").fetchone()[0] == SQLITE_VERSION == 2
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == SQLITE_VERSION == 3
     connection.close()
     other = tmp_path / "batch.db"
     make_0_3_ledger(other, sample_invoices(2, lines=1))
