@@ -23,7 +23,6 @@ from invoicing_async import (
     Ledger,
     LedgerError,
     OutcomeStatus,
-    RetryPolicy,
     qr,
 )
 from invoicing_async.outbox import PENDING, PostgresOutbox, SqliteOutbox
