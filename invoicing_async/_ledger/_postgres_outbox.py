@@ -101,6 +101,7 @@ WITH RECURSIVE issuers AS (
         SELECT available_at, id FROM {TABLE} WHERE issuer = i.issuer AND {_AVAILABLE}
         ORDER BY available_at, id LIMIT 1
     ) AS h
+    WHERE i.issuer IS NOT NULL  -- the recursion's end, never an issuer
 ), served AS MATERIALIZED (
     SELECT issuer FROM heads ORDER BY available_at, id LIMIT $1
 ), share AS (

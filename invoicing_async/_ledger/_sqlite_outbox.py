@@ -58,9 +58,22 @@ _CLAIMED = (
     "key, issuer, document, encrypted, status, ambiguous, sending, claims, outcome, failures, "
     "doc_fingerprint"
 )
-#: The first issuer with entries pending, and the one after ``?`` (one index step each).
-_FIRST_ISSUER = "SELECT min(issuer) FROM entries WHERE state = 'pending'"
-_NEXT_ISSUER = _FIRST_ISSUER + " AND issuer > ?"
+#: The issuers to serve: of every issuer with entries pending (found one index step at
+#: a time), the ``?2`` whose oldest entry that may be sent now (``?1``) is oldest.
+_SERVED = """
+WITH RECURSIVE issuers(issuer) AS (
+    SELECT min(issuer) FROM entries WHERE state = 'pending'
+    UNION ALL
+    SELECT (SELECT min(issuer) FROM entries WHERE state = 'pending' AND issuer > issuers.issuer)
+    FROM issuers WHERE issuer IS NOT NULL
+), heads(issuer, head) AS (
+    SELECT issuer, (SELECT available_at FROM entries AS e WHERE e.issuer = issuers.issuer
+        AND state = 'pending' AND available_at <= ?1 AND document IS NOT NULL
+        ORDER BY available_at LIMIT 1)
+    FROM issuers WHERE issuer IS NOT NULL
+)
+SELECT issuer FROM heads WHERE head IS NOT NULL ORDER BY head LIMIT ?2
+"""
 #: An issuer's oldest entries that may be sent now.
 _OLDEST = (
     f"SELECT {_CLAIMED}, available_at FROM entries WHERE state = 'pending' AND issuer = ? "  # noqa: S608
@@ -202,15 +215,11 @@ class SqliteStore:
 def _fair(connection: sqlite3.Connection, limit: int, now: float) -> list[Any]:
     """The oldest entries that may be sent, at most ``limit``, shared among the issuers.
 
-    Every issuer with pending entries, found one index step at a time; then each
-    issuer's oldest, an equal share of ``limit`` (at least one) each; of those the
-    oldest ``limit``. One issuer alone gets the whole claim, as before issuers.
+    The ``limit`` issuers whose oldest entry is oldest (:data:`_SERVED`); of each, its
+    oldest, an equal share of ``limit`` (at least one); of those the oldest ``limit``.
+    One issuer alone gets the whole claim, as before issuers.
     """
-    issuers: list[str] = []
-    (issuer,) = connection.execute(_FIRST_ISSUER).fetchone()
-    while issuer is not None:
-        issuers.append(issuer)
-        (issuer,) = connection.execute(_NEXT_ISSUER, (issuer,)).fetchone()
+    issuers = [row[0] for row in connection.execute(_SERVED, (now, limit))]
     share = max(1, -(-limit // max(1, len(issuers))))
     rows = [
         row
