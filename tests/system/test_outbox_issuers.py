@@ -186,3 +186,67 @@ async def test_a_till_of_many_shops_defers_each_shops_sale_under_its_own_identit
 async def _until(condition) -> None:
     while not condition():  # noqa: ASYNC110  (the sandbox announces no commit)
         await asyncio.sleep(0.01)
+
+
+async def test_200_shops_sales_through_an_outage_each_resolve_to_their_own_record(tmp_path):
+    """One till (a Deferral over a pool, one drainer) sells for 200 shops: 50 sales
+    while the provider answers, 100 while it refuses connections, 50 once it is back.
+    Every sale is committed once, under its own shop; each deferred sale's receipt
+    carries an offline QR signed with its own shop's API key, and its deferred outcome
+    is its own shop's record (the sandbox's commit under that issuer)."""
+    issuers = sandbox_issuers(200)
+    tins = list(issuers)
+    delivered: dict[str, DeferredOutcome] = {}
+    deferred: dict[str, DeferredReceipt] = {}
+    direct: dict[str, object] = {}
+    all_in = asyncio.Event()
+
+    def on_outcome(item: DeferredOutcome) -> None:
+        delivered[item.issuer] = item
+        if len(direct) + len(deferred) == 200 and set(deferred) <= set(delivered):
+            all_in.set()
+
+    def sale(tin: str) -> dict:
+        return sample_invoice(1, issuer_vat=tin, lines=1)
+
+    async with (
+        Sandbox(key_algorithm="cv25519", issuers=issuers) as sb,
+        pool_of(sb, issuers) as pool,
+    ):
+        till = Deferral(
+            pool, tmp_path / "till.db", budget=5.0, portal_url=PORTAL, on_outcome=on_outcome,
+            probe_delay=0.02, probe_max_delay=0.05, poll=0.05, concurrency=16,
+        )  # fmt: skip
+        async with till:
+
+            async def sell(shops: list[str]) -> None:
+                for tin in shops:
+                    answer = await till.submit_or_defer(sale(tin))
+                    if isinstance(answer, DeferredReceipt):
+                        deferred[tin] = answer
+                    else:
+                        direct[tin] = answer
+
+            await sell(tins[:50])
+            await sb.set_outage("refuse")
+            await sell(tins[50:150])
+            await sb.set_outage(None)
+            await sell(tins[150:])
+            if set(deferred) <= set(delivered):
+                all_in.set()
+            await asyncio.wait_for(all_in.wait(), 120)
+            assert (await till.refresh_backlog()).count == 0
+        assert len(deferred) >= 100
+        assert sb.commit_count == 200
+        for tin in tins:
+            assert sb.issuer_stats(tin).commits == 1
+        for tin, receipt in deferred.items():
+            assert receipt.issuer == tin
+            expected = qr.offline_qr_url(sale(tin), portal_url=PORTAL, api_key=issuers[tin])
+            assert receipt.offline_qr_url == expected
+            outcome = delivered[tin]
+            assert outcome.receipt == receipt
+            assert outcome.outcome.status is OutcomeStatus.ACCEPTED
+            assert outcome.result == held_record(sb, tin)
+        for tin, record in direct.items():
+            assert record == held_record(sb, tin)
