@@ -16,7 +16,6 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from invoicing_async._client import InvoicingClient
 from invoicing_async._convert import outcome_to_dict
 from invoicing_async._errors import LedgerError
 from invoicing_async._ledger._entry import PARKED, PENDING, STATES
@@ -31,7 +30,9 @@ from ._common import (
     UsageError,
     add_credentials,
     add_verbosity,
+    issuers,
     key_and_tls,
+    sender,
     settings,
 )
 from ._input import Unreadable, read
@@ -126,7 +127,8 @@ async def _status(args: argparse.Namespace) -> int:
 
 
 async def _worker(args: argparse.Namespace) -> int:
-    found = settings(args)
+    credentials = issuers(args)
+    found = settings(args, many=credentials is not None)
     key, ssl = key_and_tls(found, json_only=args.json)
     if args.max_rounds < 0:
         raise UsageError("--max-rounds must be 0 (never park) or more")
@@ -134,9 +136,7 @@ async def _worker(args: argparse.Namespace) -> int:
     async with (
         _metrics(args),
         _outbox(args) as outbox,
-        InvoicingClient(
-            str(found.base_url), str(found.client_id), str(found.api_key), provider_key=key, ssl=ssl
-        ) as client,
+        sender(found, credentials, provider_key=key, ssl=ssl) as client,
     ):
         counts = await outbox.run_worker(
             client, concurrency=args.concurrency, stop_when_empty=args.until_empty, retry=policy
@@ -355,7 +355,7 @@ def register(commands: Commands) -> None:
         "unknown outcome (a poison document) it is parked: 'ledger show --status parked' "
         "lists them, 'ledger retry' sends them again.",
     )
-    add_credentials(worker, provider_key=True)
+    add_credentials(worker, provider_key=True, many=True)
     _ledger_option(worker)
     worker.add_argument(
         "--json", action="store_true", help="no provider key: send to /Invoice/json"
