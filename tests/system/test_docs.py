@@ -182,7 +182,9 @@ async def test_pos_backend_reports_refused_credentials_as_502(pos):
     assert sandbox.commit_count == 0
 
 
-async def test_pos_backend_reports_a_key_the_provider_cannot_decrypt_for_as_503(caplog, tmp_path):
+async def test_pos_backend_reports_a_key_the_provider_cannot_decrypt_for_as_503(
+    caplog, tmp_path
+):
     """The backend encrypts to a key the provider does not hold (it rotated its key): the
     till is told to retry later (503) and an operator is told (an ERROR line), never
     asked to fix the invoice (422); nothing is committed."""

@@ -51,11 +51,7 @@ async def test_eight_50_mib_documents_are_refused_before_encryption(sb):
         finally:
             tracemalloc.stop()
     statuses = [o.status for o in outcomes]
-    assert statuses == [
-        OutcomeStatus.ACCEPTED,
-        *[OutcomeStatus.REJECTED] * 8,
-        OutcomeStatus.ACCEPTED,
-    ]
+    assert statuses == [OutcomeStatus.ACCEPTED, *[OutcomeStatus.REJECTED] * 8, OutcomeStatus.ACCEPTED]
     for outcome, document in zip(outcomes[1:9], documents[1:9], strict=True):
         error = outcome.error
         assert isinstance(error, DocumentTooLargeError)
@@ -149,9 +145,7 @@ async def test_data_too_large_once_decrypted_is_413_not_undecryptable(tmp_path):
             "APIKey": env.client_secret,
             "Content-Type": "application/pgp-encrypted",
         }
-        status, body = await raw(
-            "POST", env.base_url + "/Invoice/secure", data=message, headers=headers
-        )
+        status, body = await raw("POST", env.base_url + "/Invoice/secure", data=message, headers=headers)
     assert status == 413
     assert "decrypt" not in body["message"]
     assert f"limit of {MIB} bytes" in body["message"]
