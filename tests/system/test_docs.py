@@ -45,6 +45,7 @@ EXECUTED = {
     "pos_outage.py",
     "operating.py",
     "json_logging.py",
+    "many_issuers.py",
 }
 
 
@@ -67,6 +68,13 @@ async def test_getting_started_submits_once_and_a_resend_gets_the_same_record():
     """The first submit_secure is accepted; the same invoice sent again returns the same
     record (the provider's 409), and the sandbox holds it once."""
     await load("getting_started").main()
+
+
+async def test_many_issuers_example_sends_for_every_shop_and_refuses_a_stranger():
+    """500 invoices of 50 issuers through one pool: all accepted, each issuer's key read
+    from the vault once and one token each; an issuer without a key is refused before
+    any request."""
+    await load("many_issuers").main()
 
 
 async def test_operations_example_cancels_once_and_signs_once():
