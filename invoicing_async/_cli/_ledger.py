@@ -57,6 +57,7 @@ def _entry_json(entry: LedgerEntry) -> str:
     return json.dumps(
         {
             "key": entry.key,
+            "issuer": entry.issuer,
             "status": status,
             "final": entry.final,
             "maybe_committed": entry.maybe_committed,
@@ -118,7 +119,8 @@ async def _enqueue(args: argparse.Namespace) -> int:
 
 async def _status(args: argparse.Namespace) -> int:
     async with _existing(args) as store:
-        entry = await (store.get if isinstance(store, Ledger) else store.status)(args.key)
+        get = store.get if isinstance(store, Ledger) else store.status
+        entry = await get(args.key, issuer=args.issuer)
     if entry is None:
         print(f"invoicing-async: no entry {args.key}", file=sys.stderr)
         return 1
@@ -194,7 +196,8 @@ def _entry_line(entry: LedgerEntry) -> str:
     outcome = entry.outcome
     attempts = outcome.attempts if outcome is not None else 0
     when = entry.updated_at.strftime("%Y-%m-%d %H:%M:%SZ") if entry.updated_at else "-"
-    parts = [entry.key, f"{status:<9}", f"{attempts} attempt{'' if attempts == 1 else 's'}", when]
+    name = entry.key if entry.issuer is None else f"{entry.key} (issuer {entry.issuer})"
+    parts = [name, f"{status:<9}", f"{attempts} attempt{'' if attempts == 1 else 's'}", when]
     if entry.failures:
         parts.append(f"{entry.failures} failed round{'' if entry.failures == 1 else 's'}")
     later = entry.available_at
@@ -229,7 +232,8 @@ async def _show(args: argparse.Namespace) -> int:
             summary += f"\n{_parked_hint(counts[PARKED], _url(args))}"
         print(summary, file=sys.stderr if args.json else sys.stdout)
         async for entry in store.entries(args.status):
-            print(_entry_json(entry) if args.json else _entry_line(entry), flush=False)
+            if args.issuer is None or entry.issuer == args.issuer:
+                print(_entry_json(entry) if args.json else _entry_line(entry), flush=False)
     return 0
 
 
@@ -238,11 +242,26 @@ async def _mark(args: argparse.Namespace) -> int:
     if bool(args.keys) == bool(args.status):
         raise UsageError(f"ledger {args.action}: give the keys of the entries, or --status")
     async with _existing(args) as store:
-        keys = list(args.keys) or [entry.key async for entry in store.entries(args.status)]
-        changed = await (store.retry if args.action == "retry" else store.forget)(keys)
+        mark = store.retry if args.action == "retry" else store.forget
+        if args.keys:
+            keys = list(args.keys)
+            changed = await mark(keys, issuer=args.issuer)
+        else:  # each entry of that status, by its own identity (issuer and key)
+            whose: dict[str, list[str]] = {}
+            async for entry in store.entries(args.status):
+                if args.issuer is None or entry.issuer == args.issuer:
+                    whose.setdefault(entry.issuer or "", []).append(entry.key)
+            keys = [key for group in whose.values() for key in group]
+            changed = 0
+            for issuer, group in whose.items():
+                changed += await mark(group, issuer=issuer)
     done = "marked to be sent again" if args.action == "retry" else "forgotten"
     print(f"{args.action}: {changed} of {len(keys)} entries {done}", file=sys.stderr)
     return 0 if changed == len(keys) else 1
+
+
+def _issuer_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--issuer", metavar="TIN", help=what)
 
 
 def _ledger_option(parser: argparse.ArgumentParser) -> None:
@@ -287,6 +306,7 @@ def _add_ledger_command(commands: Commands, name: str) -> None:
         "entry as a JSON line instead (the summary then goes to stderr).",
     )
     show.add_argument("--status", choices=_STATUSES, help="only the entries in this status")
+    _issuer_option(show, "only that issuer's entries")
     show.add_argument(
         "--json", action="store_true", help="one JSON object per entry, with the full outcome"
     )
@@ -306,6 +326,7 @@ def _add_ledger_command(commands: Commands, name: str) -> None:
         marker.add_argument(
             "--status", choices=_STATUSES, help="every entry in this status (instead of keys)"
         )
+        _issuer_option(marker, "only that issuer's entries (default: every issuer's)")
         _ledger_option(marker)
         marker.set_defaults(handler=_mark)
 
@@ -341,6 +362,7 @@ def register(commands: Commands) -> None:
         "when there is no such entry). The outbox must exist.",
     )
     status.add_argument("key", help="the document's identity (e.g. id:…)")
+    _issuer_option(status, "whose entry, when documents of several issuers have that key")
     _ledger_option(status)
     status.set_defaults(handler=_status)
 

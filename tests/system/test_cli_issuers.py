@@ -145,3 +145,37 @@ async def test_a_malformed_credentials_file_is_named_without_its_keys(sandbox, t
     assert f"{credentials} line 2" in printed
     assert all(key not in printed for key in sandbox.issuers.values())
     assert sandbox.stats.token_requests == 0
+
+
+async def test_the_ledger_commands_name_an_issuer_when_keys_are_shared(sandbox, tmp_path):
+    """An outbox where three issuers have an entry ``id:shared-1``: ``outbox status`` of
+    that key says it is ambiguous and names the issuers (exit 1); with ``--issuer`` it
+    prints that issuer's entry; ``ledger show`` names each entry's issuer (``--issuer``
+    shows one issuer's), and ``ledger forget --issuer`` forgets that issuer's entry
+    alone."""
+    path = tmp_path / "outbox.db"
+    await outbox_of_three_issuers(sandbox, path)
+    first, second, _third = sandbox.issuers
+    status, printed = await run(sandbox, "outbox", "status", "id:shared-1", "--ledger", str(path))
+    assert status == 1
+    assert "several issuers have the key id:shared-1" in printed
+    assert first in printed
+    assert second in printed
+    status, printed = await run(
+        sandbox, "outbox", "status", "id:shared-1", "--issuer", second, "--ledger", str(path)
+    )
+    assert status == 0, printed
+    assert json.loads(printed.splitlines()[0])["issuer"] == second
+    status, printed = await run(sandbox, "ledger", "show", "--ledger", str(path), "--issuer", first)
+    assert status == 0, printed
+    lines = [line for line in printed.splitlines()[1:] if line]
+    assert len(lines) == 5
+    assert all(f"(issuer {first})" in line for line in lines)
+    status, printed = await run(
+        sandbox, "ledger", "forget", "id:shared-1", "--issuer", first, "--ledger", str(path)
+    )
+    assert (status, printed.strip()) == (0, "forget: 1 of 1 entries forgotten")
+    async with SqliteOutbox(path) as outbox:
+        assert await outbox.counts() == {PENDING: 14}
+        assert await outbox.status("id:shared-1", issuer=first) is None
+        assert (await outbox.status("id:shared-1", issuer=second)).issuer == second
