@@ -6,7 +6,7 @@ of a client, from one of (the first given wins):
 
 * ``--credentials FILE`` or ``INVOICING_CREDENTIALS_FILE``: a file of ``{tin: api_key}``,
   in one of two formats (a file whose first character other than white space is ``{``
-  is read as JSON):
+  or ``[`` is read as JSON):
 
   - JSON: one object, ``{"094019245": "API key", ...}``;
   - CSV: one issuer a line, ``TIN,API key`` (quoted as CSV quotes, if need be); blank
@@ -69,7 +69,8 @@ def read_credentials(path: str | Path) -> dict[str, str]:
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise ValueError(f"cannot read the credentials file {source}: {reason}") from None
-    found = _from_json(source, text) if text.lstrip()[:1] == "{" else _from_csv(source, text)
+    json_text = text.lstrip()[:1] in ("{", "[")
+    found = _from_json(source, text) if json_text else _from_csv(source, text)
     for tin, key in found.items():
         if not tin or not key or tin != tin.strip() or key != key.strip():
             raise ValueError(
