@@ -169,16 +169,22 @@ async def make_0_3_outbox(dsn: str, sb: Sandbox, documents) -> list[str]:
     return keys
 
 
+async def dead_workers_0_3_outbox(dsn: str, sb: Sandbox) -> tuple[list, list[str]]:
+    """Six invoices in a 0.3 outbox (see :func:`make_0_3_outbox`), the one in flight
+    committed by its dead worker's request; the invoices and their keys."""
+    documents = sample_invoices(6, issuer_vat=sb.client_id, lines=1)
+    async with client_of(sb) as client:
+        await client.submit_secure(documents[1])  # the dead worker's request
+    return documents, await make_0_3_outbox(dsn, sb, documents)
+
+
 async def test_a_0_3_outbox_is_upgraded_and_resumed(postgres_dsn):
     """An outbox made by 0.3 (format 1): opening it upgrades the table (format 3), keeps
     every entry, and a worker resumes them: the pending ones are sent, the one in flight
     when its worker died (its request committed) is re-sent and its 409 recorded as its
     own commit, the accepted one is left alone."""
     async with Sandbox(key_algorithm="cv25519") as sb:
-        documents = sample_invoices(6, issuer_vat=sb.client_id, lines=1)
-        async with client_of(sb) as client:
-            await client.submit_secure(documents[1])  # the dead worker's request
-        keys = await make_0_3_outbox(postgres_dsn, sb, documents)
+        _documents, keys = await dead_workers_0_3_outbox(postgres_dsn, sb)
         async with PostgresOutbox(postgres_dsn) as outbox:
             connection = await asyncpg.connect(postgres_dsn)
             try:
@@ -326,10 +332,7 @@ async def test_enqueueing_a_document_of_a_0_3_outbox_finds_its_entry(postgres_ds
     Each finds its entry (no second one): the counts are unchanged, the entries now
     name their issuer, and a worker over a pool sends every waiting invoice once."""
     async with Sandbox(key_algorithm="cv25519") as sb:
-        documents = sample_invoices(6, issuer_vat=sb.client_id, lines=1)
-        async with client_of(sb) as client:
-            await client.submit_secure(documents[1])  # the dead worker's request
-        keys = await make_0_3_outbox(postgres_dsn, sb, documents)
+        documents, keys = await dead_workers_0_3_outbox(postgres_dsn, sb)
         async with PostgresOutbox(postgres_dsn) as outbox:
             await outbox.enqueue([documents[0], documents[2]])
             assert await outbox.counts() == {PENDING: 4, "in_flight": 1, "accepted": 1}
