@@ -196,8 +196,9 @@ def _entry_line(entry: LedgerEntry) -> str:
     outcome = entry.outcome
     attempts = outcome.attempts if outcome is not None else 0
     when = entry.updated_at.strftime("%Y-%m-%d %H:%M:%SZ") if entry.updated_at else "-"
-    name = entry.key if entry.issuer is None else f"{entry.key} (issuer {entry.issuer})"
-    parts = [name, f"{status:<9}", f"{attempts} attempt{'' if attempts == 1 else 's'}", when]
+    parts = [entry.key, f"{status:<9}", f"{attempts} attempt{'' if attempts == 1 else 's'}", when]
+    if entry.issuer is not None:
+        parts.append(f"issuer {entry.issuer}")
     if entry.failures:
         parts.append(f"{entry.failures} failed round{'' if entry.failures == 1 else 's'}")
     later = entry.available_at
@@ -301,8 +302,9 @@ def _add_ledger_command(commands: Commands, name: str) -> None:
         "show",
         help="a summary by status, then one line per entry",
         description="Print how many entries have each status, then one line per entry: "
-        "its key, status, attempts, when it last changed (UTC), its failed rounds, when a "
-        "worker may send it next (if it waits) and a short error. --json prints each "
+        "its key, status, attempts, when it last changed (UTC), its issuer, its failed "
+        "rounds, when a worker may send it next (if it waits) and a short error. --json "
+        "prints each "
         "entry as a JSON line instead (the summary then goes to stderr).",
     )
     show.add_argument("--status", choices=_STATUSES, help="only the entries in this status")

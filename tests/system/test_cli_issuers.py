@@ -170,7 +170,7 @@ async def test_the_ledger_commands_name_an_issuer_when_keys_are_shared(sandbox, 
     assert status == 0, printed
     lines = [line for line in printed.splitlines()[1:] if line]
     assert len(lines) == 5
-    assert all(f"(issuer {first})" in line for line in lines)
+    assert all(f"  issuer {first}" in line for line in lines)
     status, printed = await run(
         sandbox, "ledger", "forget", "id:shared-1", "--issuer", first, "--ledger", str(path)
     )
