@@ -413,7 +413,8 @@ def _lookup(
     """The rows of ``refs`` (their own, or the ones they adopt: see :mod:`._identity`).
 
     With ``adopt``, such rows are given the issuer of their document (a batch's lookup:
-    its writes then name the row by its full identity).
+    its writes then name the row by its full identity), unless the batch will only
+    replay them (:func:`_held`).
     """
     keys = list({ref.key for ref in refs})
     marks = ",".join("?" * len(keys))
@@ -422,11 +423,20 @@ def _lookup(
         keys,
     ).fetchall()
     found = match(rows, refs, identity=_identity)
-    adopted = [ref for ref, row in found.items() if row[11] != ref.issuer]
+    adopted = [ref for ref, row in found.items() if row[11] != ref.issuer and not _held(row)]
     if adopted and adopt:
         adopt_sqlite(connection, adopted)
         found.update({ref: (*found[ref][:11], ref.issuer) for ref in adopted})
     return found
+
+
+def _held(row: Sequence[Any]) -> bool:
+    """The provider holds the document (final): a batch replays it and writes nothing.
+
+    Such a row of 0.3 is not adopted: a resumed ledger of a million of them costs no
+    write, and each is found again by its key.
+    """
+    return bool(row[3]) and row[2] in ("accepted", "duplicate")
 
 
 def _identity(row: Sequence[Any]) -> Ref:
