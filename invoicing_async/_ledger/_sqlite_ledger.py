@@ -37,15 +37,7 @@ if TYPE_CHECKING:
     from invoicing_async._journal import Verdict
     from invoicing_async._outcomes import Outcome
 
-__all__ = [
-    "COLUMNS",
-    "Ledger",
-    "file_of",
-    "hold",
-    "ledger_journal",
-    "let_go",
-    "row_entry",
-]
+__all__ = ["COLUMNS", "Ledger", "file_of", "hold", "ledger_journal", "let_go", "row_entry"]
 
 #: The columns :func:`row_entry` reads, in order.
 COLUMNS = (
