@@ -28,7 +28,8 @@ Formats:
    (:mod:`._identity`). The deferrals table, created on first use until now, is part
    of the format from here on: created in its 0.3 form if missing, then upgraded, so
    every store of format 3 has it. SQLite cannot change a primary key: the tables are
-   rebuilt, in the one transaction of the upgrade.
+   rebuilt, in the one transaction of the upgrade, the identity being a unique index
+   built after the copy (about 3x the time of a plain copy of the table).
 """
 
 from __future__ import annotations
@@ -117,12 +118,13 @@ SQLITE_STEPS: tuple[Step, ...] = (
             available_at REAL NOT NULL DEFAULT 0,
             lease TEXT,
             updated_at REAL NOT NULL,
-            failures INTEGER NOT NULL DEFAULT 0,
-            PRIMARY KEY (key, issuer)
+            failures INTEGER NOT NULL DEFAULT 0
         )""",
         f"INSERT INTO entries_3 ({_ENTRY_COLUMNS}) SELECT {_ENTRY_COLUMNS} FROM entries",  # noqa: S608
         "DROP TABLE entries",
         "ALTER TABLE entries_3 RENAME TO entries",
+        # The identity's index built once the rows are in (sorted once, not row by row).
+        "CREATE UNIQUE INDEX entries_identity ON entries (key, issuer)",
         "CREATE INDEX entries_open ON entries (state, available_at) WHERE state != 'done'",
         "CREATE INDEX entries_claim ON entries (issuer, available_at) WHERE state = 'pending'",
         (
