@@ -112,7 +112,7 @@ async def _enqueue(args: argparse.Namespace) -> int:
     if not documents:
         raise UsageError("no documents: nothing to enqueue")
     async with _outbox(args) as outbox:
-        keys = await outbox.enqueue(documents, encrypted=not args.json)
+        keys = await outbox.enqueue(documents, encrypted=not args.json, issuer=args.issuer)
     print(f"enqueued {len(keys)} document(s)", file=sys.stderr)
     return 0
 
@@ -355,6 +355,7 @@ def register(commands: Commands) -> None:
         "documents", nargs="*", metavar="SOURCE", help="JSON / JSON Lines files, directories, -"
     )
     enqueue.add_argument("--json", action="store_true", help="send them to /Invoice/json")
+    _issuer_option(enqueue, "whose documents they are (default: each one's Issuer.Vat)")
     _ledger_option(enqueue)
     enqueue.set_defaults(handler=_enqueue)
     status = actions.add_parser(

@@ -152,7 +152,8 @@ async def test_the_ledger_commands_name_an_issuer_when_keys_are_shared(sandbox, 
     that key says it is ambiguous and names the issuers (exit 1); with ``--issuer`` it
     prints that issuer's entry; ``ledger show`` names each entry's issuer (``--issuer``
     shows one issuer's), and ``ledger forget --issuer`` forgets that issuer's entry
-    alone."""
+    alone; ``outbox enqueue --issuer`` files a document that names no issuer under that
+    issuer's entry."""
     path = tmp_path / "outbox.db"
     await outbox_of_three_issuers(sandbox, path)
     first, second, _third = sandbox.issuers
@@ -171,6 +172,14 @@ async def test_the_ledger_commands_name_an_issuer_when_keys_are_shared(sandbox, 
     lines = [line for line in printed.splitlines()[1:] if line]
     assert len(lines) == 5
     assert all(f"  issuer {first}" in line for line in lines)
+    unnamed = tmp_path / "unnamed.json"
+    document = same_key(first)
+    del document["Issuer"]
+    unnamed.write_text(json.dumps(document), encoding="utf-8")
+    status, printed = await run(
+        sandbox, "outbox", "enqueue", str(unnamed), "--issuer", second, "--ledger", str(path)
+    )
+    assert status == 0, printed  # the entry of the second issuer's id:shared-1, replaced
     status, printed = await run(
         sandbox, "ledger", "forget", "id:shared-1", "--issuer", first, "--ledger", str(path)
     )
