@@ -10,7 +10,9 @@ suite runs on editable installs of the checkout, where a file missing from a whe
 3. The file lists: every file of each package in the checkout (``py.typed`` included) is
    in its wheel and its sdist, and nothing but the package and its metadata is in the
    wheel; the ``invoicing-async`` console script and the ``invoicing_async.commands`` and
-   ``pytest11`` entry points are declared; the sandbox requires this very client version.
+   ``pytest11`` entry points are declared; the sandbox requires this very client version;
+   the client's wheel holds no decryption code (the decryptor and the secret-key reader
+   are the sandbox's).
 4. A fresh virtual environment, used from a folder outside the checkout so that nothing
    of the checkout can be imported: the client wheel alone (``invoicing-async demo``
    says to install the sandbox, with the command to paste, exit status 2); that command
@@ -52,6 +54,9 @@ DISTRIBUTIONS = {
         },
     ),
 }
+#: Modules only a provider needs (the decryptor, the secret-key reader): the sandbox's
+#: wheel ships them, the client's must not, for the client never decrypts.
+PROVIDER_ONLY = {"_decrypt", "_secret"}
 #: Tools of the check, from the package index: pinned, so a new release cannot fail CI
 #: on unchanged code.
 TOOLS = ["build==1.6.1", "twine==7.0.0"]
@@ -130,6 +135,9 @@ def check_wheel(package: str, wheel: Path, sdist: Path, version: str) -> None:
     stray = {name.split("/")[0] for name in names} - {package, info}
     if stray:
         raise CheckError(f"{wheel.name} holds more than its package: {sorted(stray)}")
+    provider_only = sorted(name for name in names if Path(name).stem in PROVIDER_ONLY)
+    if package == "invoicing_async" and provider_only:
+        raise CheckError(f"{wheel.name} holds the sandbox's decryption code: {provider_only}")
     if f"{package}/py.typed" not in names:
         raise CheckError(f"{wheel.name} has no {package}/py.typed: users' type checkers skip it")
     for group, wanted in entry_points.items():

@@ -103,7 +103,7 @@ class _Gpg:
 
 
 def run(settings: Settings) -> Section:
-    from invoicing_async._pgp import Decryptor  # noqa: PLC0415
+    from invoicing_sandbox._pgp import Decryptor  # noqa: PLC0415
 
     section = Section(
         NAME,

@@ -215,6 +215,8 @@ class Batch:
         self._stop_told: set[str | None] = set()
         #: Documents marked sending in the journal, not settled: interrupted if cut off.
         self._out: set[_Item] = set()
+        #: The journal recording documents' sending, off the workers (see :meth:`_record`).
+        self._recording: set[asyncio.Task[None]] = set()
         self._deadline = (
             None
             if options.deadline is None
@@ -308,9 +310,10 @@ class Batch:
                     raise item.error
                 yield item
         finally:
-            for task in tasks:
+            recording = list(self._recording)
+            for task in [*tasks, *recording]:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*tasks, *recording, return_exceptions=True)
             self._interrupted()
             self._telemetry.close()
 
@@ -572,6 +575,9 @@ class Batch:
 
     async def _attempt(self, lane: Lane[_Item], item: _Item, slot: int) -> None:
         """One turn of a document: at most one attempt, then settled or back in its lane."""
+        if item.failure is not None:  # the journal failed: the batch fails with it
+            self._lanes.sent(lane, slot, None, answered=False)
+            raise item.failure
         issuer: _Issuer = lane.context
         delivery = item.delivery
         stopped = self._stop or (issuer.shared.breaker.error if not item.started else None)
@@ -583,14 +589,9 @@ class Batch:
             item.started = True
             if self._journal is not None:
                 self._out.add(item)
-                try:
-                    await self._journal.before_send(
-                        Ref.of(item.pending.key, item.pending.identity.issuer)
-                    )
-                except Withdrawn:
-                    self._lanes.sent(lane, slot, None, answered=False)
-                    await self._finish(lane, item, delivery.give_up("lease lost"))
-                    return
+                self._lanes.sent(lane, slot, None, answered=False)
+                self._record(lane, item)
+                return
         stepped = None
         try:
             stepped = await delivery.step(functools.partial(issuer.route.send, item.prepared))
@@ -605,6 +606,33 @@ class Batch:
         if classify(decision.after) is Kind.THROTTLED:
             self._lanes.pause(lane, decision.seconds)  # the issuer was asked to slow down
         self._lanes.later(lane, item, decision.seconds)
+
+    def _record(self, lane: Lane[_Item], item: _Item) -> None:
+        """Have the journal record that ``item`` is sending; then it goes, first in its lane.
+
+        Off the worker, holding no room: the journal's write, or a gate of the journal's
+        owner (a drainer lets one probe through while the provider is down), may wait
+        for another document of the batch to settle, one in its retry wait, say, and
+        that one needs a worker and room to be sent. A worker waiting here would make
+        them wait for each other once every worker did.
+        """
+        task = asyncio.ensure_future(self._recorded(lane, item))
+        self._recording.add(task)
+        task.add_done_callback(self._recording.discard)
+
+    async def _recorded(self, lane: Lane[_Item], item: _Item) -> None:
+        assert self._journal is not None  # noqa: S101  (recorded only with one)
+        with item.call:
+            try:
+                await self._journal.before_send(
+                    Ref.of(item.pending.key, item.pending.identity.issuer)
+                )
+            except Withdrawn:
+                await self._finish(lane, item, item.delivery.give_up("lease lost"))
+                return
+            except Exception as exc:  # noqa: BLE001  (raised by the worker that takes it)
+                item.failure = exc
+        self._lanes.later(lane, item, 0.0)
 
     async def _finish(self, lane: Lane[_Item], item: _Item, outcome: Outcome) -> None:
         self._out.discard(item)
@@ -649,7 +677,7 @@ class Batch:
 class _Item:
     """A document in its issuer's lane: prepared, and its attempts so far."""
 
-    __slots__ = ("call", "delivery", "pending", "prepared", "started")
+    __slots__ = ("call", "delivery", "failure", "pending", "prepared", "started")
 
     def __init__(
         self, pending: _Pending, prepared: Prepared, delivery: Delivery, call: telemetry.Call
@@ -661,6 +689,8 @@ class _Item:
         self.call = call
         #: Its first turn came (the journal was told it is sending).
         self.started = False
+        #: The journal failed to record its sending.
+        self.failure: Exception | None = None
 
 
 @attrs.frozen

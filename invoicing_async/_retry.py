@@ -76,7 +76,9 @@ class RetryPolicy:
     max_rounds: int | None = 10
     #: Outbox workers and drainers: an entry put back after a failed round waits
     #: ``round_delay * 2**(round-1)`` seconds, at most ``max_round_delay``, the upper
-    #: half at random (:meth:`delay_after_round`), before it is claimed again.
+    #: half at random (:meth:`delay_after_round`), before it is claimed again; ``round``
+    #: counts the rounds that count against ``max_rounds``, so after a ``not_sent``
+    #: round (an outage) it waits ``round_delay`` at most.
     #:
     #: .. versionadded:: 0.4.0
     round_delay: float = 2.0

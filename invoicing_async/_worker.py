@@ -20,8 +20,10 @@ ends only when cancelled (a stop signal), on a configuration failure, or when
 
 Poison documents (the provider fails on one every time) cost a bounded number of
 requests: an entry put back after a failed round waits before it is claimed again,
-longer after every round (``RetryPolicy.delay_after_round``, across rounds, workers and
-restarts: the wait is stored with the entry as ``available_at``), and once
+longer after every round that counts against it (``RetryPolicy.delay_after_round``,
+across rounds, workers and restarts: the wait is stored with the entry as
+``available_at``; a round the provider certainly never processed, an outage, waits the
+first round's delay however long the outage lasts), and once
 ``RetryPolicy.max_rounds`` rounds have failed against its budget (``unknown``
 outcomes: :func:`~._ledger._rules.charged`) the entry is *parked*: kept with its last
 outcome, including whether a request for it may have been committed, and claimed
@@ -205,7 +207,8 @@ class Claims:
         final = is_final(outcome, fingerprint)
         policy = self._policy
         again = requeue(outcome, final=final, resend_ambiguous=policy.resend_ambiguous)
-        failures = claim.entry.failures + int(again and charged(outcome))
+        counted = again and charged(outcome)
+        failures = claim.entry.failures + int(counted)
         park = again and policy.max_rounds is not None and failures >= policy.max_rounds
         state = PARKED if park else PENDING if again else "done"
         settlement = Settlement(
@@ -218,7 +221,10 @@ class Claims:
             fingerprint if final else None,
             outcome.attempts,
             outcome_json(outcome),
-            policy.delay_after_round(claim.claims) if state == PENDING else 0.0,
+            # The wait grows with the rounds that counted against the document; one that
+            # did not (an outage, a 429) waits the first round's: the provider's trouble
+            # must not hold the backlog back for minutes once it answers again.
+            policy.delay_after_round(failures if counted else 1) if state == PENDING else 0.0,
             failures,
             claim.content,
         )

@@ -34,8 +34,8 @@ from cryptography.hazmat.primitives.asymmetric import padding
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
 from invoicing_async._pgp import Tag, armor, key_hash_prefix, mpi, packet
-from invoicing_async._pgp._secret import _decryption_key
 from invoicing_sandbox._keys import _ed25519, _rsa, _subpacket, _x25519
+from invoicing_sandbox._pgp._secret import _decryption_key
 
 if TYPE_CHECKING:
     from collections.abc import Callable

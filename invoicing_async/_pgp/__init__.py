@@ -1,25 +1,16 @@
-"""OpenPGP: armor, packet framing, the message composer, the provider's key, the decryptor.
+"""OpenPGP: armor, packet framing, the message composer and the provider's key.
 
-:class:`ProviderKey` is the client's public face. The decryptor (:class:`Decryptor`, the
-secret keys it reads and its :class:`OpenPGPError` family) is the sandbox's: it lives
-here beside the composer, so both ends of the wire share one definition of the framing,
-the armor, CFB and the ECDH KDF. The packet writers are shared with the sandbox's key
-generation.
+:class:`ProviderKey` is the client's public face. The client only encrypts: the decryptor
+and the secret keys it reads are the sandbox's (``invoicing_sandbox._pgp``), built on the
+framing, armor, CFB and the ECDH KDF exported here, which reach the sandbox through
+:mod:`invoicing_async._for_sandbox`, so both ends of the wire share one definition. The
+packet writers are shared with the sandbox's key generation.
 """
 
 from __future__ import annotations
 
 from ._armor import ArmorError, armor, crc24, dearmor
 from ._compose import AES_KEY_SIZES, KDF_HASHES, aes_cfb, ecdh_kdf_param, ecdh_kek
-from ._decrypt import (
-    Decryptor,
-    IntegrityError,
-    MalformedMessageError,
-    MessageTooLargeError,
-    NotIntegrityProtectedError,
-    UnsupportedMessageError,
-    WrongKeyError,
-)
 from ._keys import ProviderKey
 from ._packets import (
     CURVES,
@@ -38,7 +29,6 @@ from ._packets import (
     packet,
     read_public_key,
 )
-from ._secret import DecryptionKey, InvalidKeyError, OpenPGPError, load_decryption_keys
 
 __all__ = [
     "AES_KEY_SIZES",
@@ -48,21 +38,11 @@ __all__ = [
     "PK_EDDSA",
     "PK_RSA",
     "ArmorError",
-    "DecryptionKey",
-    "Decryptor",
-    "IntegrityError",
-    "InvalidKeyError",
-    "MalformedMessageError",
-    "MessageTooLargeError",
-    "NotIntegrityProtectedError",
-    "OpenPGPError",
     "PacketError",
     "ProviderKey",
     "PublicKey",
     "Reader",
     "Tag",
-    "UnsupportedMessageError",
-    "WrongKeyError",
     "aes_cfb",
     "armor",
     "checksum16",
@@ -73,7 +53,6 @@ __all__ = [
     "encode_length",
     "iter_packets",
     "key_hash_prefix",
-    "load_decryption_keys",
     "mpi",
     "packet",
     "read_public_key",

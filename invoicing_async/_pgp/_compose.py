@@ -10,7 +10,7 @@ the message PGPy and GnuPG produce:
   binary mode (``b``), so the provider receives the JSON byte-exact; no compression.
 
 The pieces both directions need (OpenPGP's CFB, the ECDH KDF) are defined here once;
-the sandbox's decryptor imports them.
+the sandbox's decryptor imports them through :mod:`invoicing_async._for_sandbox`.
 """
 
 from __future__ import annotations

@@ -32,14 +32,13 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import BodyPartReader, http_exceptions, web
 
-from invoicing_async._pgp import OpenPGPError
-
 from ._faults import Fault
 from ._gate import Gate
 from ._inspect import PREFIX
 from ._operations import ROUTES as OPERATION_ROUTES
 from ._operations import OperationCall, UploadedFile
 from ._outage import OutageSwitch
+from ._pgp import OpenPGPError
 from ._replies import (
     METHOD_NOT_ALLOWED,
     Reply,
@@ -54,11 +53,10 @@ if TYPE_CHECKING:
     import ssl
     from collections.abc import Awaitable, Callable
 
-    from invoicing_async._pgp import Decryptor
-
     from ._faults import FaultPlan
     from ._inspect import Inspector
     from ._operations import Operations
+    from ._pgp import Decryptor
     from ._provider import Exchange, Provider, Route, Submission
 
     _Handler = Callable[[web.Request, str, Exchange], Awaitable[web.StreamResponse]]

@@ -30,13 +30,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from invoicing_async import InvoicingClient
-from invoicing_async._cli._common import UsageError, add_verbosity, attach_progress
-from invoicing_async._cli._input import Source
-from invoicing_async._cli._output import Progress, Tally, summary, write_record
-from invoicing_async._env import ENV_CA_FILE, ENV_PROVIDER_KEY
+from invoicing_async._for_sandbox import (
+    ENV_CA_FILE,
+    ENV_PROVIDER_KEY,
+    Progress,
+    Source,
+    Tally,
+    UsageError,
+    add_verbosity,
+    attach_progress,
+    summary,
+    write_record,
+)
 
 if TYPE_CHECKING:
-    from invoicing_async._cli._common import Commands
+    from invoicing_async._for_sandbox import Commands
 
     from ._sandbox import Sandbox
 

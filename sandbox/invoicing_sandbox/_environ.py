@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from invoicing_async._env import (
+from invoicing_async._for_sandbox import (
     ENV_API_KEY,
     ENV_BASE_URL,
     ENV_CA_FILE,

@@ -8,9 +8,9 @@ first as GnuPG does, so a default ``gpg --encrypt`` compresses) and the MDC feat
 one encryption subkey (RSA or Curve25519) bound with a SHA-256 signature. No expiry:
 sandbox keys live as long as the test that uses them.
 
-The keys are written with the package's own packet writer (:mod:`invoicing_async._pgp`),
-and the sandbox reads the same packets back with the same parser, in
-:mod:`invoicing_async._pgp._secret`, into ``cryptography`` private key objects built
+The keys are written with the client's own packet writer (through
+:mod:`invoicing_async._for_sandbox`), and the sandbox reads the same packets back with the
+same parser, in :mod:`._pgp._secret`, into ``cryptography`` private key objects built
 once. Secret key material never appears in a ``repr`` or an error message.
 """
 
@@ -27,12 +27,11 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa, x25519
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
-from invoicing_async._pgp import (
+from invoicing_async import ProviderKey
+from invoicing_async._for_sandbox import (
     CURVES,
     PK_ECDH,
     PK_EDDSA,
-    Decryptor,
-    ProviderKey,
     Reader,
     Tag,
     armor,
@@ -45,6 +44,8 @@ from invoicing_async._pgp import (
     packet,
     read_public_key,
 )
+
+from ._pgp import Decryptor
 
 if TYPE_CHECKING:
     from collections.abc import Callable

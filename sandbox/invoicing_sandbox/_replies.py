@@ -2,7 +2,7 @@
 
 The provider's state machine (:mod:`._provider`) decides a :class:`Reply`; the aiohttp
 application (:mod:`._app`) writes it, or mangles it as a fault says. Bodies are written
-with the package's one compact JSON encoder, :func:`invoicing_async._documents.dumps`,
+with the sandbox's own compact JSON encoder, :func:`._wire.dumps`,
 in the shapes the real service uses: ``success``, ``message``, ``statusCode`` (and
 ``errors``) for the API; RFC 6749's ``error`` and ``error_description`` for the token
 endpoint.
@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from invoicing_async._pgp import MessageTooLargeError, NotIntegrityProtectedError, OpenPGPError
-
 from ._faults import Fault
+from ._pgp import MessageTooLargeError, NotIntegrityProtectedError, OpenPGPError
 from ._wire import dumps
 
 if TYPE_CHECKING:

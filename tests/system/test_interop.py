@@ -37,9 +37,9 @@ from invoicing_async import (
     document_key,
 )
 from invoicing_async._documents import serialize_document
-from invoicing_async._pgp import Decryptor, UnsupportedMessageError
 from invoicing_sandbox import Sandbox, generate_keypair, sample_invoice
 from invoicing_sandbox._keys import public_half
+from invoicing_sandbox._pgp import Decryptor, UnsupportedMessageError
 
 pytestmark = pytest.mark.interop
 

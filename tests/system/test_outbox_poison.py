@@ -254,6 +254,41 @@ async def test_the_wait_between_rounds_grows_and_the_budget_survives_a_restart(o
         assert cap / 2 - 1 <= wait <= cap + 1, waits
 
 
+async def test_an_outage_does_not_lengthen_the_wait_after_it(outbox):
+    """Rounds that end ``not_sent`` (the provider refuses connections: an outage) say
+    nothing against the document: each waits the first round's delay, 30 to 60 s here,
+    however many rounds the outage lasts, so a till's backlog goes as soon as the
+    provider answers again instead of minutes later (the clock moved by writing
+    ``available_at``, never waited for)."""
+    policy = RetryPolicy(
+        max_attempts=1, max_rounds=2, round_delay=60.0, max_round_delay=600.0,
+        attempt_timeout=5.0,
+    )  # fmt: skip
+    rows = Rows(outbox)
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        [key] = await outbox.enqueue([sample_invoice(1, issuer_vat=sb.client_id, lines=1)])
+        waits = []
+        async with client_for(sb) as client:
+            await client.token()
+            async with sb.outage("refuse"):
+                worker = asyncio.ensure_future(
+                    outbox.run_worker(client, stop_when_empty=True, retry=policy, poll=0.02)
+                )
+                for number in range(1, 6):
+                    state, _, failures = await asyncio.wait_for(rows.settled(key, number), 60)
+                    assert (state, failures) == (PENDING, 0)
+                    entry = await outbox.status(key)
+                    waits.append((entry.available_at - entry.updated_at).total_seconds())
+                    await rows.due_now(key)
+                worker.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await worker
+            counts = await outbox.run_worker(client, stop_when_empty=True, retry=policy, poll=0.02)
+        assert counts == {OutcomeStatus.ACCEPTED: 1}
+    assert len(waits) == 5
+    assert all(30.0 - 1 <= wait <= 60.0 + 1 for wait in waits), waits
+
+
 async def test_an_outage_never_parks_an_entry(outbox):
     """The provider refuses connections for many rounds (an outage): the entries fail
     ``not_sent`` round after round, back off, and are never parked (budget 2 rounds);

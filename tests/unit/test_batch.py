@@ -525,3 +525,39 @@ async def test_documents_taken_by_the_workers_after_the_breaker_opened_are_not_s
     assert len(provider.requests) <= 2
     assert provider.prepared_one <= 2 * 2 + 1  # a queue of one per worker, one more
     assert all(o.status is OutcomeStatus.NOT_SENT for o in outcomes)
+
+
+async def test_a_journal_that_waits_for_a_retrying_document_does_not_stall_the_batch():
+    """A journal whose ``before_send`` waits until an earlier document is settled (a
+    till's drainer lets one probe at a time through while the provider is down): the
+    earlier one, in its retry wait after a 429, still gets room to be sent while later
+    documents wait in ``before_send`` (they held the room the halved limit left: the
+    batch stalled)."""
+    from invoicing_async._journal import SEND  # noqa: PLC0415
+
+    class Probing:
+        """Sends one document at a time until the first is settled, as a probe gate."""
+
+        def __init__(self) -> None:
+            self.probe: str | None = None
+            self.free = asyncio.Event()
+
+        async def lookup(self, keys):
+            return [SEND for _ in keys]
+
+        async def before_send(self, key):
+            while self.probe not in (None, key):
+                await self.free.wait()
+            self.probe = key
+
+        def after_outcome(self, outcome, prepared):
+            if outcome.key == self.probe:
+                self.probe = None
+                self.free.set()
+                self.free = asyncio.Event()
+
+    provider = FakeProvider({key(0): ["429"]})  # and the limit is halved: 1 in flight
+    batch = Batch(provider, provider, BatchOptions(concurrency=3, retry=FAST), Probing())
+    outcomes = await asyncio.wait_for(collect(batch, [doc(n) for n in range(6)]), 30)
+    assert [o.status for o in outcomes] == [OutcomeStatus.ACCEPTED] * 6
+    assert provider.requests.count(key(0)) == 2

@@ -10,6 +10,8 @@ rule: modules are split by responsibility, not by a line count.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -119,6 +121,111 @@ def test_the_client_never_imports_the_sandbox():
         and any(m.startswith("invoicing_sandbox") for m in _imports(name, path))
     }
     assert importers == set()
+
+
+#: The one private client module the sandbox's distribution may import: everything it uses
+#: of the client beyond the public ``invoicing_async`` names, listed in its ``__all__``.
+SEAM = "invoicing_async._for_sandbox"
+
+
+def _client_imports(path: Path) -> set[tuple[str, str]]:
+    """``(module, name)`` for each name a module imports from the client (``name`` is
+    ``""`` for a plain ``import``), ``TYPE_CHECKING`` imports included."""
+    found: set[tuple[str, str]] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update((alias.name, "") for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.update((node.module, alias.name) for alias in node.names)
+    return {
+        (module, name)
+        for module, name in found
+        if module == "invoicing_async" or module.startswith("invoicing_async.")
+    }
+
+
+SANDBOX_IMPORTS = {
+    name: _client_imports(path)
+    for name, path in MODULES.items()
+    if name.startswith("invoicing_sandbox")
+}
+
+
+def _private(module: str, name: str) -> bool:
+    return any(part.startswith("_") for part in [*module.split("."), name])
+
+
+def test_the_sandbox_imports_the_client_only_through_its_seam():
+    """The sandbox's distribution uses public ``invoicing_async`` names and the seam's
+    (``invoicing_async._for_sandbox``), never another private client module: a
+    maintainer changing the client's privates knows which ones the sandbox relies on."""
+    reach_ins = sorted(
+        f"{importer}: {module}{f' import {name}' if name else ''}"
+        for importer, imports in SANDBOX_IMPORTS.items()
+        for module, name in imports
+        if module != SEAM and _private(module, name)
+    )
+    assert reach_ins == []
+
+
+def test_the_seam_lists_exactly_what_the_sandbox_imports():
+    """Every name of the seam's ``__all__`` is imported by some sandbox module and every
+    name the sandbox imports from it is listed: the seam is the sandbox's whole
+    dependency on the client's privates, and nothing more."""
+    tree = ast.parse(MODULES[SEAM].read_text(encoding="utf-8"))
+    [listed] = [
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+    ]
+    used = {
+        name for imports in SANDBOX_IMPORTS.values() for module, name in imports if module == SEAM
+    }
+    assert {"unused": sorted(set(listed) - used), "unlisted": sorted(used - set(listed))} == {
+        "unused": [],
+        "unlisted": [],
+    }
+
+
+def test_the_sandbox_loads_the_command_only_when_it_runs_one():
+    """The seam imports the command's helpers on first use: a sandbox a test starts (its
+    keys, decryptor and server) loads neither the client's command nor the client
+    itself, as before the seam; the ``sandbox`` command still finds its helpers."""
+    code = (
+        "import sys\n"
+        "import invoicing_sandbox._app, invoicing_sandbox._environ, invoicing_sandbox._keys\n"
+        "print(sorted(m for m in sys.modules if m.startswith('invoicing_async._cli')"
+        " or m == 'invoicing_async._client'))\n"
+        "from invoicing_async._for_sandbox import UsageError, write_record\n"
+        "print(UsageError.__module__, write_record.__module__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == [
+        "[]",
+        "invoicing_async._cli._input invoicing_async._cli._output",
+    ]
+
+
+def test_the_client_has_no_decryption_code():
+    """Only a provider decrypts: the decryptor and the secret-key reader ship in the
+    sandbox's distribution, and no client module defines a function or class that
+    decrypts (``.ci/wheels.py`` checks the built wheel too)."""
+    import invoicing_async._pgp  # noqa: PLC0415
+
+    assert not (ROOT / "invoicing_async" / "_pgp" / "_decrypt.py").exists()
+    assert not (ROOT / "invoicing_async" / "_pgp" / "_secret.py").exists()
+    exported = {"Decryptor", "DecryptionKey", "load_decryption_keys", "OpenPGPError"}
+    assert exported & set(dir(invoicing_async._pgp)) == set()
+    decrypting = sorted(
+        f"{name}: {node.name}"
+        for name, path in MODULES.items()
+        if name.startswith("invoicing_async")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and "decrypt" in node.name.lower()
+    )
+    assert decrypting == []
 
 
 #: Private names of other libraries the client reaches into, each for a reason: the

@@ -14,7 +14,6 @@ import pytest
 from invoicing_async import ProviderKey
 from invoicing_async._pgp import (
     PK_ECDH,
-    Decryptor,
     PacketError,
     PublicKey,
     Reader,
@@ -26,7 +25,8 @@ from invoicing_async._pgp import (
     read_public_key,
 )
 from invoicing_async._pgp._compose import recipient_for
-from invoicing_async._pgp._decrypt import _session_key
+from invoicing_sandbox._pgp import Decryptor
+from invoicing_sandbox._pgp._decrypt import _session_key
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

@@ -28,7 +28,7 @@ from messagefactory import (
     seipd,
 )
 
-from invoicing_async._pgp import (
+from invoicing_sandbox._pgp import (
     Decryptor,
     IntegrityError,
     MalformedMessageError,

@@ -17,15 +17,15 @@ import messagefactory as mf
 import pytest
 from messagefactory import compressed, literal, packet
 
-from invoicing_async._pgp import (
+from invoicing_async._pgp import mpi
+from invoicing_sandbox._pgp import (
     Decryptor,
     MalformedMessageError,
     MessageTooLargeError,
     UnsupportedMessageError,
-    mpi,
 )
-from invoicing_async._pgp import _decrypt as decrypt_module
-from invoicing_async._pgp._decrypt import MAX_NESTING, MAX_OTHER_PACKETS, MAX_PKESKS
+from invoicing_sandbox._pgp import _decrypt as decrypt_module
+from invoicing_sandbox._pgp._decrypt import MAX_NESTING, MAX_OTHER_PACKETS, MAX_PKESKS
 
 MIB = 1024 * 1024
 

@@ -14,9 +14,9 @@ import pytest
 from messagefactory import PAYLOAD, packet, packets, quiet
 
 from invoicing_async import ProviderKey
-from invoicing_async._pgp import Decryptor, InvalidKeyError
 from invoicing_sandbox import cached_keypair, generate_keypair
 from invoicing_sandbox._keys import public_half
+from invoicing_sandbox._pgp import Decryptor, InvalidKeyError
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

@@ -12,8 +12,9 @@ partial body lengths, literal data in any format. Refused with a precise error: 
 SED packet (not integrity protected: malleable, EFAIL), AEAD and SEIPD v2, v6 PKESKs,
 password-only messages, pre-AES ciphers and BZip2 (offered by no key the sandbox makes).
 
-Framing, armor, CFB and the ECDH KDF are the client's own (this package, beside the
-composer): one definition for both ends of the wire. Every failure is an :class:`OpenPGPError`
+Framing, armor, CFB and the ECDH KDF are the client's own, beside its composer (through
+:mod:`invoicing_async._for_sandbox`): one definition for both ends of the wire, while the
+decryption code ships in the sandbox alone. Every failure is an :class:`OpenPGPError`
 subclass whose message holds no key material and no plaintext, so the sandbox can
 answer it as a 400 instead of crashing on hostile input.
 
@@ -29,7 +30,7 @@ the input:
   and nested ones alike (``MessageTooLargeError``), compressed packets nested at most
   :data:`MAX_NESTING` deep, and at most :data:`MAX_OTHER_PACKETS` packets beside the
   literal data inside (``MalformedMessageError``);
-* partial body lengths as :func:`~._packets.iter_packets` bounds them: a first chunk of
+* partial body lengths as the client's ``iter_packets`` bounds them: a first chunk of
   512 octets or more, few small chunks after it (``MalformedMessageError``).
 """
 
@@ -43,9 +44,21 @@ from typing import Final, TypeAlias
 from cryptography.hazmat.primitives import keywrap
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa, x25519
 
-from ._armor import ArmorError, dearmor
-from ._compose import AES_KEY_SIZES, aes_cfb, ecdh_kek
-from ._packets import PK_ECDH, PK_RSA, PacketError, Reader, Tag, checksum16, iter_packets
+from invoicing_async._for_sandbox import (
+    AES_KEY_SIZES,
+    PK_ECDH,
+    PK_RSA,
+    ArmorError,
+    PacketError,
+    Reader,
+    Tag,
+    aes_cfb,
+    checksum16,
+    dearmor,
+    ecdh_kek,
+    iter_packets,
+)
+
 from ._secret import DecryptionKey, InvalidKeyError, OpenPGPError, load_decryption_keys
 
 __all__ = [

@@ -18,17 +18,20 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa, x25519
 
-from ._armor import ArmorError, dearmor
-from ._compose import AES_KEY_SIZES, KDF_HASHES, ecdh_kdf_param
-from ._packets import (
+from invoicing_async._for_sandbox import (
+    AES_KEY_SIZES,
     CURVES,
+    KDF_HASHES,
     PK_ECDH,
     PK_RSA,
+    ArmorError,
     PacketError,
     PublicKey,
     Reader,
     Tag,
     checksum16,
+    dearmor,
+    ecdh_kdf_param,
     iter_packets,
     read_public_key,
 )
