@@ -542,13 +542,13 @@ async def test_a_journal_that_waits_for_a_retrying_document_does_not_stall_the_b
             self.probe: str | None = None
             self.free = asyncio.Event()
 
-        async def lookup(self, keys):
-            return [SEND for _ in keys]
+        async def lookup(self, refs):
+            return [SEND for _ in refs]
 
-        async def before_send(self, key):
-            while self.probe not in (None, key):
+        async def before_send(self, ref):
+            while self.probe not in (None, ref.key):
                 await self.free.wait()
-            self.probe = key
+            self.probe = ref.key
 
         def after_outcome(self, outcome, prepared):
             if outcome.key == self.probe:
