@@ -181,6 +181,27 @@ def _upgrade(folder: Path, entries: int) -> tuple[float, float, float]:
     return seconds, floor, size
 
 
+def _claim_row(
+    section: Section, backend: str, entries: int, issuers: int, times: tuple[float, float]
+) -> None:
+    """One claim's row: the fair claim against format 2's; one issuer's is a target."""
+    fair, floor = times
+    ratio = fair / floor if floor else float("nan")
+    target = "(information)"
+    if issuers == 1:
+        what = f"claims: {backend}, 1 issuer ÷ format 2's claim"
+        target = section.check(what, ratio, 2, higher=False)
+    section.rows.append(
+        [
+            f"{backend} claim of {LIMIT}, {entries:,} pending, {issuers:,} issuer(s)",
+            f"{fmt(fair, 2)} ms",
+            f"{fmt(floor, 2)} ms",
+            f"{ratio:.2f}x",
+            target,
+        ]
+    )
+
+
 def run(settings: Settings) -> Section:
     section = Section(
         NAME,
@@ -188,47 +209,17 @@ def run(settings: Settings) -> Section:
         ["Measure", "Library", "Floor", "Ratio", "Target"],
     )
     entries = settings.n(100_000, 10_000)
+    dsn = os.environ.get("INVOICING_BENCH_POSTGRES")
     with tempfile.TemporaryDirectory(prefix="invoicing-claims-") as work:
         folder = Path(work)
         for issuers in (1, 1000):
-            fair, floor = _sqlite_claims(folder, entries, issuers)
-            ratio = fair / floor if floor else float("nan")
-            target = (
-                section.check("claims: SQLite, 1 issuer ÷ format 2's claim", ratio, 2, higher=False)
-                if issuers == 1
-                else "(information)"
+            _claim_row(
+                section, "SQLite", entries, issuers, _sqlite_claims(folder, entries, issuers)
             )
-            section.rows.append(
-                [
-                    f"SQLite claim of {LIMIT}, {entries:,} pending, {issuers:,} issuer(s)",
-                    f"{fmt(fair, 2)} ms",
-                    f"{fmt(floor, 2)} ms",
-                    f"{ratio:.2f}x",
-                    target,
-                ]
-            )
-        dsn = os.environ.get("INVOICING_BENCH_POSTGRES")
-        if dsn:
-            for issuers in (1, 1000):
-                fair, floor = asyncio.run(_postgres_claims(dsn, entries, issuers))
-                ratio = fair / floor if floor else float("nan")
-                target = (
-                    section.check(
-                        "claims: PostgreSQL, 1 issuer ÷ format 2's claim", ratio, 2, higher=False
-                    )
-                    if issuers == 1
-                    else "(information)"
-                )
-                section.rows.append(
-                    [
-                        f"PostgreSQL claim of {LIMIT}, {entries:,} pending, {issuers:,} issuer(s)",
-                        f"{fmt(fair, 2)} ms",
-                        f"{fmt(floor, 2)} ms",
-                        f"{ratio:.2f}x",
-                        target,
-                    ]
-                )
-        else:
+        for issuers in (1, 1000) if dsn else ():
+            times = asyncio.run(_postgres_claims(str(dsn), entries, issuers))
+            _claim_row(section, "PostgreSQL", entries, issuers, times)
+        if not dsn:
             section.notes.append(
                 "PostgreSQL claims: set INVOICING_BENCH_POSTGRES to a database the benchmark "
                 "may fill (its invoicing_outbox tables are dropped and made again)."
