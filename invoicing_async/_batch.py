@@ -277,6 +277,7 @@ class Batch:
             capacity,
             limit=self._workers,
             on_empty=self._lane_done if self._per_issuer else None,
+            keep_idle=_IDLE_ISSUERS,
         )
         self._outbox: asyncio.Queue[Any] = asyncio.Queue(self._workers * 2)
         # With a journal: one lookup (and one commit of sending records) for many
@@ -314,6 +315,7 @@ class Batch:
             for task in [*tasks, *recording]:
                 task.cancel()
             await asyncio.gather(*tasks, *recording, return_exceptions=True)
+            self._lanes.drop_all()  # every issuer's route let go, a batch cut off too
             self._interrupted()
             self._telemetry.close()
 
@@ -701,6 +703,10 @@ class _Issuer:
     route: Route
     shared: Shared
 
+
+#: Issuers whose lane (its limit, pause, breaker, budget) a batch keeps while it holds no
+#: document, and whose route it keeps: as many as a pool keeps idle issuers by default.
+_IDLE_ISSUERS = 10_000
 
 #: Refusals that stop every issuer's documents, not only those of the issuer they met.
 _EVERYONES = (ProviderKeyError, ClientStateError)

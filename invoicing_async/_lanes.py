@@ -16,7 +16,9 @@ with ten lanes or ten thousand.
 
 The lanes hold at most ``capacity`` documents (queued, waiting or in flight):
 :meth:`Lanes.put` waits for room, so memory is bounded whatever the input. A lane that
-holds nothing any more is dropped (``on_empty`` is told), so lanes are bounded too.
+holds nothing any more is kept idle, with what it knows of its issuer (its limit, a
+pause, the batch's context: a breaker, a budget), while at most ``keep_idle`` are;
+past that the longest idle is dropped (``on_empty`` is told), so lanes are bounded too.
 """
 
 from __future__ import annotations
@@ -97,6 +99,8 @@ class Lanes(Generic[T]):
     :param limit: each lane's in-flight limit to begin with (the batch's concurrency).
     :param on_empty: told of a lane dropped because it holds nothing any more;
         ``None``: lanes are kept (one issuer: its adaptive limit lasts the batch).
+    :param keep_idle: lanes that hold nothing kept at most, the longest idle dropped
+        first: an issuer whose documents come again finds its lane as it left it.
     """
 
     def __init__(
@@ -105,13 +109,17 @@ class Lanes(Generic[T]):
         *,
         limit: int,
         on_empty: Callable[[Lane[T]], None] | None = None,
+        keep_idle: int = 0,
     ) -> None:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self._capacity = capacity
         self._limit = limit
         self._on_empty = on_empty
+        self._keep_idle = keep_idle
         self._lanes: dict[str | None, Lane[T]] = {}
+        #: Lanes that hold nothing, the longest idle first.
+        self._idle: dict[str | None, Lane[T]] = {}
         self._turn: collections.deque[Lane[T]] = collections.deque()
         self._timers: list[tuple[float, int, Lane[T]]] = []
         self._alarm: asyncio.TimerHandle | None = None
@@ -131,8 +139,20 @@ class Lanes(Generic[T]):
         return self._held
 
     def find(self, key: str | None) -> Lane[T] | None:
-        """The lane of issuer ``key``, if it has one now."""
-        return self._lanes.get(key)
+        """The lane of issuer ``key``, if it has one now (an idle one is in use again)."""
+        lane = self._lanes.get(key)
+        if lane is None and (lane := self._idle.pop(key, None)) is not None:
+            self._lanes[key] = lane
+        return lane
+
+    def drop_all(self) -> None:
+        """The batch is over: every lane is dropped (``on_empty`` told), idle or not."""
+        lanes = [*self._lanes.values(), *self._idle.values()]
+        self._lanes.clear()
+        self._idle.clear()
+        if self._on_empty is not None:
+            for lane in lanes:
+                self._on_empty(lane)
 
     def open(self, key: str | None, context: Any) -> Lane[T]:
         """A new lane for issuer ``key``, keeping ``context`` for the batch."""
@@ -208,7 +228,11 @@ class Lanes(Generic[T]):
         self._room.set()
         if lane.held == 0 and self._on_empty is not None and self._lanes.get(lane.key) is lane:
             del self._lanes[lane.key]
-            self._on_empty(lane)
+            idle = self._idle
+            idle[lane.key] = lane
+            if len(idle) > self._keep_idle:
+                oldest = next(iter(idle))
+                self._on_empty(idle.pop(oldest))
         self._wake_all_if_done()
 
     # --- internals -------------------------------------------------------------------------

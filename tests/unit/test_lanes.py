@@ -131,6 +131,31 @@ async def test_capacity_bounds_what_is_held_and_empty_lanes_are_dropped():
     assert await scheduler.take() is None
 
 
+async def test_an_idle_lane_is_kept_as_its_issuer_left_it_up_to_keep_idle():
+    """An issuer whose documents come again later in the batch finds its lane as it left
+    it: the limit a 429 halved and its context (breaker, budget) stay. Past
+    ``keep_idle`` idle lanes the longest idle is dropped (and said so); at the batch's
+    end every lane is."""
+    dropped = []
+    scheduler = Lanes(100, limit=4, on_empty=dropped.append, keep_idle=1)
+    a = scheduler.open("a", {"issuer": "a"})
+    await scheduler.put(a, 1)
+    lane, _, slot = await scheduler.take()
+    scheduler.sent(lane, slot, RateLimitError("slow", status=429), answered=True)
+    scheduler.settled(lane)
+    assert len(scheduler) == 0 and dropped == []
+    assert scheduler.find("a") is a and a.limiter.limit == 2  # as it was left
+    await scheduler.put(a, 2)
+    await drain(scheduler, 1)
+    b = scheduler.open("b", {"issuer": "b"})
+    await scheduler.put(b, 3)
+    await drain(scheduler, 1)  # b idle too: a, idle the longest, is dropped
+    assert dropped == [a]
+    assert scheduler.find("a") is None
+    scheduler.drop_all()
+    assert dropped == [a, b]
+
+
 async def test_ten_thousand_lanes_cost_what_two_do():
     """Taking the next document does not scan idle lanes: 10,000 lanes of one document
     each are served in turn, each once."""
