@@ -17,6 +17,7 @@ bulk              batch throughput and loop lag vs the raw floor; journaled ÷ u
 sandbox_issuers   the sandbox holding 10,000 issuers: memory, documents/s vs 100 issuers
 telemetry         batch throughput with OpenTelemetry off, API only, SDK tracing and metrics
 issuers           ``IssuerPool``, 10,000 issuers x 5: token requests, memory, requests/s vs 1
+claims            outbox claims over 1 and 1,000 issuers vs format 2's; format 3 upgrade
 ================  ========================================================================
 
 Results go to ``benchmarks/RESULTS.rst`` and ``benchmarks/results.png``.
@@ -38,4 +39,5 @@ BENCHMARKS = [
     "sandbox_issuers",
     "telemetry",
     "issuers",
+    "claims",
 ]

@@ -154,12 +154,13 @@ def build_ledger(path: Path, entries: int) -> None:
     try:
         connection.execute("BEGIN")
         connection.executemany(
-            "INSERT INTO entries (key, state, status, final, attempts, outcome, updated_at) "
-            "VALUES (?, 'done', 'accepted', 1, 1, ?, ?)",
+            "INSERT INTO entries (key, issuer, state, status, final, attempts, outcome, "
+            "updated_at) VALUES (?, '094019245', 'done', 'accepted', 1, 1, ?, ?)",
             (row(n) for n in range(entries)),
         )
         connection.executemany(
-            "INSERT INTO entries (key, state, sending, updated_at) VALUES (?, 'in_flight', 1, ?)",
+            "INSERT INTO entries (key, issuer, state, sending, updated_at) "
+            "VALUES (?, '094019245', 'in_flight', 1, ?)",
             ((_key(n), now) for n in range(entries, entries + IN_FLIGHT)),
         )
         connection.execute("COMMIT")

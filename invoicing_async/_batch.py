@@ -59,7 +59,7 @@ from ._errors import (
     UnknownIssuerError,
     ValidationError,
 )
-from ._journal import SEND, Verdict, Withdrawn
+from ._journal import SEND, Ref, Verdict, Withdrawn
 from ._lanes import Lane, Lanes
 from ._log import delivery as log
 from ._outcomes import BatchProgress, Outcome, OutcomeStatus
@@ -435,7 +435,9 @@ class Batch:
         if self._journal is not None:
             pending = [item for item in identified if isinstance(item, _Pending)]
             if pending:
-                verdicts = await self._journal.lookup([item.key for item in pending])
+                verdicts = await self._journal.lookup(
+                    [Ref.of(item.key, item.identity.issuer) for item in pending]
+                )
                 found = dict(zip(map(id, pending), verdicts, strict=True))
                 identified = [
                     item if isinstance(item, Outcome) else self._verdict(item, found[id(item)])
@@ -624,7 +626,9 @@ class Batch:
         assert self._journal is not None  # noqa: S101  (recorded only with one)
         with item.call:
             try:
-                await self._journal.before_send(item.pending.key)
+                await self._journal.before_send(
+                    Ref.of(item.pending.key, item.pending.identity.issuer)
+                )
             except Withdrawn:
                 await self._finish(lane, item, item.delivery.give_up("lease lost"))
                 return

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from ._ledger._entry import LedgerEntry
     from ._models import DocumentResult
     from ._outcomes import Outcome
+    from ._pool import IssuerPool
     from ._receipts import DeferralReason, DeferredOutcome, DeferredReceipt
     from .outbox import PostgresOutbox, SqliteOutbox
 
@@ -98,7 +99,12 @@ class Deferral:
     :meth:`outcomes`) at least once: again after a restart if the application had not
     taken it yet.
 
-    :param client: the :class:`~invoicing_async.InvoicingClient` that sends.
+    :param client: the :class:`~invoicing_async.InvoicingClient` that sends, or an
+        :class:`~invoicing_async.IssuerPool`: a till of many shops. Each sale then goes
+        to the issuer its ``Issuer.Vat`` names, is deferred under its own identity
+        (issuer and key), its offline QR signed with that issuer's API key, and the one
+        drainer sends every shop's deferred sales through the pool, each issuer isolated
+        and served in turn.
     :param outbox: where deferred sales wait: a SQLite file path, a
         :class:`~invoicing_async.outbox.SqliteOutbox`, or a
         :class:`~invoicing_async.outbox.PostgresOutbox` shared by a fleet of tills.
@@ -125,11 +131,12 @@ class Deferral:
         (default: the host name).
 
     .. versionadded:: 0.3.0
+    .. versionchanged:: 0.4.0 ``client`` may be an :class:`~invoicing_async.IssuerPool`.
     """
 
     def __init__(
         self,
-        client: InvoicingClient,
+        client: InvoicingClient | IssuerPool,
         outbox: SqliteOutbox | PostgresOutbox | str | os.PathLike[str],
         *,
         budget: float = 2.0,
@@ -313,8 +320,9 @@ class Deferral:
             attempts=attempts,
             offline_qr=await self._offline_qr(body, identity.issuer),
             detail=detail,
+            issuer=identity.issuer or "",
         )
-        ready = Ready(key, body, encrypted, hashlib.sha256(body).hexdigest())
+        ready = Ready(key, body, encrypted, hashlib.sha256(body).hexdigest(), deferred.issuer)
         stored = await self._queue.deferrals.defer(ready, deferred)
         if stored.final is not None:
             return _final(stored.final)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _telemetry as telemetry
 from ._errors import ClientStateError, LedgerError
+from ._journal import Ref
 from ._ledger._deferrals import PostgresDeferrals, SqliteDeferrals
 from ._ledger._postgres_outbox import PostgresStore
 from ._ledger._sqlite_ledger import Ledger, file_of, let_go
@@ -154,8 +155,8 @@ class ProviderState:
     def __init__(self, probe_delay: float, probe_max_delay: float) -> None:
         #: Why the provider is known down, or ``None``: sales go straight to it.
         self.down: DeferralReason | None = None
-        #: The key of the document sent as the probe, while one is out.
-        self.probe: str | None = None
+        #: The document sent as the probe, while one is out.
+        self.probe: Ref | None = None
         self._first_delay = probe_delay
         self._max_delay = max(probe_delay, probe_max_delay)
         self._delay = probe_delay
@@ -210,9 +211,9 @@ class ProviderState:
         self._notify()
         return True
 
-    def finished(self, key: str, *, failed: bool) -> None:
-        """The outcome of ``key`` is known: if it was the probe, the next may follow."""
-        if key != self.probe:
+    def finished(self, ref: Ref, *, failed: bool) -> None:
+        """The outcome of ``ref`` is known: if it was the probe, the next may follow."""
+        if ref != self.probe:
             return
         self.probe = None
         if failed:
@@ -225,8 +226,8 @@ class ProviderState:
         self.probe = None
         self._notify()
 
-    async def gate(self, key: str) -> None:
-        """Return when ``key`` may be sent.
+    async def gate(self, ref: Ref) -> None:
+        """Return when ``ref`` may be sent.
 
         At once while the provider is up, else as the next probe: one at a time, when its
         delay has passed.
@@ -234,8 +235,8 @@ class ProviderState:
         while self.down is not None:
             now = _now()
             if self.probe is None and now >= self._next:
-                self.probe = key
-                log.info("probing the provider with invoice %s", key)
+                self.probe = ref
+                log.info("probing the provider with invoice %s", ref.key)
                 return
             timeout = None if self.probe is not None else self._next - now
             await _wait(self._changed, timeout)
@@ -320,9 +321,9 @@ class Drainer:
 
     # --- the worker's hooks (:class:`~._worker.Hooks`) ---------------------------------------
 
-    async def before_send(self, key: str) -> None:
+    async def before_send(self, ref: Ref) -> None:
         """While the provider is down, one document at a time goes, as a probe."""
-        await self._state.gate(key)
+        await self._state.gate(ref)
 
     def answered(self, outcome: Outcome) -> None:
         """An outcome says whether the provider answers."""
@@ -336,7 +337,7 @@ class Drainer:
             if reason is not None:
                 state.mark_down(reason)
                 failed = True
-        state.finished(outcome.key, failed=failed)
+        state.finished(Ref.of_outcome(outcome), failed=failed)
 
     def settled(self, outcome: Outcome, *, done: bool) -> None:  # noqa: ARG002
         """An outcome is written: a final one is delivered (the backlog recounted)."""
@@ -466,7 +467,7 @@ class Drainer:
                         deferral.key,
                     )
                     break
-                await self._queue.deferrals.acknowledge([deferral.key])
+                await self._queue.deferrals.acknowledge([deferral.ref])
             else:
                 if len(due) == _PAGE:
                     continue
@@ -483,7 +484,7 @@ class Drainer:
                 if entry.outcome is None:
                     continue
                 yield DeferredOutcome(receipt_of(deferral), entry.outcome)
-                await self._queue.deferrals.acknowledge([deferral.key])
+                await self._queue.deferrals.acknowledge([deferral.ref])
             if len(due) < _PAGE:
                 await _wait(settled, self._poll)
 

@@ -384,11 +384,13 @@ class LedgerError(InvoicingError):
     :ivar reason: a stable code: ``locked`` (another process holds the ledger),
         ``write_failed`` (the disk is full, or another write failure),
         ``unreadable`` (not a ledger, or a newer format), ``missing`` (no such file, for
-        a ledger opened with ``create=False``), ``closed``, or ``lease_lost`` (an outbox
-        worker's claim on an entry was taken over by another worker).
+        a ledger opened with ``create=False``), ``closed``, ``lease_lost`` (an outbox
+        worker's claim on an entry was taken over by another worker), or ``ambiguous``
+        (an entry asked for by key alone, which documents of several issuers have).
 
     .. versionadded:: 0.2.0
     .. versionchanged:: 0.3.0 the ``missing`` reason.
+    .. versionchanged:: 0.4.0 the ``ambiguous`` reason.
     """
 
     def __init__(self, message: str, *, reason: str) -> None:

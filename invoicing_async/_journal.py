@@ -10,6 +10,9 @@ worker's claims) calls, for every document:
    journal durably says a request may be out;
 3. :meth:`Journal.after_outcome`, with its outcome (never blocks).
 
+A document is named by its :class:`Ref`: its issuer and its key (two issuers'
+``A/1`` are two documents).
+
 The journal alone decides finality: which outcomes end a document for good, and
 whether a definite refusal still applies to the content read again (it compares the
 :attr:`~._documents.Prepared.digest` of what was refused with what is about to be
@@ -18,7 +21,7 @@ sent). The batch only follows its verdicts.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import attrs
 
@@ -28,7 +31,28 @@ if TYPE_CHECKING:
     from ._documents import Prepared
     from ._outcomes import Outcome
 
-__all__ = ["SEND", "Journal", "Verdict", "Withdrawn"]
+__all__ = ["SEND", "Journal", "Ref", "Verdict", "Withdrawn"]
+
+
+class Ref(NamedTuple):
+    """A document as a journal knows it: its issuer and its key.
+
+    Two issuers' documents with the same key are two documents. ``issuer`` is the
+    document's ``Issuer.Vat`` (or the issuer it is sent for), ``""`` when it names none:
+    a string, never ``None``, because it is half of a stored primary key.
+    """
+
+    issuer: str
+    key: str
+
+    @classmethod
+    def of(cls, key: str, issuer: str | None) -> Ref:
+        return cls(issuer or "", key)
+
+    @classmethod
+    def of_outcome(cls, outcome: Outcome) -> Ref:
+        """The document an outcome is about."""
+        return cls(outcome.issuer or "", outcome.key)
 
 
 @attrs.frozen
@@ -60,11 +84,11 @@ class Withdrawn(Exception):  # noqa: N818  (a signal, not an error: the journal 
 class Journal(Protocol):
     """The three hooks a batch calls (see the module docstring)."""
 
-    async def lookup(self, keys: Sequence[str]) -> Sequence[Verdict]:
-        """One verdict per key, in order."""
+    async def lookup(self, refs: Sequence[Ref]) -> Sequence[Verdict]:
+        """One verdict per document, in order."""
 
-    async def before_send(self, key: str) -> None:
-        """A request for ``key`` is about to leave: return once that is durable.
+    async def before_send(self, ref: Ref) -> None:
+        """A request for ``ref`` is about to leave: return once that is durable.
 
         :raises Withdrawn: the document must not be sent by this batch.
         """

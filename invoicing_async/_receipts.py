@@ -87,6 +87,11 @@ class DeferredReceipt:
     offline_qr_url: str | None
     #: What happened, in words (the last error, or why no attempt was made).
     detail: str
+    #: The issuer (TIN) whose sale it is: its ``Issuer.Vat`` (``None``: it names none).
+    #: With :attr:`key`, the sale's identity, in a till of many shops.
+    #:
+    #: .. versionadded:: 0.4.0
+    issuer: str | None = None
 
 
 @attrs.frozen
@@ -107,6 +112,14 @@ class DeferredOutcome:
     def key(self) -> str:
         """The document's identity."""
         return self.receipt.key
+
+    @property
+    def issuer(self) -> str | None:
+        """The issuer whose sale it is (see :attr:`DeferredReceipt.issuer`).
+
+        .. versionadded:: 0.4.0
+        """
+        return self.receipt.issuer
 
     @property
     def result(self) -> DocumentResult | None:
@@ -150,6 +163,7 @@ def receipt_of(deferred: Deferred) -> DeferredReceipt:
         attempts=deferred.attempts,
         offline_qr_url=deferred.offline_qr,
         detail=deferred.detail,
+        issuer=deferred.issuer or None,
     )
 
 

@@ -45,7 +45,7 @@ from . import _telemetry as telemetry
 from ._batch import BatchOptions
 from ._documents import Submission
 from ._errors import LedgerError
-from ._journal import Verdict, Withdrawn
+from ._journal import Ref, Verdict, Withdrawn
 from ._ledger._entry import PARKED, PENDING, outcome_json
 from ._ledger._rules import charged, decide, digest_of, is_final, requeue
 from ._ledger._store import Settlement
@@ -68,7 +68,7 @@ __all__ = ["Claims", "Hooks", "run_worker"]
 class Hooks(Protocol):
     """What the owner of a worker (the client's drainer of deferred sales) is told and asked."""
 
-    async def before_send(self, key: str) -> None:
+    async def before_send(self, ref: Ref) -> None:
         """A claimed entry is about to be sent: return when it may be."""
 
     def answered(self, outcome: Outcome) -> None:
@@ -137,7 +137,8 @@ class Claims:
         self._hooks = hooks
         self._seconds = seconds
         self._policy = policy
-        self.held: dict[str, Claim] = {}
+        #: The entries claimed and not settled, by document (issuer and key).
+        self.held: dict[Ref, Claim] = {}
         self._leases: dict[str, int] = {}
         self._failure: LedgerError | None = None
         self._sending = _Pump(lambda items: store.mark_sending([(c.id, c.lease) for c in items]))
@@ -159,9 +160,9 @@ class Claims:
         return self._hold(lease, claimed)
 
     def _hold(self, lease: str, claimed: list[Claim]) -> list[Claim]:
-        fresh = [claim for claim in claimed if claim.entry.key not in self.held]
+        fresh = [claim for claim in claimed if claim.ref not in self.held]
         for claim in fresh:
-            self.held[claim.entry.key] = claim
+            self.held[claim.ref] = claim
         if fresh:
             self._leases[lease] = len(fresh)
         return fresh
@@ -179,26 +180,26 @@ class Claims:
 
     # --- the journal's hooks -----------------------------------------------------------------
 
-    async def lookup(self, keys: Sequence[str]) -> list[Verdict]:
+    async def lookup(self, refs: Sequence[Ref]) -> list[Verdict]:
         """A claimed entry is pending: send it (knowing whether it may be committed)."""
         resend = self._policy.resend_ambiguous
-        return [decide(self.held[key].entry, resend_ambiguous=resend) for key in keys]
+        return [decide(self.held[ref].entry, resend_ambiguous=resend) for ref in refs]
 
-    async def before_send(self, key: str) -> None:
+    async def before_send(self, ref: Ref) -> None:
         """Mark the entry sending, under its lease; a lost lease withdraws it."""
         self._check()
         if self._hooks is not None:
-            await self._hooks.before_send(key)
-        claim = self.held.get(key)
+            await self._hooks.before_send(ref)
+        claim = self.held.get(ref)
         if claim is None or not await self._sending.put(claim):
-            raise Withdrawn(f"the claim on {key} was taken over by another worker")
+            raise Withdrawn(f"the claim on {ref.key} was taken over by another worker")
 
     def after_outcome(self, outcome: Outcome, prepared: Prepared | None) -> None:
         """Settle the entry under its lease: done, or back to be sent again later."""
         self._check()
         if self._hooks is not None:
             self._hooks.answered(outcome)
-        claim = self.held.pop(outcome.key, None)
+        claim = self.held.pop(Ref.of_outcome(outcome), None)
         if claim is None:
             return
         self._drop(claim.lease)
@@ -306,8 +307,14 @@ class Claims:
                     await asyncio.sleep(poll)
                     continue
             claim = buffer.popleft()
-            key, encrypted = claim.entry.key, claim.encrypted
-            yield Submission(document=claim.document, key=key, encrypted=encrypted)
+            # Sent for the issuer stored with it: a pool routes it to that issuer.
+            issuer, key = claim.ref
+            yield Submission(
+                document=claim.document,
+                key=key,
+                issuer=issuer or None,
+                encrypted=claim.encrypted,
+            )
 
 
 def _parked(outcome: Outcome, failures: int, future: asyncio.Future[bool]) -> None:

@@ -61,6 +61,7 @@ if typing.TYPE_CHECKING:
     from ._client import InvoicingClient
     from ._ledger._store import Store
     from ._outcomes import OutcomeStatus
+    from ._pool import IssuerPool
     from ._retry import RetryPolicy
 
 __all__ = [
@@ -105,7 +106,7 @@ class _Outbox:
 
     async def run_worker(
         self,
-        client: InvoicingClient,
+        client: InvoicingClient | IssuerPool,
         *,
         concurrency: int = 32,
         stop_when_empty: bool = False,
@@ -114,6 +115,12 @@ class _Outbox:
         poll: float = 1.0,
     ) -> dict[OutcomeStatus, int]:
         """Claim entries and submit them with ``client`` until cancelled.
+
+        ``client`` may be an :class:`~invoicing_async.IssuerPool`: each entry is sent
+        with the credentials of the issuer stored with it, each issuer isolated (its
+        breaker, limit, back-off) and served in turn, and claims take the oldest entries
+        of every issuer that has some, so that a small issuer's documents are not stuck
+        behind a large one's backlog.
 
         Entries whose outcome is not final (``not_sent``, a refused API key, ``unknown``
         when the policy allows ambiguous re-sends) go back to the outbox and are sent
@@ -138,7 +145,8 @@ class _Outbox:
         :returns: how many outcomes of each status this worker recorded.
 
         .. versionchanged:: 0.4.0 poison documents are parked after ``max_rounds``
-           failed rounds, with a growing wait between rounds.
+           failed rounds, with a growing wait between rounds; ``client`` may be an
+           :class:`~invoicing_async.IssuerPool`; claims are fair across issuers.
         """
         store = await self._store()
         try:
@@ -192,6 +200,7 @@ class PostgresOutbox(_Outbox):
         encrypted: bool = True,
         connection: typing.Any | None = None,
         key: Callable[[typing.Any], str] | None = None,
+        issuer: str | None = None,
     ) -> list[str]:
         """Add documents to the outbox; returns their keys.
 
@@ -200,6 +209,11 @@ class PostgresOutbox(_Outbox):
             commits them itself.
         :param encrypted: send to ``/Invoice/secure`` (default) or ``/Invoice/json``.
         :param key: the identity of a document (default: :func:`~invoicing_async.document_key`).
+        :param issuer: the issuer (TIN) whose documents they are (default: each
+            document's ``Issuer.Vat``). A document's identity is its issuer and its key:
+            two issuers' documents with the same key are two entries, and a worker sends
+            each with its issuer's credentials (through an
+            :class:`~invoicing_async.IssuerPool`).
 
         Enqueuing a document again replaces the stored one and sends it again, unless
         the provider holds it or refused exactly this content. An entry in flight keeps
@@ -208,14 +222,22 @@ class PostgresOutbox(_Outbox):
         in flight, and not at all if it accepted it (it holds the document then).
 
         :raises ValidationError: a document cannot be serialised (nothing is enqueued).
+
+        .. versionchanged:: 0.4.0 ``issuer``; entries are kept by issuer and key.
         """
-        prepared = _ready(documents, encrypted=encrypted, key=key)
+        prepared = _ready(documents, encrypted=encrypted, key=key, issuer=issuer)
         await self._db.insert(prepared, connection)
         return [item.key for item in prepared]
 
-    async def status(self, key: str) -> LedgerEntry | None:
-        """The entry of ``key`` (``.status``: pending, in_flight, parked, or an outcome)."""
-        return await self._db.get(key)
+    async def status(self, key: str, *, issuer: str | None = None) -> LedgerEntry | None:
+        """The entry of ``key`` (``.status``: pending, in_flight, parked, or an outcome).
+
+        :param issuer: whose document (see :meth:`Ledger.get
+            <invoicing_async.Ledger.get>`: without it, the key's only entry).
+
+        .. versionchanged:: 0.4.0 ``issuer``.
+        """
+        return await self._db.get(key, issuer)
 
     def entries(self, status: OutcomeStatus | str | None = None) -> AsyncIterator[LedgerEntry]:
         """Every entry (or those with ``status``), by key."""
@@ -225,18 +247,19 @@ class PostgresOutbox(_Outbox):
         """How many entries have each status (``parked``: the ones that need attention)."""
         return await self._db.counts()
 
-    async def retry(self, keys: Iterable[str]) -> int:
+    async def retry(self, keys: Iterable[str], *, issuer: str | None = None) -> int:
         """Mark entries to be sent again (final and parked ones too); returns how many.
 
         A parked entry is claimed at once, with a fresh budget of rounds; one that may
         have been committed keeps that knowledge: its stored document is sent again as
-        it is, and a ``409`` is its own commit (``accepted``).
+        it is, and a ``409`` is its own commit (``accepted``). ``issuer``: only that
+        issuer's documents (default: every issuer's with those keys).
         """
-        return await self._db.retry(list(keys))
+        return await self._db.retry(list(keys), issuer)
 
-    async def forget(self, keys: Iterable[str]) -> int:
-        """Delete entries; returns how many."""
-        return await self._db.forget(list(keys))
+    async def forget(self, keys: Iterable[str], *, issuer: str | None = None) -> int:
+        """Delete entries (of ``issuer``'s documents, default every issuer's); how many."""
+        return await self._db.forget(list(keys), issuer)
 
 
 class SqliteOutbox(_Outbox):
@@ -276,13 +299,16 @@ class SqliteOutbox(_Outbox):
         encrypted: bool = True,
         connection: sqlite3.Connection | None = None,
         key: Callable[[typing.Any], str] | None = None,
+        issuer: str | None = None,
     ) -> list[str]:
         """Add documents to the outbox; returns their keys (see :meth:`PostgresOutbox.enqueue`).
 
         :param connection: a ``sqlite3`` connection to the same file: the rows are
             written in its current transaction, which you commit.
+
+        .. versionchanged:: 0.4.0 ``issuer``.
         """
-        prepared = _ready(documents, encrypted=encrypted, key=key)
+        prepared = _ready(documents, encrypted=encrypted, key=key, issuer=issuer)
         if connection is not None:
             _insert(connection, prepared)
         else:
@@ -290,10 +316,10 @@ class SqliteOutbox(_Outbox):
             await _file_of(self.ledger).call(lambda c: _insert(c, prepared))
         return [item.key for item in prepared]
 
-    async def status(self, key: str) -> LedgerEntry | None:
-        """The entry of ``key`` (``.status``: pending, in_flight, parked, or an outcome)."""
+    async def status(self, key: str, *, issuer: str | None = None) -> LedgerEntry | None:
+        """The entry of ``key`` (see :meth:`PostgresOutbox.status`)."""
         await self.ledger.open()
-        return await self.ledger.get(key)
+        return await self.ledger.get(key, issuer=issuer)
 
     async def entries(
         self, status: OutcomeStatus | str | None = None
@@ -308,20 +334,21 @@ class SqliteOutbox(_Outbox):
         await self.ledger.open()
         return await self.ledger.counts()
 
-    async def retry(self, keys: Iterable[str]) -> int:
+    async def retry(self, keys: Iterable[str], *, issuer: str | None = None) -> int:
         """Mark entries to be sent again (final and parked ones too); returns how many.
 
         A parked entry is claimed at once, with a fresh budget of rounds; one that may
         have been committed keeps that knowledge: its stored document is sent again as
-        it is, and a ``409`` is its own commit (``accepted``).
+        it is, and a ``409`` is its own commit (``accepted``). ``issuer``: only that
+        issuer's documents (default: every issuer's with those keys).
         """
         await self.ledger.open()
-        return await self.ledger.retry(keys)
+        return await self.ledger.retry(keys, issuer=issuer)
 
-    async def forget(self, keys: Iterable[str]) -> int:
-        """Delete entries; returns how many."""
+    async def forget(self, keys: Iterable[str], *, issuer: str | None = None) -> int:
+        """Delete entries (of ``issuer``'s documents, default every issuer's); how many."""
         await self.ledger.open()
-        return await self.ledger.forget(keys)
+        return await self.ledger.forget(keys, issuer=issuer)
 
 
 def open_outbox(url: str | os.PathLike[str]) -> PostgresOutbox | SqliteOutbox:

@@ -14,6 +14,12 @@ import os
 import sys
 from typing import IO, TYPE_CHECKING, Any
 
+from invoicing_async._client import InvoicingClient
+from invoicing_async._credentials import (
+    ENV_CREDENTIALS_FILE,
+    ENV_CREDENTIALS_RESOLVER,
+    issuer_credentials,
+)
 from invoicing_async._env import (
     ENV_API_KEY,
     ENV_API_KEY_FILE,
@@ -27,12 +33,15 @@ from invoicing_async._env import (
     ssl_context,
 )
 from invoicing_async._pgp import ProviderKey
+from invoicing_async._pool import IssuerPool
 
 from ._input import UsageError
 
 if TYPE_CHECKING:
     import ssl
     from collections.abc import Awaitable, Callable, Sequence
+
+    from invoicing_async._credentials import Resolver
 
     from ._output import Progress
 
@@ -47,7 +56,9 @@ __all__ = [
     "add_verbosity",
     "attach_progress",
     "configure_logging",
+    "issuers",
     "key_and_tls",
+    "sender",
     "settings",
     "verbosity",
 ]
@@ -93,8 +104,13 @@ def add_verbosity(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_credentials(parser: argparse.ArgumentParser, *, provider_key: bool = False) -> None:
-    """The options naming an environment and its credentials (each with its variable)."""
+def add_credentials(
+    parser: argparse.ArgumentParser, *, provider_key: bool = False, many: bool = False
+) -> None:
+    """The options naming an environment and its credentials (each with its variable).
+
+    With ``many``, also ``--credentials``: many issuers' API keys (see :func:`issuers`).
+    """
     group = parser.add_argument_group(
         "environment and credentials",
         "Each option wins over its environment variable; the API key is never an option "
@@ -119,6 +135,18 @@ def add_credentials(parser: argparse.ArgumentParser, *, provider_key: bool = Fal
         metavar="PEM",
         help=(f"also trust the CA certificates in PEM, e.g. a sandbox's (default: ${ENV_CA_FILE})"),
     )
+    if many:
+        group.add_argument(
+            "--credentials",
+            metavar="FILE",
+            help=(
+                "send for many issuers, each document with the API key of the issuer it "
+                "names: FILE holds a JSON object {TIN: API key} or CSV lines TIN,API key "
+                f"(default: ${ENV_CREDENTIALS_FILE}, or the resolver named by "
+                f"${ENV_CREDENTIALS_RESOLVER}=package.module:function); --client-id and "
+                "the API key are then not needed"
+            ),
+        )
     if provider_key:
         group.add_argument(
             "--provider-key",
@@ -133,8 +161,41 @@ def add_credentials(parser: argparse.ArgumentParser, *, provider_key: bool = Fal
         )
 
 
-def settings(args: argparse.Namespace, *, environ: dict[str, str] | None = None) -> Settings:
-    """The settings the options and the variables give; missing ones are a UsageError."""
+def issuers(
+    args: argparse.Namespace, *, environ: dict[str, str] | None = None
+) -> dict[str, str] | Resolver | None:
+    """Many issuers' credentials (``--credentials`` or the variables), or ``None``.
+
+    See :mod:`invoicing_async._credentials`; an unreadable file or resolver is a
+    UsageError naming the file, the line and the TIN, never a key.
+    """
+    try:
+        return issuer_credentials(
+            os.environ if environ is None else environ, file=getattr(args, "credentials", None)
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def sender(
+    found: Settings,
+    credentials: dict[str, str] | Resolver | None,
+    **options: Any,
+) -> InvoicingClient | IssuerPool:
+    """What sends: a pool of the issuers' ``credentials`` when given, else the client."""
+    if credentials is not None:
+        return IssuerPool(str(found.base_url), credentials, **options)
+    return InvoicingClient(str(found.base_url), str(found.client_id), str(found.api_key), **options)
+
+
+def settings(
+    args: argparse.Namespace, *, environ: dict[str, str] | None = None, many: bool = False
+) -> Settings:
+    """The settings the options and the variables give; missing ones are a UsageError.
+
+    :param many: the credentials of many issuers are given (:func:`issuers`): the
+        issuer's own (``--client-id``, the API key) are not needed.
+    """
     try:
         found = read_settings(
             os.environ if environ is None else environ,
@@ -154,6 +215,8 @@ def settings(args: argparse.Namespace, *, environ: dict[str, str] | None = None)
             "api_key": f"--api-key-file, ${ENV_API_KEY} or ${ENV_API_KEY_FILE}",
         }
     )
+    if many:
+        missing = missing[:1] if not found.base_url else []
     if missing:
         raise UsageError("missing " + ", ".join(missing))
     return found

@@ -16,7 +16,6 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from invoicing_async._client import InvoicingClient
 from invoicing_async._convert import outcome_to_dict
 from invoicing_async._errors import LedgerError
 from invoicing_async._ledger._entry import PARKED, PENDING, STATES
@@ -31,7 +30,9 @@ from ._common import (
     UsageError,
     add_credentials,
     add_verbosity,
+    issuers,
     key_and_tls,
+    sender,
     settings,
 )
 from ._input import Unreadable, read
@@ -56,6 +57,7 @@ def _entry_json(entry: LedgerEntry) -> str:
     return json.dumps(
         {
             "key": entry.key,
+            "issuer": entry.issuer,
             "status": status,
             "final": entry.final,
             "maybe_committed": entry.maybe_committed,
@@ -110,14 +112,15 @@ async def _enqueue(args: argparse.Namespace) -> int:
     if not documents:
         raise UsageError("no documents: nothing to enqueue")
     async with _outbox(args) as outbox:
-        keys = await outbox.enqueue(documents, encrypted=not args.json)
+        keys = await outbox.enqueue(documents, encrypted=not args.json, issuer=args.issuer)
     print(f"enqueued {len(keys)} document(s)", file=sys.stderr)
     return 0
 
 
 async def _status(args: argparse.Namespace) -> int:
     async with _existing(args) as store:
-        entry = await (store.get if isinstance(store, Ledger) else store.status)(args.key)
+        get = store.get if isinstance(store, Ledger) else store.status
+        entry = await get(args.key, issuer=args.issuer)
     if entry is None:
         print(f"invoicing-async: no entry {args.key}", file=sys.stderr)
         return 1
@@ -126,7 +129,8 @@ async def _status(args: argparse.Namespace) -> int:
 
 
 async def _worker(args: argparse.Namespace) -> int:
-    found = settings(args)
+    credentials = issuers(args)
+    found = settings(args, many=credentials is not None)
     key, ssl = key_and_tls(found, json_only=args.json)
     if args.max_rounds < 0:
         raise UsageError("--max-rounds must be 0 (never park) or more")
@@ -134,9 +138,7 @@ async def _worker(args: argparse.Namespace) -> int:
     async with (
         _metrics(args),
         _outbox(args) as outbox,
-        InvoicingClient(
-            str(found.base_url), str(found.client_id), str(found.api_key), provider_key=key, ssl=ssl
-        ) as client,
+        sender(found, credentials, provider_key=key, ssl=ssl) as client,
     ):
         counts = await outbox.run_worker(
             client, concurrency=args.concurrency, stop_when_empty=args.until_empty, retry=policy
@@ -195,6 +197,8 @@ def _entry_line(entry: LedgerEntry) -> str:
     attempts = outcome.attempts if outcome is not None else 0
     when = entry.updated_at.strftime("%Y-%m-%d %H:%M:%SZ") if entry.updated_at else "-"
     parts = [entry.key, f"{status:<9}", f"{attempts} attempt{'' if attempts == 1 else 's'}", when]
+    if entry.issuer is not None:
+        parts.append(f"issuer {entry.issuer}")
     if entry.failures:
         parts.append(f"{entry.failures} failed round{'' if entry.failures == 1 else 's'}")
     later = entry.available_at
@@ -229,7 +233,8 @@ async def _show(args: argparse.Namespace) -> int:
             summary += f"\n{_parked_hint(counts[PARKED], _url(args))}"
         print(summary, file=sys.stderr if args.json else sys.stdout)
         async for entry in store.entries(args.status):
-            print(_entry_json(entry) if args.json else _entry_line(entry), flush=False)
+            if args.issuer is None or entry.issuer == args.issuer:
+                print(_entry_json(entry) if args.json else _entry_line(entry), flush=False)
     return 0
 
 
@@ -238,11 +243,26 @@ async def _mark(args: argparse.Namespace) -> int:
     if bool(args.keys) == bool(args.status):
         raise UsageError(f"ledger {args.action}: give the keys of the entries, or --status")
     async with _existing(args) as store:
-        keys = list(args.keys) or [entry.key async for entry in store.entries(args.status)]
-        changed = await (store.retry if args.action == "retry" else store.forget)(keys)
+        mark = store.retry if args.action == "retry" else store.forget
+        if args.keys:
+            keys = list(args.keys)
+            changed = await mark(keys, issuer=args.issuer)
+        else:  # each entry of that status, by its own identity (issuer and key)
+            whose: dict[str, list[str]] = {}
+            async for entry in store.entries(args.status):
+                if args.issuer is None or entry.issuer == args.issuer:
+                    whose.setdefault(entry.issuer or "", []).append(entry.key)
+            keys = [key for group in whose.values() for key in group]
+            changed = 0
+            for issuer, group in whose.items():
+                changed += await mark(group, issuer=issuer)
     done = "marked to be sent again" if args.action == "retry" else "forgotten"
     print(f"{args.action}: {changed} of {len(keys)} entries {done}", file=sys.stderr)
     return 0 if changed == len(keys) else 1
+
+
+def _issuer_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--issuer", metavar="TIN", help=what)
 
 
 def _ledger_option(parser: argparse.ArgumentParser) -> None:
@@ -282,11 +302,13 @@ def _add_ledger_command(commands: Commands, name: str) -> None:
         "show",
         help="a summary by status, then one line per entry",
         description="Print how many entries have each status, then one line per entry: "
-        "its key, status, attempts, when it last changed (UTC), its failed rounds, when a "
-        "worker may send it next (if it waits) and a short error. --json prints each "
+        "its key, status, attempts, when it last changed (UTC), its issuer, its failed "
+        "rounds, when a worker may send it next (if it waits) and a short error. --json "
+        "prints each "
         "entry as a JSON line instead (the summary then goes to stderr).",
     )
     show.add_argument("--status", choices=_STATUSES, help="only the entries in this status")
+    _issuer_option(show, "only that issuer's entries")
     show.add_argument(
         "--json", action="store_true", help="one JSON object per entry, with the full outcome"
     )
@@ -306,6 +328,7 @@ def _add_ledger_command(commands: Commands, name: str) -> None:
         marker.add_argument(
             "--status", choices=_STATUSES, help="every entry in this status (instead of keys)"
         )
+        _issuer_option(marker, "only that issuer's entries (default: every issuer's)")
         _ledger_option(marker)
         marker.set_defaults(handler=_mark)
 
@@ -332,6 +355,7 @@ def register(commands: Commands) -> None:
         "documents", nargs="*", metavar="SOURCE", help="JSON / JSON Lines files, directories, -"
     )
     enqueue.add_argument("--json", action="store_true", help="send them to /Invoice/json")
+    _issuer_option(enqueue, "whose documents they are (default: each one's Issuer.Vat)")
     _ledger_option(enqueue)
     enqueue.set_defaults(handler=_enqueue)
     status = actions.add_parser(
@@ -341,6 +365,7 @@ def register(commands: Commands) -> None:
         "when there is no such entry). The outbox must exist.",
     )
     status.add_argument("key", help="the document's identity (e.g. id:…)")
+    _issuer_option(status, "whose entry, when documents of several issuers have that key")
     _ledger_option(status)
     status.set_defaults(handler=_status)
 
@@ -355,7 +380,7 @@ def register(commands: Commands) -> None:
         "unknown outcome (a poison document) it is parked: 'ledger show --status parked' "
         "lists them, 'ledger retry' sends them again.",
     )
-    add_credentials(worker, provider_key=True)
+    add_credentials(worker, provider_key=True, many=True)
     _ledger_option(worker)
     worker.add_argument(
         "--json", action="store_true", help="no provider key: send to /Invoice/json"

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from invoicing_async import qr
 from invoicing_async._drainer import Queue
+from invoicing_async._journal import Ref
 from invoicing_async.outbox import open_outbox
 
 from ._common import UsageError, add_verbosity
@@ -79,10 +80,11 @@ async def _backlog(args: argparse.Namespace) -> int:
 
 async def _receipt_text(args: argparse.Namespace) -> str:
     async with _outbox(args) as outbox:
-        entry = await outbox.status(args.key)
+        entry = await outbox.status(args.key, issuer=args.issuer)
         queue = Queue.of(outbox)
         await queue.open()
-        deferral = await queue.deferrals.get(args.key)
+        issuer = args.issuer if entry is None else entry.issuer
+        deferral = await queue.deferrals.get(Ref.of(args.key, issuer))
     result = entry.outcome.result if entry is not None and entry.outcome is not None else None
     if result is not None and result.qr_code_string:
         return str(result.qr_code_string)
@@ -143,6 +145,11 @@ def register(commands: Commands) -> None:
     add_verbosity(code)
     code.add_argument("text", nargs="?", help="the text to encode (a qrCodeString, a url)")
     code.add_argument("--key", help="an outbox entry's identity (with --outbox)")
+    code.add_argument(
+        "--issuer",
+        metavar="TIN",
+        help="whose entry (an outbox of many issuers where several have that key)",
+    )
     outbox_option(code)
     code.add_argument("--png", metavar="FILE", help="write a PNG image instead")
     code.add_argument("--svg", metavar="FILE", help="write an SVG image instead")

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from invoicing_async._client import InvoicingClient
 from invoicing_async._documents import DEFAULT_MAX_DOCUMENT_SIZE, document_key
 from invoicing_async._errors import (
     DocumentTooLargeError,
@@ -36,7 +35,9 @@ from ._common import (
     add_credentials,
     add_verbosity,
     attach_progress,
+    issuers,
     key_and_tls,
+    sender,
     settings,
 )
 from ._input import NotRead, Source, Unreadable, count_documents, read
@@ -71,7 +72,7 @@ def register(commands: Commands) -> None:
         help="a .json file (an object or an array of objects), a .jsonl file (one object a "
         "line), a directory of them, or - for standard input",
     )
-    add_credentials(submit, provider_key=True)
+    add_credentials(submit, provider_key=True, many=True)
     options = submit.add_argument_group("sending")
     options.add_argument(
         "--json", action="store_true", help="send to /Invoice/json, unencrypted (no key needed)"
@@ -250,7 +251,8 @@ def _check_input(args: argparse.Namespace) -> list[str]:
 
 
 async def _submit(args: argparse.Namespace) -> int:
-    found = settings(args)
+    credentials = issuers(args)
+    found = settings(args, many=credentials is not None)
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     sources = _check_input(args)
@@ -281,8 +283,8 @@ async def _submit(args: argparse.Namespace) -> int:
     started = time.time()
     with output_cm as output:
         try:
-            async with InvoicingClient(
-                str(found.base_url), str(found.client_id), str(found.api_key),
+            async with sender(
+                found, credentials,
                 provider_key=key, ssl=ssl, max_document_size=args.max_document_size,
             ) as client:  # fmt: skip
                 stream = client.submit_stream(

@@ -1,7 +1,8 @@
 """The durable ledger of bulk submission and the outbox of fleets.
 
-One record per document identity: whether a request for it may be out, and its last
-outcome. The backends keep the same records under the same rules (:mod:`._rules`):
+One record per document identity (its issuer and its key, :mod:`._identity`): whether
+a request for it may be out, and its last outcome. The backends keep the same records
+under the same rules (:mod:`._rules`):
 
 * :mod:`._sqlite_ledger`: a job's :class:`Ledger` in one file (:mod:`._sqlite_file`:
   stdlib ``sqlite3``, WAL, written from one thread with group commit), and the batch's

@@ -13,7 +13,9 @@ deferral brings; only a document certainly not sent is replaced.
 
 SQLite (the outbox file, through its writer thread) and PostgreSQL (the outbox table's
 database, in the same transaction as the entry) store the same columns. The table is
-created when missing, never touched when it exists (see :mod:`._schema` for why).
+part of the outbox's format (:mod:`._schema`, from format 3): a deferral is keyed by
+its document's identity, issuer and key, as the entry is (a till of many shops defers
+two shops' ``A/1`` as two sales).
 
 A parked entry (a poison document, :mod:`invoicing_async._worker`) is a sale not
 transmitted: it counts in the backlog, and is counted apart as needing attention.
@@ -26,8 +28,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from invoicing_async._journal import Ref
+
 from ._entry import IN_FLIGHT
+from ._identity import adopt_postgres, adopt_sqlite
 from ._postgres_outbox import _COLUMNS, TABLE, _entry
+from ._schema import DEFERRALS
 from ._sqlite_ledger import COLUMNS, row_entry
 from ._sqlite_outbox import insert
 
@@ -42,8 +48,12 @@ if TYPE_CHECKING:
 
 __all__ = ["DeferralStore", "Deferred", "PostgresDeferrals", "SqliteDeferrals", "Stored"]
 
-_FIELDS = "key, origin, deferred_at, reason, maybe_sent, stamped, attempts, offline_qr, detail"
+_FIELDS = (
+    "key, origin, deferred_at, reason, maybe_sent, stamped, attempts, offline_qr, detail, issuer"
+)
+_WIDTH = 10  # the fields of a deferral, in a row that goes on with its entry's
 _ENTRY = ", ".join(f"e.{name.strip()}" for name in COLUMNS.split(","))
+_DEFERRAL = ", ".join(f"d.{name.strip()}" for name in _FIELDS.split(","))
 
 
 @attrs.frozen
@@ -59,6 +69,13 @@ class Deferred:
     attempts: int
     offline_qr: str | None = attrs.field(repr=False)
     detail: str
+    #: The issuer whose sale it is (``""``: the document names none).
+    issuer: str = ""
+
+    @property
+    def ref(self) -> Ref:
+        """The deferred document's identity."""
+        return Ref(self.issuer, self.key)
 
     def row(self) -> tuple[Any, ...]:
         return (
@@ -71,6 +88,7 @@ class Deferred:
             self.attempts,
             self.offline_qr,
             self.detail,
+            self.issuer,
         )
 
     @classmethod
@@ -78,7 +96,7 @@ class Deferred:
         key, origin, at, reason, maybe_sent, stamped, attempts, offline_qr, detail = row[:9]
         return cls(
             key, origin, float(at), reason, bool(maybe_sent), bool(stamped), int(attempts),
-            offline_qr, detail,
+            offline_qr, detail, row[9],
         )  # fmt: skip
 
 
@@ -109,7 +127,7 @@ class DeferralStore(Protocol):
     async def due(self, origin: str, limit: int) -> list[tuple[Deferred, LedgerEntry]]:
         """Deferrals of ``origin`` whose entry is done and not yet told, oldest first."""
 
-    async def acknowledge(self, keys: Sequence[str]) -> None:
+    async def acknowledge(self, refs: Sequence[Ref]) -> None:
         """The application has been told these outcomes."""
 
     async def backlog(self) -> tuple[int, float | None, int]:
@@ -118,8 +136,8 @@ class DeferralStore(Protocol):
         ``(count, oldest epoch seconds, parked)``: parked ones count in ``count`` too.
         """
 
-    async def get(self, key: str) -> Deferred | None:
-        """The deferral of ``key``, if the document was ever deferred."""
+    async def get(self, ref: Ref) -> Deferred | None:
+        """The deferral of ``ref``, if the document was ever deferred."""
 
     async def rewind(self) -> None:
         """Make every deferred sale waiting to be sent due, in the order they were deferred.
@@ -133,26 +151,17 @@ class DeferralStore(Protocol):
 
 # --- SQLite ------------------------------------------------------------------------------
 
-_SQLITE_SCHEMA = (
-    (
-        "CREATE TABLE IF NOT EXISTS deferrals (key TEXT PRIMARY KEY, origin TEXT NOT NULL, "
-        "deferred_at REAL NOT NULL, reason TEXT NOT NULL, maybe_sent INTEGER NOT NULL, "
-        "stamped INTEGER NOT NULL, attempts INTEGER NOT NULL, offline_qr TEXT, "
-        "detail TEXT NOT NULL, notified_at REAL)"
-    ),
-    (
-        "CREATE INDEX IF NOT EXISTS deferrals_due ON deferrals (origin, deferred_at) "
-        "WHERE notified_at IS NULL"
-    ),
-)
+#: A deferral's entry (both backends).
+_JOIN = "e.key = d.key AND e.issuer = d.issuer"
 #: Deferred sales not transmitted: how many, the oldest, how many parked (both backends).
 _BACKLOG = (
     "SELECT count(*), min(d.deferred_at), sum(CASE WHEN e.state = 'parked' THEN 1 ELSE 0 END) "
-    "FROM {deferrals} d JOIN {entries} e ON e.key = d.key WHERE e.state != 'done'"
+    "FROM {deferrals} d JOIN {entries} e ON " + _JOIN + " WHERE e.state != 'done'"
 )
 _SQLITE_UPSERT = (
-    f"INSERT INTO deferrals ({_FIELDS}, notified_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL) "  # noqa: S608
-    "ON CONFLICT (key) DO UPDATE SET origin = excluded.origin, "
+    f"INSERT INTO deferrals ({_FIELDS}, notified_at) "  # noqa: S608
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL) "
+    "ON CONFLICT (key, issuer) DO UPDATE SET origin = excluded.origin, "
     "deferred_at = excluded.deferred_at, reason = excluded.reason, "
     "maybe_sent = excluded.maybe_sent, stamped = excluded.stamped, "
     "attempts = excluded.attempts, offline_qr = excluded.offline_qr, "
@@ -167,26 +176,19 @@ class SqliteDeferrals:
         self._file = file
 
     async def setup(self) -> None:
-        def create(c: sqlite3.Connection) -> None:
-            if c.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'deferrals'"
-            ).fetchone():
-                return
-            for statement in _SQLITE_SCHEMA:
-                c.execute(statement)
-
-        await self._file.call(create)
+        """Nothing to create: the file's format has the table (:mod:`._schema`)."""
 
     async def defer(self, ready: Ready, deferred: Deferred) -> Stored:
         def defer(c: sqlite3.Connection) -> Stored:
+            adopt_sqlite(c, [ready.ref])
             found = c.execute(
-                f"SELECT {COLUMNS} FROM entries WHERE key = ?",  # noqa: S608
-                (ready.key,),
+                f"SELECT {COLUMNS} FROM entries WHERE key = ? AND issuer = ?",  # noqa: S608
+                ready.ref[::-1],
             ).fetchone()
             entry = row_entry(found) if found is not None else None
             earlier = c.execute(
-                f"SELECT {_FIELDS}, notified_at FROM deferrals WHERE key = ?",  # noqa: S608
-                (ready.key,),
+                f"SELECT {_FIELDS}, notified_at FROM deferrals WHERE key = ? AND issuer = ?",  # noqa: S608
+                ready.ref[::-1],
             ).fetchone()
             verdict = _verdict(entry, earlier, deferred)
             if isinstance(verdict, Stored):
@@ -194,7 +196,10 @@ class SqliteDeferrals:
             if verdict is _STORE:
                 insert(c, [ready])
             if deferred.maybe_sent or verdict is _KEEP:
-                c.execute("UPDATE entries SET ambiguous = 1 WHERE key = ?", (ready.key,))
+                c.execute(
+                    "UPDATE entries SET ambiguous = 1 WHERE key = ? AND issuer = ?",
+                    ready.ref[::-1],
+                )
             kept = _kept(deferred, verdict)
             c.execute(_SQLITE_UPSERT, kept.row())
             return Stored(kept, fresh=True)
@@ -204,20 +209,20 @@ class SqliteDeferrals:
     async def due(self, origin: str, limit: int) -> list[tuple[Deferred, LedgerEntry]]:
         rows = await self._file.call(
             lambda c: c.execute(
-                f"SELECT d.key, d.origin, d.deferred_at, d.reason, d.maybe_sent, d.stamped, "  # noqa: S608
-                f"d.attempts, d.offline_qr, d.detail, {_ENTRY} FROM deferrals d "
-                "JOIN entries e ON e.key = d.key WHERE d.notified_at IS NULL AND "
+                f"SELECT {_DEFERRAL}, {_ENTRY} FROM deferrals d "  # noqa: S608
+                f"JOIN entries e ON {_JOIN} WHERE d.notified_at IS NULL AND "
                 "d.origin = ? AND e.state = 'done' ORDER BY d.deferred_at LIMIT ?",
                 (origin, limit),
             ).fetchall()
         )
-        return [(Deferred.of(row), row_entry(row[9:])) for row in rows]
+        return [(Deferred.of(row), row_entry(row[_WIDTH:])) for row in rows]
 
-    async def acknowledge(self, keys: Sequence[str]) -> None:
+    async def acknowledge(self, refs: Sequence[Ref]) -> None:
         now = time.time()
         await self._file.call(
             lambda c: c.executemany(
-                "UPDATE deferrals SET notified_at = ? WHERE key = ?", [(now, k) for k in keys]
+                "UPDATE deferrals SET notified_at = ? WHERE key = ? AND issuer = ?",
+                [(now, key, issuer) for issuer, key in refs],
             )
         )
 
@@ -226,11 +231,11 @@ class SqliteDeferrals:
         count, oldest, parked = await self._file.call(lambda c: c.execute(sql).fetchone())
         return int(count), oldest, int(parked or 0)
 
-    async def get(self, key: str) -> Deferred | None:
+    async def get(self, ref: Ref) -> Deferred | None:
         row = await self._file.call(
             lambda c: c.execute(
-                f"SELECT {_FIELDS} FROM deferrals WHERE key = ?",  # noqa: S608
-                (key,),
+                f"SELECT {_FIELDS} FROM deferrals WHERE key = ? AND issuer = ?",  # noqa: S608
+                ref[::-1],
             ).fetchone()
         )
         return Deferred.of(row) if row is not None else None
@@ -239,8 +244,9 @@ class SqliteDeferrals:
         await self._file.call(
             lambda c: c.execute(
                 "UPDATE entries SET available_at = (SELECT d.deferred_at FROM deferrals d "
-                "WHERE d.key = entries.key) WHERE state = 'pending' AND failures = 0 AND key "
-                "IN (SELECT key FROM deferrals WHERE notified_at IS NULL)"
+                "WHERE d.key = entries.key AND d.issuer = entries.issuer) WHERE state = 'pending' "
+                "AND failures = 0 AND (key, issuer) IN "
+                "(SELECT key, issuer FROM deferrals WHERE notified_at IS NULL)"
             )
         )
 
@@ -263,7 +269,7 @@ def _verdict(
     """
     if entry is not None and entry.final:
         return Stored(deferred, final=entry)
-    if entry is not None and earlier is not None and earlier[9] is None:
+    if entry is not None and earlier is not None and earlier[_WIDTH] is None:
         return Stored(Deferred.of(earlier))
     if entry is not None and (entry.maybe_committed or entry.status == IN_FLIGHT):
         return _KEEP
@@ -279,20 +285,11 @@ def _kept(deferred: Deferred, verdict: str) -> Deferred:
 
 # --- PostgreSQL ----------------------------------------------------------------------------
 
-_PG_TABLE = f"{TABLE}_deferrals"
-_PG_SCHEMA = (
-    f"""CREATE TABLE IF NOT EXISTS {_PG_TABLE} (
-        key text PRIMARY KEY, origin text NOT NULL, deferred_at double precision NOT NULL,
-        reason text NOT NULL, maybe_sent boolean NOT NULL, stamped boolean NOT NULL,
-        attempts integer NOT NULL, offline_qr text, detail text NOT NULL,
-        notified_at double precision
-    )""",
-    f"""CREATE INDEX IF NOT EXISTS {_PG_TABLE}_due ON {_PG_TABLE} (origin, deferred_at)
-        WHERE notified_at IS NULL""",
-)
+_PG_TABLE = DEFERRALS
 _PG_UPSERT = (
     f"INSERT INTO {_PG_TABLE} ({_FIELDS}, notified_at) "  # noqa: S608
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL) ON CONFLICT (key) DO UPDATE SET "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL) "
+    "ON CONFLICT (key, issuer) DO UPDATE SET "
     "origin = excluded.origin, deferred_at = excluded.deferred_at, reason = excluded.reason, "
     "maybe_sent = excluded.maybe_sent, stamped = excluded.stamped, "
     "attempts = excluded.attempts, offline_qr = excluded.offline_qr, "
@@ -312,18 +309,20 @@ class PostgresDeferrals:
         self._store = store
 
     async def setup(self) -> None:
-        await self._store.create_missing(_PG_TABLE, _PG_SCHEMA)
+        """The outbox's format has the table (:mod:`._schema`): set the outbox up."""
+        await self._store.setup()
 
     async def defer(self, ready: Ready, deferred: Deferred) -> Stored:
         async def defer(connection: Any) -> Stored:
+            await adopt_postgres(connection, [ready.ref])
             found = await connection.fetchrow(
-                f"SELECT {_COLUMNS} FROM {TABLE} WHERE key = $1 FOR UPDATE",  # noqa: S608
-                ready.key,
+                f"SELECT {_COLUMNS} FROM {TABLE} WHERE key = $1 AND issuer = $2 FOR UPDATE",  # noqa: S608
+                *ready.ref[::-1],
             )
             entry = _entry(found) if found is not None else None
             earlier = await connection.fetchrow(
-                f"SELECT {_FIELDS}, notified_at FROM {_PG_TABLE} WHERE key = $1",  # noqa: S608
-                ready.key,
+                f"SELECT {_FIELDS}, notified_at FROM {_PG_TABLE} WHERE key = $1 AND issuer = $2",  # noqa: S608
+                *ready.ref[::-1],
             )
             verdict = _verdict(entry, earlier, deferred)
             if isinstance(verdict, Stored):
@@ -332,8 +331,8 @@ class PostgresDeferrals:
                 await self._store.insert([ready], connection)
             if deferred.maybe_sent or verdict is _KEEP:
                 await connection.execute(
-                    f"UPDATE {TABLE} SET ambiguous = true WHERE key = $1",  # noqa: S608
-                    ready.key,
+                    f"UPDATE {TABLE} SET ambiguous = true WHERE key = $1 AND issuer = $2",  # noqa: S608
+                    *ready.ref[::-1],
                 )
             kept = _kept(deferred, verdict)
             await connection.execute(_PG_UPSERT, *kept.row())
@@ -346,21 +345,23 @@ class PostgresDeferrals:
         entry = ", ".join(f"e.{name.strip()}" for name in _COLUMNS.split(","))
         rows = await self._store.run(
             lambda c: c.fetch(
-                f"SELECT d.key, d.origin, d.deferred_at, d.reason, d.maybe_sent, d.stamped, "  # noqa: S608
-                f"d.attempts, d.offline_qr, d.detail, {entry} FROM {_PG_TABLE} d "
-                f"JOIN {TABLE} e ON e.key = d.key WHERE d.notified_at IS NULL AND "
+                f"SELECT {_DEFERRAL}, {entry} FROM {_PG_TABLE} d "  # noqa: S608
+                f"JOIN {TABLE} e ON {_JOIN} WHERE d.notified_at IS NULL AND "
                 "d.origin = $1 AND e.state = 'done' ORDER BY d.deferred_at LIMIT $2",
                 origin,
                 limit,
             )
         )
-        return [(Deferred.of(tuple(row)), _entry(tuple(row)[9:])) for row in rows]
+        return [(Deferred.of(tuple(row)), _entry(tuple(row)[_WIDTH:])) for row in rows]
 
-    async def acknowledge(self, keys: Sequence[str]) -> None:
+    async def acknowledge(self, refs: Sequence[Ref]) -> None:
         await self._store.run(
             lambda c: c.execute(
-                f"UPDATE {_PG_TABLE} SET notified_at = $2 WHERE key = ANY($1::text[])",  # noqa: S608
-                list(keys),
+                f"UPDATE {_PG_TABLE} AS d SET notified_at = $3 "  # noqa: S608
+                "FROM unnest($1::text[], $2::text[]) AS t(key, issuer) "
+                "WHERE d.key = t.key AND d.issuer = t.issuer",
+                [ref.key for ref in refs],
+                [ref.issuer for ref in refs],
                 time.time(),
             )
         )
@@ -370,11 +371,11 @@ class PostgresDeferrals:
         row = await self._store.run(lambda c: c.fetchrow(sql))
         return int(row[0]), row[1], int(row[2] or 0)
 
-    async def get(self, key: str) -> Deferred | None:
+    async def get(self, ref: Ref) -> Deferred | None:
         row = await self._store.run(
             lambda c: c.fetchrow(
-                f"SELECT {_FIELDS} FROM {_PG_TABLE} WHERE key = $1",  # noqa: S608
-                key,
+                f"SELECT {_FIELDS} FROM {_PG_TABLE} WHERE key = $1 AND issuer = $2",  # noqa: S608
+                *ref[::-1],
             )
         )
         return Deferred.of(tuple(row)) if row is not None else None
@@ -383,7 +384,8 @@ class PostgresDeferrals:
         await self._store.run(
             lambda c: c.execute(
                 f"UPDATE {TABLE} AS o SET available_at = to_timestamp(d.deferred_at) "  # noqa: S608
-                f"FROM {_PG_TABLE} d WHERE d.key = o.key AND o.state = 'pending' "
+                f"FROM {_PG_TABLE} d WHERE d.key = o.key AND d.issuer = o.issuer "
+                "AND o.state = 'pending' "
                 "AND o.failures = 0 AND d.notified_at IS NULL"
             )
         )

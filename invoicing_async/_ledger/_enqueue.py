@@ -12,6 +12,10 @@ A poison document is not revived by being enqueued again unchanged (an applicati
 that enqueues on every save): a parked entry stays parked, and one backing off keeps
 its wait and its count of failed rounds. Changed content is a new document to the
 budget: sent at once, with no failed rounds.
+
+A document's identity is its issuer and its key: its ``Issuer.Vat`` (or the issuer
+given to enqueue), ``''`` when it names none; an entry stored before issuers were
+(0.3) is adopted by the first document of its key (:mod:`._identity`).
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from invoicing_async._documents import document_key, serialize_document
+from invoicing_async._documents import describe, serialize_document
 from invoicing_async._errors import ValidationError
+from invoicing_async._journal import Ref
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -31,7 +36,7 @@ __all__ = ["UPSERT_SET", "Ready", "ready"]
 
 #: The same content as the stored document (a batch's ledger row has none).
 _SAME = "COALESCE({t}.doc_fingerprint, '') = excluded.doc_fingerprint"
-#: The ``ON CONFLICT (key) DO UPDATE SET`` clause of an enqueue (``{t}``: the table,
+#: The ``ON CONFLICT (key, issuer) DO UPDATE SET`` clause of an enqueue (``{t}``: the table,
 #: ``{now}``: the backend's time of day).
 UPSERT_SET = (
     "document = excluded.document, encrypted = excluded.encrypted, "
@@ -55,12 +60,26 @@ class Ready:
     body: bytes = attrs.field(repr=False)
     encrypted: bool
     fingerprint: str
+    #: The issuer whose document it is (``""``: it names none).
+    issuer: str = ""
+
+    @property
+    def ref(self) -> Ref:
+        """The document's identity."""
+        return Ref(self.issuer, self.key)
 
 
 def ready(
-    documents: Iterable[Any], *, encrypted: bool, key: Callable[[Any], str] | None
+    documents: Iterable[Any],
+    *,
+    encrypted: bool,
+    key: Callable[[Any], str] | None,
+    issuer: str | None = None,
 ) -> list[Ready]:
     """Serialise every document; a document that cannot be serialised raises.
+
+    Each is keyed (``key``, else :func:`~invoicing_async.document_key`) and belongs to
+    ``issuer``, else to the issuer its ``Issuer.Vat`` names.
 
     :raises ValidationError: naming the document's position (nothing is enqueued).
     """
@@ -70,6 +89,10 @@ def ready(
             body = serialize_document(document)
         except ValidationError as exc:
             raise ValidationError(f"document {index} cannot be enqueued: {exc.message}") from None
-        identity = key(document) if key is not None else document_key(body)
-        out.append(Ready(identity, body, encrypted, hashlib.sha256(body).hexdigest()))
+        described, identity = describe(body)
+        identity_key = key(document) if key is not None else described
+        whose = issuer if issuer is not None else identity.issuer
+        out.append(
+            Ready(identity_key, body, encrypted, hashlib.sha256(body).hexdigest(), whose or "")
+        )
     return out

@@ -78,6 +78,12 @@ class LedgerEntry:
     #:
     #: .. versionadded:: 0.4.0
     available_at: dt.datetime | None = None
+    #: The issuer (TIN) whose document it is; with :attr:`key`, the document's identity
+    #: (two issuers' documents with the same key are two entries). ``None``: the
+    #: document names none, or the entry was written by 0.3 (which stored no issuer).
+    #:
+    #: .. versionadded:: 0.4.0
+    issuer: str | None = None
 
 
 def outcome_json(outcome: Outcome) -> str:
@@ -107,9 +113,12 @@ def entry_from_row(
     updated_at: dt.datetime | None,
     failures: int = 0,
     available_at: dt.datetime | None = None,
+    issuer: str = "",
 ) -> LedgerEntry:
     """A stored row as an entry (both backends store the same columns)."""
     recorded = outcome_from_json(outcome, key=key) if outcome is not None else None
+    if recorded is not None and issuer and recorded.issuer is None:
+        recorded = attrs.evolve(recorded, issuer=issuer)
     shown: OutcomeStatus | str = state
     if state not in STATES:
         shown = OutcomeStatus(status) if status else PENDING
@@ -123,4 +132,5 @@ def entry_from_row(
         updated_at=updated_at,
         failures=failures,
         available_at=available_at,
+        issuer=issuer or None,
     )

@@ -9,6 +9,14 @@ table's format first and runs DDL only to create or upgrade it (:mod:`._schema`)
 upgrader at a time and under a ``lock_timeout``: a worker starting beside an
 application's open transaction on the outbox never waits behind it.
 
+Claims are fair across issuers (:data:`_CLAIM`): a claim of ``n`` serves the ``n``
+issuers whose oldest available entry is oldest, an equal share of ``n`` each (at
+least one), each issuer's oldest entries taken with ``SKIP LOCKED`` so that
+concurrent workers take the next ones. The issuers with pending entries are found by a
+loose index scan (a recursive query that steps from one issuer to the next on the
+``(issuer, available_at, id)`` index), never by reading every pending entry, and only
+the entries claimed are locked. One issuer alone gets the whole claim, as before.
+
 A worker writes several rows at once from concurrent tasks (marking requests sent,
 settling outcomes, extending leases): every multi-row write locks its rows in the order
 of their ids first, so two writes can never wait for each other in a circle; a deadlock
@@ -38,10 +46,12 @@ import random
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from invoicing_async._errors import LedgerError
+from invoicing_async._journal import Ref
 from invoicing_async._outcomes import OutcomeStatus
 
 from ._enqueue import UPSERT_SET
 from ._entry import PARKED, STATES, LedgerEntry, entry_from_row
+from ._identity import adopt_postgres, match, one_of
 from ._schema import POSTGRES_VERSION, TABLE, postgres_version, upgrade_postgres
 from ._store import Claim, Settlement, make_claim
 
@@ -69,29 +79,49 @@ LOCK_TIMEOUT = 5.0
 _LOCK_NOT_AVAILABLE = "55P03"
 _COLUMNS = (
     "key, state, status, final, ambiguous, sending, fingerprint, outcome, updated_at, "
-    "failures, available_at"
+    "failures, available_at, issuer"
 )
 _INSERT = (
-    f"INSERT INTO {TABLE} (key, document, encrypted, doc_fingerprint) "  # noqa: S608
-    "VALUES ($1, $2, $3, $4) ON CONFLICT (key) DO UPDATE SET "
+    f"INSERT INTO {TABLE} (key, issuer, document, encrypted, doc_fingerprint) "  # noqa: S608
+    "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key, issuer) DO UPDATE SET "
     + UPSERT_SET.format(t=TABLE, now="now()")
     + ", updated_at = now()"
 )
+#: Pending entries that may be sent now (the claim index's predicate, and its range).
+_AVAILABLE = "state = 'pending' AND available_at <= now()"
 _CLAIM = f"""
-WITH fresh AS (
-    SELECT id FROM {TABLE} WHERE state = 'pending' AND available_at <= now()
-    ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED
+WITH RECURSIVE issuers AS (
+    (SELECT issuer FROM {TABLE} WHERE state = 'pending' ORDER BY issuer LIMIT 1)
+    UNION ALL
+    SELECT (SELECT o.issuer FROM {TABLE} AS o WHERE o.state = 'pending' AND o.issuer > i.issuer
+            ORDER BY o.issuer LIMIT 1)
+    FROM issuers AS i WHERE i.issuer IS NOT NULL
+), heads AS (
+    SELECT i.issuer, h.available_at, h.id FROM issuers AS i, LATERAL (
+        SELECT available_at, id FROM {TABLE} WHERE issuer = i.issuer AND {_AVAILABLE}
+        ORDER BY available_at, id LIMIT 1
+    ) AS h
+    WHERE i.issuer IS NOT NULL  -- the recursion's end, never an issuer
+), served AS MATERIALIZED (
+    SELECT issuer FROM heads ORDER BY available_at, id LIMIT $1
+), share AS (
+    SELECT ceil($1::float8 / greatest(count(*), 1))::integer AS n FROM served
+), fresh AS (
+    SELECT f.id, f.available_at FROM served AS s, share, LATERAL (
+        SELECT id, available_at FROM {TABLE} WHERE issuer = s.issuer AND {_AVAILABLE}
+        ORDER BY available_at, id LIMIT share.n FOR UPDATE SKIP LOCKED
+    ) AS f
 ), stale AS (
     SELECT id FROM {TABLE} WHERE state = 'in_flight' AND lease_until < now()
     ORDER BY lease_until LIMIT $1 FOR UPDATE SKIP LOCKED
 ), chosen AS (
-    SELECT id FROM fresh UNION SELECT id FROM stale LIMIT $1
+    (SELECT id FROM fresh ORDER BY available_at, id LIMIT $1) UNION SELECT id FROM stale LIMIT $1
 )
 UPDATE {TABLE} AS o SET state = 'in_flight', lease = $2,
     lease_until = now() + make_interval(secs => $3), claims = o.claims + 1, updated_at = now()
 FROM chosen WHERE o.id = chosen.id
-RETURNING o.id, o.key, o.document, o.encrypted, o.status, o.ambiguous, o.sending, o.claims,
-    o.outcome, o.failures, o.doc_fingerprint
+RETURNING o.id, o.key, o.issuer, o.document, o.encrypted, o.status, o.ambiguous, o.sending,
+    o.claims, o.outcome, o.failures, o.doc_fingerprint
 """  # noqa: S608
 
 
@@ -149,14 +179,20 @@ _RELEASE = _in_id_order(
     "available_at = now() + make_interval(secs => $2), updated_at = now() "
     "FROM locked WHERE o.id = locked.id RETURNING o.id",
 )
+#: The rows of the keys ``$1`` of the issuer ``$2`` (its own, or the one of 0.3 it
+#: adopts), or of every issuer when ``$2`` is null.
+_WHOSE = (
+    f"key = ANY($1::text[]) AND ($2::text IS NULL OR issuer = $2 OR (issuer = '' AND NOT "  # noqa: S608
+    f"EXISTS (SELECT 1 FROM {TABLE} AS own WHERE own.key = {TABLE}.key AND own.issuer = $2)))"
+)
 _RETRY = _in_id_order(
-    "key = ANY($1::text[]) AND state != 'in_flight'",
+    f"{_WHOSE} AND state != 'in_flight'",
     f"UPDATE {TABLE} AS o SET state = 'pending', final = false, available_at = now(), "  # noqa: S608
     "failures = 0, claims = 0, updated_at = now() FROM locked WHERE o.id = locked.id "
     "RETURNING o.id",
 )
 _FORGET = _in_id_order(
-    "key = ANY($1::text[])",
+    _WHOSE,
     f"DELETE FROM {TABLE} AS o USING locked WHERE o.id = locked.id RETURNING o.id",  # noqa: S608
 )
 
@@ -174,7 +210,7 @@ def _driver() -> Any:
 
 def _entry(row: Any) -> LedgerEntry:
     key, state, status, final, ambiguous, sending, fingerprint, outcome, updated = row[:9]
-    failures, available = row[9:11]
+    failures, available, issuer = row[9:12]
     return entry_from_row(
         key,
         state,
@@ -186,6 +222,7 @@ def _entry(row: Any) -> LedgerEntry:
         updated_at=updated,
         failures=failures,
         available_at=available,
+        issuer=issuer,
     )
 
 
@@ -291,24 +328,6 @@ class PostgresStore:
         upgrade = functools.partial(upgrade_postgres, lock_timeout=LOCK_TIMEOUT)
         return await self.run(upgrade, transaction=True)
 
-    async def create_missing(self, table: str, statements: Sequence[str]) -> None:
-        """Create ``table`` with ``statements`` unless it exists (read first, like setup)."""
-        if await self.run(lambda c: c.fetchval("SELECT to_regclass($1) IS NOT NULL", table)):
-            return
-
-        async def create(connection: Any) -> None:
-            await connection.execute(f"SET LOCAL lock_timeout = {round(LOCK_TIMEOUT * 1000)}")
-            await connection.execute("SELECT pg_advisory_xact_lock(hashtext($1))", table)
-            for statement in statements:
-                await connection.execute(statement)
-
-        try:
-            await self.run(create, transaction=True)
-        except LedgerError as exc:
-            if exc.reason != "locked":
-                raise
-            raise await self._blocked(None, table) from None
-
     async def _blocked(self, found: int | None, table: str = TABLE) -> LedgerError:
         """The error of a table change that waited too long: who holds the table.
 
@@ -337,12 +356,19 @@ class PostgresStore:
         )
 
     async def insert(self, documents: Sequence[Ready], connection: Any = None) -> None:
-        rows = [(d.key, d.body, d.encrypted, d.fingerprint) for d in documents]
+        """Enqueue ``documents``; each finds the entry its key had before issuers were stored."""
+        rows = [(d.key, d.issuer, d.body, d.encrypted, d.fingerprint) for d in documents]
+        refs = [d.ref for d in documents]
+
+        async def insert(connection: Any) -> None:
+            await adopt_postgres(connection, refs)
+            await connection.executemany(_INSERT, rows)
+
         await self.setup()  # once: the table of this version's format
         if connection is not None:  # the caller's transaction
-            await connection.executemany(_INSERT, rows)
+            await insert(connection)
             return
-        await self.run(lambda own: own.executemany(_INSERT, rows), transaction=True)
+        await self.run(insert, transaction=True)
 
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:
         return await self.run(lambda connection: _rows(connection.fetch(sql, *args)))
@@ -356,6 +382,7 @@ class PostgresStore:
                 row["id"],
                 lease,
                 key=row["key"],
+                issuer=row["issuer"],
                 document=row["document"],
                 encrypted=row["encrypted"],
                 status=row["status"],
@@ -403,29 +430,37 @@ class PostgresStore:
 
     # --- reading and marking --------------------------------------------------------------
 
-    async def get(self, key: str) -> LedgerEntry | None:
-        rows = await self._fetch(f"SELECT {_COLUMNS} FROM {TABLE} WHERE key = $1", key)  # noqa: S608
-        return _entry(rows[0]) if rows else None
+    async def get(self, key: str, issuer: str | None = None) -> LedgerEntry | None:
+        """See :meth:`~._sqlite_ledger.Ledger.get`."""
+        rows = await self._fetch(
+            f"SELECT {_COLUMNS} FROM {TABLE} WHERE key = $1 ORDER BY issuer",  # noqa: S608
+            key,
+        )
+        if issuer is not None:
+            found = match(rows, [Ref(issuer, key)], identity=lambda row: Ref(row[11], row[0]))
+            return _entry(found[Ref(issuer, key)]) if found else None
+        return one_of(key, [_entry(row) for row in rows])
 
     async def entries(self, status: OutcomeStatus | str | None) -> AsyncIterator[LedgerEntry]:
         wanted = status.value if isinstance(status, OutcomeStatus) else status
-        where, args = "key > $1", []
+        where, args = "(key, issuer) > ($1, $2)", []
         if wanted in STATES:
-            where, args = "key > $1 AND state = $2", [wanted]
+            where, args = "(key, issuer) > ($1, $2) AND state = $3", [wanted]
         elif wanted is not None:
-            where, args = "key > $1 AND state = 'done' AND status = $2", [wanted]
-        after = ""
+            where, args = "(key, issuer) > ($1, $2) AND state = 'done' AND status = $3", [wanted]
+        after = ("", "")
         while True:
             rows = await self._fetch(
-                f"SELECT {_COLUMNS} FROM {TABLE} WHERE {where} ORDER BY key LIMIT 500",  # noqa: S608
-                after,
+                f"SELECT {_COLUMNS} FROM {TABLE} WHERE {where} "  # noqa: S608
+                "ORDER BY key, issuer LIMIT 500",
+                *after,
                 *args,
             )
             for row in rows:
                 yield _entry(row)
             if len(rows) < 500:
                 return
-            after = rows[-1]["key"]
+            after = (rows[-1]["key"], rows[-1]["issuer"])
 
     async def counts(self) -> dict[str, int]:
         rows = await self._fetch(
@@ -434,11 +469,11 @@ class PostgresStore:
         )
         return {str(row[0]): int(row[1]) for row in rows}
 
-    async def retry(self, keys: Sequence[str]) -> int:
-        return len(await self._fetch(_RETRY, list(keys)))
+    async def retry(self, keys: Sequence[str], issuer: str | None = None) -> int:
+        return len(await self._fetch(_RETRY, list(keys), issuer))
 
-    async def forget(self, keys: Sequence[str]) -> int:
-        return len(await self._fetch(_FORGET, list(keys)))
+    async def forget(self, keys: Sequence[str], issuer: str | None = None) -> int:
+        return len(await self._fetch(_FORGET, list(keys), issuer))
 
 
 async def _rows(fetching: Awaitable[Any]) -> list[Any]:

@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from invoicing_async._errors import LedgerError
+from invoicing_async._journal import Ref
 from invoicing_async._outcomes import OutcomeStatus
 
 from ._entry import STATES, LedgerEntry, entry_from_row, outcome_json
+from ._identity import adopt_sqlite, match, one_of, who
 from ._rules import decide, digest_of, is_final
 from ._sqlite_file import Insert, LedgerFile
 
@@ -40,26 +42,26 @@ __all__ = ["COLUMNS", "Ledger", "file_of", "hold", "ledger_journal", "let_go", "
 #: The columns :func:`row_entry` reads, in order.
 COLUMNS = (
     "key, state, status, final, ambiguous, sending, fingerprint, outcome, updated_at, "
-    "failures, available_at"
+    "failures, available_at, issuer"
 )
 _LOOKUP_CHUNK = 500  # keys per query (SQLite allows 32766 parameters)
 _PAGE = 500
 _SENDING = Insert(
-    "INSERT INTO entries (key, state, sending, updated_at) VALUES ",
-    "(?, 'in_flight', 1, ?)",
-    " ON CONFLICT (key) DO UPDATE SET state = 'in_flight', sending = 1, "
+    "INSERT INTO entries (key, issuer, state, sending, updated_at) VALUES ",
+    "(?, ?, 'in_flight', 1, ?)",
+    " ON CONFLICT (key, issuer) DO UPDATE SET state = 'in_flight', sending = 1, "
     "updated_at = excluded.updated_at",
 )
 # Only a record :meth:`Ledger._will_send` made, still as it made it.
 _UNMARK = (
-    "DELETE FROM entries WHERE key = ? AND state = 'in_flight' AND status IS NULL "
-    "AND updated_at = ?"
+    "DELETE FROM entries WHERE key = ? AND issuer = ? AND state = 'in_flight' "
+    "AND status IS NULL AND updated_at = ?"
 )
 _SETTLE = Insert(
-    "INSERT INTO entries (key, state, status, final, ambiguous, fingerprint, attempts, "
-    "outcome, updated_at) VALUES ",
-    "(?, 'done', ?, ?, ?, ?, ?, ?, ?)",
-    " ON CONFLICT (key) DO UPDATE SET state = 'done', status = excluded.status, "
+    "INSERT INTO entries (key, issuer, state, status, final, ambiguous, fingerprint, "
+    "attempts, outcome, updated_at) VALUES ",
+    "(?, ?, 'done', ?, ?, ?, ?, ?, ?, ?)",
+    " ON CONFLICT (key, issuer) DO UPDATE SET state = 'done', status = excluded.status, "
     "final = excluded.final, ambiguous = entries.ambiguous OR excluded.ambiguous, "
     "sending = 0, fingerprint = excluded.fingerprint, attempts = excluded.attempts, "
     "outcome = excluded.outcome, updated_at = excluded.updated_at",
@@ -69,7 +71,7 @@ _SETTLE = Insert(
 def row_entry(row: Sequence[Any]) -> LedgerEntry:
     """A row of :data:`COLUMNS` as an entry."""
     key, state, status, final, ambiguous, sending, fingerprint, outcome, updated = row[:9]
-    failures, available = row[9:11]
+    failures, available, issuer = row[9:12]
     return entry_from_row(
         key,
         state,
@@ -81,6 +83,7 @@ def row_entry(row: Sequence[Any]) -> LedgerEntry:
         updated_at=dt.datetime.fromtimestamp(updated, dt.timezone.utc),
         failures=int(failures),
         available_at=dt.datetime.fromtimestamp(available, dt.timezone.utc) if available else None,
+        issuer=issuer,
     )
 
 
@@ -117,7 +120,7 @@ class Ledger:
         self.path = Path(path)
         self._file = LedgerFile(self.path, durable=durable, create=create)
         # Documents whose sending record will_send wrote: the commit, and its time.
-        self._marked: dict[str, tuple[asyncio.Future[None], float]] = {}
+        self._marked: dict[Ref, tuple[asyncio.Future[None], float]] = {}
 
     def __repr__(self) -> str:
         return f"Ledger({str(self.path)!r})"
@@ -144,24 +147,42 @@ class Ledger:
 
     # --- reading and marking -------------------------------------------------------------
 
-    async def get(self, key: str) -> LedgerEntry | None:
-        """The entry of ``key``, or ``None``."""
-        found = await self._lookup([key])
-        return found.get(key)
+    async def get(self, key: str, *, issuer: str | None = None) -> LedgerEntry | None:
+        """The entry of ``key`` (of ``issuer``'s document), or ``None``.
+
+        Without ``issuer``: the entry of the document of that key that names no
+        issuer, else the only entry of that key.
+
+        :raises LedgerError: (reason ``ambiguous``) without ``issuer``, when documents
+            of several issuers have that key: say whose.
+
+        .. versionchanged:: 0.4.0 ``issuer``.
+        """
+        if issuer is not None:
+            ref = Ref(issuer, key)
+            found = await self._file.call(functools.partial(_lookup, refs=[ref], adopt=False))
+            return row_entry(found[ref]) if found else None
+        rows = await self._file.call(
+            lambda c: c.execute(
+                f"SELECT {COLUMNS} FROM entries WHERE key = ? ORDER BY issuer",  # noqa: S608
+                (key,),
+            ).fetchall()
+        )
+        return one_of(key, [row_entry(row) for row in rows])
 
     async def entries(
         self, status: OutcomeStatus | str | None = None
     ) -> AsyncIterator[LedgerEntry]:
         """Every entry (or those whose status is ``status``), by key, a page at a time."""
         wanted = status.value if isinstance(status, OutcomeStatus) else status
-        after = ""
+        after = ("", "")
         while True:
             rows = await self._file.call(functools.partial(_page, after=after, status=wanted))
             for row in rows:
                 yield row_entry(row)
             if len(rows) < _PAGE:
                 return
-            after = rows[-1][0]
+            after = (rows[-1][0], rows[-1][11])
 
     async def counts(self) -> dict[str, int]:
         """How many entries have each status (``pending``, ``in_flight``, outcomes)."""
@@ -173,30 +194,39 @@ class Ledger:
         )
         return {str(name): int(count) for name, count in rows}
 
-    async def retry(self, keys: Iterable[str]) -> int:
+    async def retry(self, keys: Iterable[str], *, issuer: str | None = None) -> int:
         """Mark entries for sending again (even final ones); returns how many exist.
 
         The next batch (or outbox worker) sends them; one that may have been committed
         keeps that knowledge, so a ``409`` is still its own commit. A parked outbox entry
         is claimed again, with a fresh budget of rounds.
+
+        :param issuer: only that issuer's documents (default: every issuer's).
+
+        .. versionchanged:: 0.4.0 ``issuer``.
         """
-        keys = list(keys)
         now = time.time()
+        rows = _rows(keys, issuer, now=now)
         return await self._file.call(
             lambda c: _each(
                 c,
-                "UPDATE entries SET state = 'pending', final = 0, available_at = 0, "
-                "failures = 0, claims = 0, lease = NULL, updated_at = ? WHERE key = ? AND "
-                "(state != 'in_flight' OR lease IS NULL)",
-                [(now, key) for key in keys],
+                "UPDATE entries SET state = 'pending', final = 0, available_at = 0, "  # noqa: S608
+                "failures = 0, claims = 0, lease = NULL, updated_at = :now WHERE "
+                f"{_whose(issuer)} AND (state != 'in_flight' OR lease IS NULL)",
+                rows,
             )
         )
 
-    async def forget(self, keys: Iterable[str]) -> int:
-        """Delete entries; the next batch treats those documents as never seen."""
-        keys = list(keys)
+    async def forget(self, keys: Iterable[str], *, issuer: str | None = None) -> int:
+        """Delete entries; the next batch treats those documents as never seen.
+
+        :param issuer: only that issuer's documents (default: every issuer's).
+
+        .. versionchanged:: 0.4.0 ``issuer``.
+        """
+        rows = _rows(keys, issuer)
         return await self._file.call(
-            lambda c: _each(c, "DELETE FROM entries WHERE key = ?", [(key,) for key in keys])
+            lambda c: _each(c, f"DELETE FROM entries WHERE {_whose(issuer)}", rows)  # noqa: S608
         )
 
     # --- what a batch's journal calls -----------------------------------------------------
@@ -210,17 +240,21 @@ class Ledger:
         """Give the sender's lock back."""
         self._file.release()
 
-    async def _lookup(self, keys: Sequence[str]) -> dict[str, LedgerEntry]:
-        """The entries of ``keys`` that exist (one indexed query per 500 keys)."""
-        found: dict[str, LedgerEntry] = {}
-        for start in range(0, len(keys), _LOOKUP_CHUNK):
-            chunk = list(keys[start : start + _LOOKUP_CHUNK])
-            rows = await self._file.call(functools.partial(_lookup, keys=chunk))
-            for row in rows:
-                found[row[0]] = row_entry(row)
+    async def _lookup(self, refs: Sequence[Ref]) -> dict[Ref, LedgerEntry]:
+        """The entries of ``refs`` that exist (one indexed query per 500 documents).
+
+        A document that names an issuer adopts the entry its key had before issuers
+        were stored (:mod:`._identity`).
+        """
+        found: dict[Ref, LedgerEntry] = {}
+        for start in range(0, len(refs), _LOOKUP_CHUNK):
+            chunk = list(refs[start : start + _LOOKUP_CHUNK])
+            rows = await self._file.call(functools.partial(_lookup, refs=chunk))
+            for ref, row in rows.items():
+                found[ref] = row_entry(row)
         return found
 
-    def _will_send(self, keys: Sequence[str]) -> None:
+    def _will_send(self, refs: Sequence[Ref]) -> None:
         """Record ``sending`` now for documents about to be sent (never blocks).
 
         Called as new documents are read, so their records are committed together
@@ -232,12 +266,12 @@ class Ledger:
         documents really in flight end ``unknown``).
         """
         now = time.time()
-        committed = self._file.write_durable(_SENDING, [(key, now) for key in keys])
-        for key in keys:
-            self._marked[key] = (committed, now)
+        committed = self._file.write_durable(_SENDING, [(key, issuer, now) for issuer, key in refs])
+        for ref in refs:
+            self._marked[ref] = (committed, now)
 
-    async def _sending(self, key: str) -> None:
-        """Record that a request for ``key`` is about to leave; returns once durable.
+    async def _sending(self, ref: Ref) -> None:
+        """Record that a request for ``ref`` is about to leave; returns once durable.
 
         Every outcome recorded before is durable by then too (committed in the same
         transaction or an earlier one): after a crash, the documents whose answers are
@@ -245,8 +279,8 @@ class Ledger:
         that waited for company.
         """
         committed: asyncio.Future[None] | None
-        if self._marked.pop(key, None) is None:
-            committed = self._file.write_durable(_SENDING, [(key, time.time())])
+        if self._marked.pop(ref, None) is None:
+            committed = self._file.write_durable(_SENDING, [(ref.key, ref.issuer, time.time())])
         else:  # its record went ahead (see _will_send): what was queued since goes now
             committed = self._file.durable()
         if committed is None:
@@ -258,17 +292,19 @@ class Ledger:
     def _unmark(self) -> None:
         """Remove the records of documents marked by :meth:`_will_send` but never sent."""
         marked, self._marked = self._marked, {}
-        for key, (_committed, when) in marked.items():
-            self._file.write(_UNMARK, (key, when))
+        for (issuer, key), (_committed, when) in marked.items():
+            self._file.write(_UNMARK, (key, issuer, when))
 
     def _settled(self, outcome: Outcome, fingerprint: str | None) -> None:
         """Record an outcome: queued, committed with the next group (never blocks)."""
-        self._marked.pop(outcome.key, None)
+        ref = Ref.of_outcome(outcome)
+        self._marked.pop(ref, None)
         final = is_final(outcome, fingerprint)
         self._file.write(
             _SETTLE,
             (
-                outcome.key,
+                ref.key,
+                ref.issuer,
                 outcome.status.value,
                 int(final),
                 int(outcome.status is OutcomeStatus.UNKNOWN),
@@ -287,21 +323,21 @@ class _LedgerJournal:
         self._ledger = ledger
         self._resend_ambiguous = resend_ambiguous
 
-    async def lookup(self, keys: Sequence[str]) -> list[Verdict]:
-        entries = await self._ledger._lookup(keys)  # noqa: SLF001  (the ledger's own journal)
+    async def lookup(self, refs: Sequence[Ref]) -> list[Verdict]:
+        entries = await self._ledger._lookup(refs)  # noqa: SLF001  (the ledger's own journal)
         verdicts = [
-            decide(entries.get(key), resend_ambiguous=self._resend_ambiguous) for key in keys
+            decide(entries.get(ref), resend_ambiguous=self._resend_ambiguous) for ref in refs
         ]
         if self._resend_ambiguous:
             # Sending records of new documents committed while they are prepared (see
             # Ledger._will_send); never ahead when unknown ones are not to be re-sent.
-            fresh = [key for key in keys if key not in entries]
+            fresh = [ref for ref in refs if ref not in entries]
             if fresh:
                 self._ledger._will_send(fresh)  # noqa: SLF001
         return verdicts
 
-    async def before_send(self, key: str) -> None:
-        await self._ledger._sending(key)  # noqa: SLF001
+    async def before_send(self, ref: Ref) -> None:
+        await self._ledger._sending(ref)  # noqa: SLF001
 
     def after_outcome(self, outcome: Outcome, prepared: Prepared | None) -> None:
         self._ledger._settled(outcome, digest_of(outcome, prepared))  # noqa: SLF001
@@ -363,17 +399,54 @@ def let_go(ledger: Ledger) -> None:
     ledger._release()  # noqa: SLF001
 
 
-def _lookup(connection: sqlite3.Connection, keys: list[str]) -> list[Any]:
+def _lookup(
+    connection: sqlite3.Connection, refs: list[Ref], *, adopt: bool = True
+) -> dict[Ref, Any]:
+    """The rows of ``refs`` (their own, or the ones they adopt: see :mod:`._identity`).
+
+    With ``adopt``, such rows are given the issuer of their document (a batch's lookup:
+    its writes then name the row by its full identity), unless the batch will only
+    replay them (:func:`_held`).
+    """
+    keys = list({ref.key for ref in refs})
     marks = ",".join("?" * len(keys))
-    return connection.execute(
+    rows = connection.execute(
         f"SELECT {COLUMNS} FROM entries WHERE key IN ({marks})",  # noqa: S608  (only marks)
         keys,
     ).fetchall()
+    found = match(rows, refs, identity=_identity)
+    adopted = [ref for ref, row in found.items() if row[11] != ref.issuer and not _held(row)]
+    if adopted and adopt:
+        adopt_sqlite(connection, adopted)
+        found.update({ref: (*found[ref][:11], ref.issuer) for ref in adopted})
+    return found
 
 
-def _page(connection: sqlite3.Connection, after: str, status: str | None) -> list[Any]:
-    where = "key > ?"
-    args: list[Any] = [after]
+def _held(row: Sequence[Any]) -> bool:
+    """The provider holds the document (final): a batch replays it and writes nothing.
+
+    Such a row of 0.3 is not adopted: a resumed ledger of a million of them costs no
+    write, and each is found again by its key.
+    """
+    return bool(row[3]) and row[2] in ("accepted", "duplicate")
+
+
+def _identity(row: Sequence[Any]) -> Ref:
+    return Ref(row[11], row[0])
+
+
+def _whose(issuer: str | None) -> str:
+    """Which rows an operator's ``retry`` / ``forget`` of a key touches."""
+    return "key = :key" if issuer is None else who()
+
+
+def _rows(keys: Iterable[str], issuer: str | None, **more: Any) -> list[dict[str, Any]]:
+    return [{"key": key, "issuer": issuer, **more} for key in keys]
+
+
+def _page(connection: sqlite3.Connection, after: tuple[str, str], status: str | None) -> list[Any]:
+    where = "(key, issuer) > (?, ?)"
+    args: list[Any] = [*after]
     if status in STATES:
         where += " AND state = ?"
         args.append(status)
@@ -381,10 +454,10 @@ def _page(connection: sqlite3.Connection, after: str, status: str | None) -> lis
         where += " AND state = 'done' AND status = ?"
         args.append(status)
     return connection.execute(
-        f"SELECT {COLUMNS} FROM entries WHERE {where} ORDER BY key LIMIT {_PAGE}",  # noqa: S608
+        f"SELECT {COLUMNS} FROM entries WHERE {where} ORDER BY key, issuer LIMIT {_PAGE}",  # noqa: S608
         args,
     ).fetchall()
 
 
-def _each(connection: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]]) -> int:
+def _each(connection: sqlite3.Connection, sql: str, rows: list[dict[str, Any]]) -> int:
     return sum(connection.execute(sql, row).rowcount for row in rows)

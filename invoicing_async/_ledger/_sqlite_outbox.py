@@ -2,6 +2,11 @@
 
 One worker at a time (the file's lock); any process may enqueue. A worker starting
 puts back what a dead predecessor held: with the lock, no one else is sending.
+
+Claims are fair across issuers, as the PostgreSQL outbox's (:mod:`._postgres_outbox`):
+each takes the oldest available entries of every issuer that has some, an equal share
+of the claim each (at least one), found issuer by issuer on an index (a loose index
+scan), never by reading every pending entry.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._enqueue import UPSERT_SET
 from ._entry import PARKED
+from ._identity import adopt_sqlite
 from ._sqlite_ledger import file_of, hold
 from ._store import Claim, Settlement, make_claim
 
@@ -25,8 +31,9 @@ if TYPE_CHECKING:
 __all__ = ["SqliteStore", "insert", "worker_store"]
 
 _INSERT = (
-    "INSERT INTO entries (key, state, document, encrypted, doc_fingerprint, available_at, "  # noqa: S608
-    "updated_at) VALUES (?, 'pending', ?, ?, ?, 0, ?) ON CONFLICT (key) DO UPDATE SET "
+    "INSERT INTO entries (key, issuer, state, document, encrypted, doc_fingerprint, "  # noqa: S608
+    "available_at, updated_at) VALUES (?, ?, 'pending', ?, ?, ?, 0, ?) "
+    "ON CONFLICT (key, issuer) DO UPDATE SET "
     + UPSERT_SET.format(t="entries", now="excluded.available_at")
     + ", updated_at = excluded.updated_at"
 )
@@ -43,16 +50,47 @@ _SETTLE = (
     f"attempts = :attempts, outcome = :outcome, "
     f"failures = CASE WHEN {_FRESH} THEN 0 ELSE :failures END, "
     f"available_at = CASE WHEN {_FRESH} THEN :now ELSE :available_at END, lease = NULL, "
-    "updated_at = :now WHERE key = :key AND lease = :lease AND state = 'in_flight'"
+    "updated_at = :now WHERE key = :key AND issuer = :issuer AND lease = :lease "
+    "AND state = 'in_flight'"
+)
+#: The columns of a claimed row, as :func:`_claimed` reads them.
+_CLAIMED = (
+    "key, issuer, document, encrypted, status, ambiguous, sending, claims, outcome, failures, "
+    "doc_fingerprint"
+)
+#: The issuers to serve: of every issuer with entries pending (found one index step at
+#: a time), the ``?2`` whose oldest entry that may be sent now (``?1``) is oldest.
+_SERVED = """
+WITH RECURSIVE issuers(issuer) AS (
+    SELECT min(issuer) FROM entries WHERE state = 'pending'
+    UNION ALL
+    SELECT (SELECT min(issuer) FROM entries WHERE state = 'pending' AND issuer > issuers.issuer)
+    FROM issuers WHERE issuer IS NOT NULL
+), heads(issuer, head) AS (
+    SELECT issuer, (SELECT available_at FROM entries AS e WHERE e.issuer = issuers.issuer
+        AND state = 'pending' AND available_at <= ?1 AND document IS NOT NULL
+        ORDER BY available_at LIMIT 1)
+    FROM issuers WHERE issuer IS NOT NULL
+)
+SELECT issuer FROM heads WHERE head IS NOT NULL ORDER BY head LIMIT ?2
+"""
+#: An issuer's oldest entries that may be sent now.
+_OLDEST = (
+    f"SELECT {_CLAIMED}, available_at FROM entries WHERE state = 'pending' AND issuer = ? "  # noqa: S608
+    "AND available_at <= ? AND document IS NOT NULL ORDER BY available_at LIMIT ?"
 )
 
 
 def insert(connection: sqlite3.Connection, documents: Sequence[Ready]) -> None:
-    """Insert (or re-enqueue) documents on ``connection``, in its transaction."""
+    """Insert (or re-enqueue) documents on ``connection``, in its transaction.
+
+    A document finds the entry its key had before issuers were stored (adopted).
+    """
     now = time.time()
+    adopt_sqlite(connection, [d.ref for d in documents])
     connection.executemany(
         _INSERT,
-        [(d.key, d.body, int(d.encrypted), d.fingerprint, now) for d in documents],
+        [(d.key, d.issuer, d.body, int(d.encrypted), d.fingerprint, now) for d in documents],
     )
 
 
@@ -74,32 +112,28 @@ class SqliteStore:
     async def claim(self, limit: int, lease: str, seconds: float) -> list[Claim]:  # noqa: ARG002
         def claim(c: sqlite3.Connection) -> list[Any]:
             now = time.time()
-            rows = c.execute(
-                "SELECT key, document, encrypted, status, ambiguous, sending, claims, outcome, "
-                "failures, doc_fingerprint FROM entries WHERE state = 'pending' AND "
-                "available_at <= ? AND document IS NOT NULL ORDER BY available_at LIMIT ?",
-                (now, limit),
-            ).fetchall()
+            rows = _fair(c, limit, now)
             c.executemany(
                 "UPDATE entries SET state = 'in_flight', lease = ?, claims = claims + 1, "
-                "updated_at = ? WHERE key = ?",
-                [(lease, now, row[0]) for row in rows],
+                "updated_at = ? WHERE key = ? AND issuer = ?",
+                [(lease, now, row[0], row[1]) for row in rows],
             )
             return rows
 
         return [
             make_claim(
-                row[0],
+                (row[0], row[1]),
                 lease,
                 key=row[0],
-                document=row[1],
-                encrypted=bool(row[2]),
-                status=row[3],
-                maybe_committed=bool(row[4] or row[5]),
-                claims=row[6] + 1,
-                outcome=row[7],
-                failures=row[8],
-                content=row[9],
+                issuer=row[1],
+                document=row[2],
+                encrypted=bool(row[3]),
+                status=row[4],
+                maybe_committed=bool(row[5] or row[6]),
+                claims=row[7] + 1,
+                outcome=row[8],
+                failures=row[9],
+                content=row[10],
             )
             for row in await self._file.call(claim)
         ]
@@ -112,14 +146,14 @@ class SqliteStore:
 
         def mark(c: sqlite3.Connection) -> set[Any]:
             done = set()
-            for key, lease in items:
+            for (key, issuer), lease in items:
                 cursor = c.execute(
                     "UPDATE entries SET sending = 1, updated_at = ? WHERE key = ? AND "
-                    "lease = ? AND state = 'in_flight'",
-                    (now, key, lease),
+                    "issuer = ? AND lease = ? AND state = 'in_flight'",
+                    (now, key, issuer, lease),
                 )
                 if cursor.rowcount:
-                    done.add(key)
+                    done.add((key, issuer))
             return done
 
         return await self._file.call(mark)
@@ -144,7 +178,8 @@ class SqliteStore:
                         "content": s.content,
                         "available_at": now + s.delay,
                         "now": now,
-                        "key": s.id,
+                        "key": s.id[0],
+                        "issuer": s.id[1],
                         "lease": s.lease,
                     },
                 )
@@ -175,6 +210,24 @@ class SqliteStore:
             lambda c: c.execute(f"SELECT count(*) FROM entries WHERE {where}").fetchone()  # noqa: S608
         )
         return int(rows[0])
+
+
+def _fair(connection: sqlite3.Connection, limit: int, now: float) -> list[Any]:
+    """The oldest entries that may be sent, at most ``limit``, shared among the issuers.
+
+    The ``limit`` issuers whose oldest entry is oldest (:data:`_SERVED`); of each, its
+    oldest, an equal share of ``limit`` (at least one); of those the oldest ``limit``.
+    One issuer alone gets the whole claim, as before issuers.
+    """
+    issuers = [row[0] for row in connection.execute(_SERVED, (now, limit))]
+    share = max(1, -(-limit // max(1, len(issuers))))
+    rows = [
+        row
+        for issuer in issuers
+        for row in connection.execute(_OLDEST, (issuer, now, share)).fetchall()
+    ]
+    rows.sort(key=lambda row: row[-1])
+    return [row[:-1] for row in rows[:limit]]
 
 
 async def worker_store(ledger: Ledger) -> SqliteStore:

@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from invoicing_async._documents import describe
+from invoicing_async._journal import Ref
+
 from ._entry import PENDING, entry_from_row
 
 if TYPE_CHECKING:
@@ -20,6 +23,9 @@ if TYPE_CHECKING:
     from ._entry import LedgerEntry
 
 __all__ = ["Claim", "Settlement", "Store", "make_claim"]
+
+
+_NOBODY = Ref("", "")
 
 
 @attrs.frozen
@@ -35,6 +41,9 @@ class Claim:
     claims: int
     #: The document's fingerprint as claimed: a settlement is charged to this content.
     content: str | None = None
+    #: The document's identity: the issuer stored with it, else the one its
+    #: ``Issuer.Vat`` names (an entry written by 0.3, which stored none).
+    ref: Ref = attrs.field(default=_NOBODY)
 
 
 @attrs.frozen
@@ -92,6 +101,7 @@ def make_claim(
     lease: str,
     *,
     key: str,
+    issuer: str,
     document: bytes,
     encrypted: bool,
     status: str | None,
@@ -102,6 +112,8 @@ def make_claim(
     content: str | None,
 ) -> Claim:
     """A claimed row as a worker sees it: an entry to send (``pending``)."""
+    if not issuer:  # stored by 0.3: the issuer the document names, if any
+        issuer = describe(bytes(document))[1].issuer or ""
     entry = entry_from_row(
         key,
         PENDING,
@@ -112,5 +124,8 @@ def make_claim(
         outcome=outcome,
         updated_at=None,
         failures=failures,
+        issuer=issuer,
     )
-    return Claim(row_id, lease, bytes(document), bool(encrypted), entry, claims, content)
+    return Claim(
+        row_id, lease, bytes(document), bool(encrypted), entry, claims, content, Ref(issuer, key)
+    )

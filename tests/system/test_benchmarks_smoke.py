@@ -53,6 +53,18 @@ def test_quick_ledger_benchmark_exits_0_and_checks_its_three_targets(tmp_path):
     assert "resume from 20,000 entries" in results
 
 
+def test_quick_claims_benchmark_exits_0_and_checks_its_targets(tmp_path):
+    """`python -m benchmarks --quick --only claims` exits 0 and writes the table of the
+    claims (SQLite over 1 and 1,000 issuers, with the 1-issuer target) and of the
+    format 3 upgrade, with its target.
+    """
+    results = _quick("claims", tmp_path)
+    assert "Outbox claims across issuers" in results
+    assert "SQLite claim of 32, 10,000 pending, 1,000 issuer(s)" in results
+    assert "claims: SQLite, 1 issuer ÷ format 2's claim" in results
+    assert "claims: format 3 upgrade ÷ a copy of the table" in results
+
+
 @pytest.mark.parametrize("mode", ["json", "ledger", "single-pgp"])
 def test_compare_runs_two_trees_on_the_same_invoices(mode):
     """`python -m benchmarks.compare A B --mode M` runs each tree and prints the medians

@@ -12,12 +12,23 @@ which session holds the table.
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 
 import asyncpg
 import pytest
 
-from invoicing_async import InvoicingClient, Ledger, LedgerError, OutcomeStatus
+from invoicing_async import (
+    Deferral,
+    DeferredOutcome,
+    InvoicingClient,
+    IssuerPool,
+    Ledger,
+    LedgerError,
+    Outcome,
+    OutcomeStatus,
+    outcome_to_dict,
+)
 from invoicing_async._documents import serialize_document
 from invoicing_async._ledger import _postgres_outbox
 from invoicing_async._ledger._schema import POSTGRES_VERSION, SQLITE_VERSION
@@ -83,7 +94,9 @@ PRAGMA user_version=1;
 
 
 def client_of(sb: Sandbox) -> InvoicingClient:
-    return InvoicingClient(sb.base_url, sb.client_id, sb.client_secret, provider_key=sb.provider_key)
+    return InvoicingClient(
+        sb.base_url, sb.client_id, sb.client_secret, provider_key=sb.provider_key
+    )
 
 
 async def drain(outbox, sb) -> dict[OutcomeStatus, int]:
@@ -156,23 +169,29 @@ async def make_0_3_outbox(dsn: str, sb: Sandbox, documents) -> list[str]:
     return keys
 
 
+async def dead_workers_0_3_outbox(dsn: str, sb: Sandbox) -> tuple[list, list[str]]:
+    """Six invoices in a 0.3 outbox (see :func:`make_0_3_outbox`), the one in flight
+    committed by its dead worker's request; the invoices and their keys."""
+    documents = sample_invoices(6, issuer_vat=sb.client_id, lines=1)
+    async with client_of(sb) as client:
+        await client.submit_secure(documents[1])  # the dead worker's request
+    return documents, await make_0_3_outbox(dsn, sb, documents)
+
+
 async def test_a_0_3_outbox_is_upgraded_and_resumed(postgres_dsn):
-    """An outbox made by 0.3 (format 1): opening it upgrades the table (format 2), keeps
+    """An outbox made by 0.3 (format 1): opening it upgrades the table (format 3), keeps
     every entry, and a worker resumes them: the pending ones are sent, the one in flight
     when its worker died (its request committed) is re-sent and its 409 recorded as its
     own commit, the accepted one is left alone."""
     async with Sandbox(key_algorithm="cv25519") as sb:
-        documents = sample_invoices(6, issuer_vat=sb.client_id, lines=1)
-        async with client_of(sb) as client:
-            await client.submit_secure(documents[1])  # the dead worker's request
-        keys = await make_0_3_outbox(postgres_dsn, sb, documents)
+        _documents, keys = await dead_workers_0_3_outbox(postgres_dsn, sb)
         async with PostgresOutbox(postgres_dsn) as outbox:
             connection = await asyncpg.connect(postgres_dsn)
             try:
                 versions = await connection.fetch("SELECT version FROM invoicing_outbox_schema")
             finally:
                 await connection.close()
-            assert max(v["version"] for v in versions) == POSTGRES_VERSION == 2
+            assert max(v["version"] for v in versions) == POSTGRES_VERSION == 3
             assert await outbox.counts() == {PENDING: 4, "in_flight": 1, "accepted": 1}
             assert (await outbox.status(keys[0])).failures == 0
             assert await drain(outbox, sb) == {OutcomeStatus.ACCEPTED: 5}
@@ -211,7 +230,7 @@ async def test_an_upgrade_an_open_transaction_blocks_says_what_holds_the_table(
         await application.close()
     message = str(blocked.value)
     assert blocked.value.reason == "locked"
-    assert "upgrade the outbox table invoicing_outbox from format 1 to 2" in message
+    assert "upgrade the outbox table invoicing_outbox from format 1 to 3" in message
     assert f"pid {pid}" in message
     assert "idle in transaction" in message
     assert "secret-import" not in message  # the session's statements are not shown
@@ -237,7 +256,7 @@ def make_0_3_ledger(path, documents) -> list[str]:
 
 
 async def test_a_0_3_sqlite_outbox_is_upgraded_and_resumed(tmp_path):
-    """A SQLite outbox made by 0.3 (format 1) is upgraded when opened (format 2), keeps
+    """A SQLite outbox made by 0.3 (format 1) is upgraded when opened (format 3), keeps
     its entries, and a worker sends them; a 0.3 batch ledger opened by a reading tool
     (``Ledger(create=False)``, as `ledger show` opens it) is upgraded too."""
     path = tmp_path / "outbox.db"
@@ -248,9 +267,129 @@ async def test_a_0_3_sqlite_outbox_is_upgraded_and_resumed(tmp_path):
             assert await drain(outbox, sb) == {OutcomeStatus.ACCEPTED: 5}
             assert (await outbox.status(keys[0])).status is OutcomeStatus.ACCEPTED
     with sqlite3.connect(path) as connection:
-        assert connection.execute("PRAGMA user_version").fetchone()[0] == SQLITE_VERSION == 2
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == SQLITE_VERSION == 3
     connection.close()
     other = tmp_path / "batch.db"
     make_0_3_ledger(other, sample_invoices(2, lines=1))
     async with Ledger(other, create=False) as ledger:
         assert await ledger.counts() == {PENDING: 2}
+
+
+def issuers_of(sb: Sandbox) -> dict[str, str]:
+    """The sandbox's own client as a pool's one issuer."""
+    return {sb.client_id: sb.client_secret}
+
+
+async def test_a_0_3_batch_ledger_resumes_under_a_pool_each_document_once(tmp_path):
+    """A batch ledger of 0.3 (format 1, no issuers): one invoice accepted, one in flight
+    when the batch died (its request committed). A pool's batch over the same invoices
+    and two new ones opens it (upgraded to format 3): the accepted one is replayed
+    without a request, the one in flight is re-sent once and its 409 is its own commit
+    (accepted), the new ones are sent; the ledger holds one entry per invoice, each
+    naming its issuer but the accepted one, replayed without a write."""
+    path = tmp_path / "batch.db"
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        documents = sample_invoices(4, issuer_vat=sb.client_id, lines=1)
+        async with client_of(sb) as client:
+            record = await client.submit_secure(documents[0])
+            await client.submit_secure(documents[1])  # the dead batch's request
+        keys = make_0_3_ledger(path, documents[:2])
+        accepted = Outcome(index=0, key=keys[0], status=OutcomeStatus.ACCEPTED, result=record)
+        with sqlite3.connect(path) as connection:
+            connection.execute(
+                "UPDATE entries SET state = 'done', status = 'accepted', final = 1, "
+                "document = NULL, outcome = ? WHERE key = ?",
+                (json.dumps(outcome_to_dict(accepted)), keys[0]),
+            )
+            connection.execute(
+                "UPDATE entries SET state = 'in_flight', sending = 1, document = NULL "
+                "WHERE key = ?",
+                (keys[1],),
+            )
+        connection.close()
+        async with IssuerPool(sb.base_url, issuers_of(sb), provider_key=sb.provider_key) as pool:
+            outcomes = await pool.submit_many(documents, ledger=path)
+        assert [(o.status, o.replayed) for o in outcomes] == [
+            (OutcomeStatus.ACCEPTED, True),
+            (OutcomeStatus.ACCEPTED, False),
+            (OutcomeStatus.ACCEPTED, False),
+            (OutcomeStatus.ACCEPTED, False),
+        ]
+        assert outcomes[0].result == record
+        assert sb.commit_count == 4
+        assert all(held.commits == 1 for held in sb.committed.values())
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == 3
+        rows = connection.execute("SELECT key, issuer FROM entries ORDER BY key").fetchall()
+    connection.close()
+    assert len(rows) == 4
+    # The one replayed keeps its entry as it was (no write); the others name their issuer.
+    assert dict(rows) == {key: "" if key == keys[0] else sb.client_id for key, _ in rows}
+
+
+async def test_enqueueing_a_document_of_a_0_3_outbox_finds_its_entry(postgres_dsn):
+    """A 0.3 outbox (format 1: its entries name no issuer): the application enqueues
+    again a pending invoice and the accepted one, naming their issuer (``Issuer.Vat``).
+    Each finds its entry (no second one): the counts are unchanged, the entries now
+    name their issuer, and a worker over a pool sends every waiting invoice once."""
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        documents, keys = await dead_workers_0_3_outbox(postgres_dsn, sb)
+        async with PostgresOutbox(postgres_dsn) as outbox:
+            await outbox.enqueue([documents[0], documents[2]])
+            assert await outbox.counts() == {PENDING: 4, "in_flight": 1, "accepted": 1}
+            assert (await outbox.status(keys[0])).issuer == sb.client_id
+            assert (await outbox.status(keys[3], issuer=sb.client_id)).issuer is None
+            async with IssuerPool(
+                sb.base_url, issuers_of(sb), provider_key=sb.provider_key
+            ) as pool:
+                with instant_retries():
+                    done = await asyncio.wait_for(
+                        outbox.run_worker(pool, concurrency=4, stop_when_empty=True, poll=0.02),
+                        60,
+                    )
+            assert done == {OutcomeStatus.ACCEPTED: 5}
+            assert await outbox.counts() == {"accepted": 6}
+        assert sb.commit_count == 5
+        assert all(held.commits == 1 for held in sb.committed.values())
+
+
+#: The deferrals table as 0.3 created it beside its outbox, on first use.
+SQLITE_DEFERRALS_0_3 = """
+CREATE TABLE deferrals (key TEXT PRIMARY KEY, origin TEXT NOT NULL,
+    deferred_at REAL NOT NULL, reason TEXT NOT NULL, maybe_sent INTEGER NOT NULL,
+    stamped INTEGER NOT NULL, attempts INTEGER NOT NULL, offline_qr TEXT,
+    detail TEXT NOT NULL, notified_at REAL);
+"""
+
+
+async def test_a_0_3_till_resumes_its_deferred_sales(tmp_path):
+    """A till's outbox of 0.3 (format 1, with its deferrals table): two deferred sales
+    waiting. A Deferral over a pool opens it (format 3), its drainer sends both once,
+    and both deferred outcomes reach the application with their records."""
+    path = tmp_path / "till.db"
+    delivered: list[DeferredOutcome] = []
+    both = asyncio.Event()
+
+    def on_outcome(item: DeferredOutcome) -> None:
+        delivered.append(item)
+        if len(delivered) == 2:
+            both.set()
+
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        keys = make_0_3_ledger(path, sample_invoices(2, issuer_vat=sb.client_id, lines=1))
+        with sqlite3.connect(path) as connection:
+            connection.executescript(SQLITE_DEFERRALS_0_3)
+            connection.executemany(
+                "INSERT INTO deferrals VALUES (?, 'till-1', 1.0, 'unreachable', 0, 0, 0, "
+                "NULL, 'refused', NULL)",
+                [(key,) for key in keys],
+            )
+        connection.close()
+        async with IssuerPool(sb.base_url, issuers_of(sb), provider_key=sb.provider_key) as pool:
+            till = Deferral(pool, path, origin="till-1", on_outcome=on_outcome, poll=0.05)
+            async with till:
+                await asyncio.wait_for(both.wait(), 60)
+        assert sorted(item.key for item in delivered) == sorted(keys)
+        assert all(item.outcome.status is OutcomeStatus.ACCEPTED for item in delivered)
+        assert all(item.result == sb.committed[item.key].record for item in delivered)
+        assert sb.commit_count == 2

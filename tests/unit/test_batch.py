@@ -27,6 +27,7 @@ from invoicing_async import (
     document_key,
 )
 from invoicing_async._batch import Batch, BatchOptions, collect
+from invoicing_async._journal import Ref
 from invoicing_async._ledger._sqlite_ledger import ledger_journal
 from invoicing_async._prepare import _serialized
 
@@ -382,8 +383,12 @@ async def test_which_documents_are_in_flight_while_the_first_request_is_out(
     # Stopped after the first outcome: what was recorded ahead and never sent is gone.
     async def first_then_stop():
         async with contextlib.aclosing(
-            stream(Watching(), [doc(n) for n in range(10, 15)],
-                   BatchOptions(concurrency=1, retry=policy), path)
+            stream(
+                Watching(),
+                [doc(n) for n in range(10, 15)],
+                BatchOptions(concurrency=1, retry=policy),
+                path,
+            )
         ) as outcomes:
             async for _ in outcomes:
                 break
@@ -405,7 +410,7 @@ async def test_resume_skips_settled_and_resends_in_flight(tmp_path):
     provider.committed[key(2)] = DocumentResult(mark=99)
     provider.commits[key(2)] = 1
     async with Ledger(path) as ledger:
-        await ledger._sending(key(2))
+        await ledger._sending(Ref("", key(2)))
     provider.requests.clear()
     outcomes = await run(provider, [doc(n) for n in range(4)], ledger=path)
     assert [o.status for o in outcomes] == [OutcomeStatus.ACCEPTED] * 4
@@ -537,13 +542,13 @@ async def test_a_journal_that_waits_for_a_retrying_document_does_not_stall_the_b
             self.probe: str | None = None
             self.free = asyncio.Event()
 
-        async def lookup(self, keys):
-            return [SEND for _ in keys]
+        async def lookup(self, refs):
+            return [SEND for _ in refs]
 
-        async def before_send(self, key):
-            while self.probe not in (None, key):
+        async def before_send(self, ref):
+            while self.probe not in (None, ref.key):
                 await self.free.wait()
-            self.probe = key
+            self.probe = ref.key
 
         def after_outcome(self, outcome, prepared):
             if outcome.key == self.probe:

@@ -17,6 +17,7 @@ from invoicing_async import (
     UnknownOutcomeError,
     ValidationError,
 )
+from invoicing_async._journal import Ref
 from invoicing_async._ledger._rules import decide, is_final, requeue
 
 
@@ -30,7 +31,7 @@ async def test_files_are_created_readable_by_the_owner_only(tmp_path):
     path = tmp_path / "batch.db"
     async with Ledger(path) as ledger:
         await ledger._acquire()
-        await ledger._sending("id:a")
+        await ledger._sending(Ref("", "id:a"))
         for file in tmp_path.iterdir():
             assert stat.S_IMODE(file.stat().st_mode) == 0o600, file
         ledger._release()
@@ -69,8 +70,8 @@ async def test_records_survive_reopening_and_can_be_listed_retried_forgotten(tmp
     (keeping that it may be committed), forget deletes it."""
     path = tmp_path / "batch.db"
     async with Ledger(path) as ledger:
-        await ledger._sending("id:a")
-        await ledger._sending("id:b")
+        await ledger._sending(Ref("", "id:a"))
+        await ledger._sending(Ref("", "id:b"))
         ledger._settled(outcome(OutcomeStatus.ACCEPTED), None)
     async with Ledger(path) as ledger:
         a, b = await ledger.get("id:a"), await ledger.get("id:b")
@@ -131,7 +132,7 @@ async def test_decide_reports_unknown_without_resending_when_the_policy_forbids(
     """An entry in flight (a crash) or unknown is re-sent as maybe committed only when
     ambiguous re-sends are allowed; otherwise it is reported unknown, not sent."""
     async with Ledger(tmp_path / "batch.db") as ledger:
-        await ledger._sending("id:a")
+        await ledger._sending(Ref("", "id:a"))
         entry = await ledger.get("id:a")
     verdict = decide(entry, resend_ambiguous=False)
     assert verdict.replay.status is OutcomeStatus.UNKNOWN
@@ -200,9 +201,7 @@ async def test_a_refused_file_is_not_held_open(tmp_path, connections):
     assert left_open(connections) == []
 
 
-async def test_a_new_ledger_on_a_full_disk_says_so_and_is_not_held_open(
-    tiny_tmpfs, connections
-):
+async def test_a_new_ledger_on_a_full_disk_says_so_and_is_not_held_open(tiny_tmpfs, connections):
     """A ledger created on a disk that is already full: LedgerError write_failed saying
     the disk is full (not "not a ledger"), and no SQLite connection left open."""
     import errno  # noqa: PLC0415
@@ -218,9 +217,7 @@ async def test_a_new_ledger_on_a_full_disk_says_so_and_is_not_held_open(
     assert left_open(connections) == []
 
 
-async def test_disk_full_stops_the_batch_with_a_typed_error_and_loses_nothing(
-    tmp_path, tiny_tmpfs
-):
+async def test_disk_full_stops_the_batch_with_a_typed_error_and_loses_nothing(tmp_path, tiny_tmpfs):
     """The ledger on a filesystem that fills up (a real ENOSPC from a tiny tmpfs): the
     batch stops with LedgerError (write_failed); every document the provider committed
     is recorded in the ledger as sent or settled; resuming from a copy on a roomy disk
@@ -234,7 +231,10 @@ async def test_disk_full_stops_the_batch_with_a_typed_error_and_loses_nothing(
         async with InvoicingClient(sb.base_url, sb.client_id, sb.client_secret) as client:
             with pytest.raises(LedgerError) as caught:
                 await client.submit_many(
-                    documents, encrypted=False, ledger=path, concurrency=8,
+                    documents,
+                    encrypted=False,
+                    ledger=path,
+                    concurrency=8,
                     retry=RetryPolicy(base_delay=0, max_delay=0),
                 )
             assert caught.value.reason == "write_failed"
@@ -273,10 +273,10 @@ async def test_an_outcome_recorded_before_a_request_leaves_is_durable_when_it_le
 
     path = tmp_path / "batch.db"
     async with ledger_journal(path, resend_ambiguous=resend_ambiguous) as j:
-        await j.lookup(["id:a", "id:b"])  # b's sending record may go ahead now
-        await j.before_send("id:a")
+        await j.lookup([Ref("", "id:a"), Ref("", "id:b")])  # b's sending record may go ahead now
+        await j.before_send(Ref("", "id:a"))
         j.after_outcome(
             Outcome(index=0, key="id:a", status=OutcomeStatus.ACCEPTED, attempts=1), None
         )
-        await j.before_send("id:b")
+        await j.before_send(Ref("", "id:b"))
         assert ledgertools.rows(path)["id:a"]["state"] == "done"

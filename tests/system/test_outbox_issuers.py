@@ -1,0 +1,252 @@
+"""Outboxes, ledgers and tills of many issuers, over real HTTP to the sandbox.
+
+A document's identity is its issuer and its key: two issuers' ``id:shared-1`` are two
+documents in the SQLite ledger, the SQLite and PostgreSQL outboxes and a till's outbox,
+each committed under its own issuer. A worker given an :class:`IssuerPool` sends each
+entry with the credentials of the issuer stored with it, and its claims are fair: a
+small issuer enqueued after a large one's backlog is not served after it. Orders and
+counts, never timings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+
+from invoicing_async import (
+    Deferral,
+    DeferredOutcome,
+    DeferredReceipt,
+    IssuerPool,
+    Ledger,
+    LedgerError,
+    OutcomeStatus,
+    qr,
+)
+from invoicing_async.outbox import PENDING, PostgresOutbox, SqliteOutbox
+from invoicing_async.testing import instant_retries
+from invoicing_sandbox import Sandbox, sample_invoice, sandbox_issuers
+
+KEY = "id:shared-1"
+PORTAL = "https://portal.invalid"
+
+
+def shared(tin: str, number: int = 1) -> dict:
+    """An invoice of ``tin`` whose internal id (its key) another issuer uses too."""
+    document = sample_invoice(number, issuer_vat=tin, lines=1)
+    document["DistributionDetails"]["InternalDocumentId"] = "shared-1"
+    return document
+
+
+def pool_of(sb: Sandbox, issuers: dict[str, str]) -> IssuerPool:
+    return IssuerPool(sb.base_url, issuers, provider_key=sb.provider_key)
+
+
+def held_record(sb: Sandbox, tin: str):
+    """The record of the one document the sandbox holds for ``tin``."""
+    (held,) = sb.committed_in(client_id=tin).values()
+    return held.record
+
+
+async def drain(outbox, pool, **options) -> dict[OutcomeStatus, int]:
+    with instant_retries():
+        return await asyncio.wait_for(
+            outbox.run_worker(pool, stop_when_empty=True, poll=0.02, **options), 120
+        )
+
+
+async def test_two_issuers_documents_with_the_same_key_are_two_outbox_entries(outbox):
+    """Two issuers' invoices with the same key enqueued (SQLite and PostgreSQL): two
+    entries, each with its issuer; asked without an issuer, the outbox says the key is
+    ambiguous and names both. A worker over a pool sends each with its own issuer's
+    credentials: each issuer holds its own document once, and each entry's outcome is
+    its own issuer's record. Enqueued again, they stay two entries, both done."""
+    issuers = sandbox_issuers(2)
+    a, b = issuers
+    async with Sandbox(key_algorithm="cv25519", issuers=issuers) as sb:
+        assert await outbox.enqueue([shared(a), shared(b)]) == [KEY, KEY]
+        assert await outbox.counts() == {PENDING: 2}
+        with pytest.raises(LedgerError) as ambiguous:
+            await outbox.status(KEY)
+        assert ambiguous.value.reason == "ambiguous"
+        assert a in str(ambiguous.value)
+        assert b in str(ambiguous.value)
+        async with pool_of(sb, issuers) as pool:
+            assert await drain(outbox, pool, concurrency=4) == {OutcomeStatus.ACCEPTED: 2}
+        for tin in (a, b):
+            entry = await outbox.status(KEY, issuer=tin)
+            assert (entry.issuer, entry.status) == (tin, OutcomeStatus.ACCEPTED)
+            assert entry.outcome.issuer == tin
+            assert entry.outcome.result == held_record(sb, tin)
+            assert sb.issuer_stats(tin).commits == 1
+        await outbox.enqueue([shared(a), shared(b)])
+        assert await outbox.counts() == {"accepted": 2}
+        assert {e.issuer async for e in outbox.entries()} == {a, b}
+
+
+async def test_a_batch_ledger_keeps_two_issuers_documents_with_the_same_key_apart(tmp_path):
+    """A pool's batch with a ledger: two issuers' invoices with the same key are two
+    entries; run again, both are replayed from their own entries (no request), each with
+    its own issuer's record."""
+    issuers = sandbox_issuers(2)
+    a, b = issuers
+    path = tmp_path / "batch.db"
+    async with Sandbox(key_algorithm="cv25519", issuers=issuers) as sb:
+        async with pool_of(sb, issuers) as pool:
+            first = await pool.submit_many([shared(a), shared(b)], ledger=path)
+            again = await pool.submit_many([shared(a), shared(b)], ledger=path)
+        assert [o.status for o in first] == [OutcomeStatus.ACCEPTED] * 2
+        assert [(o.issuer, o.replayed) for o in again] == [(a, True), (b, True)]
+        assert [o.result for o in again] == [held_record(sb, a), held_record(sb, b)]
+        assert sb.commit_count == 2
+    async with Ledger(path, create=False) as ledger:
+        assert {e.issuer async for e in ledger.entries()} == {a, b}
+        entry = await ledger.get(KEY, issuer=b)
+        assert entry.outcome.result == again[1].result
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_a_small_issuer_enqueued_after_a_large_backlog_is_not_served_after_it(
+    kind, tmp_path, request
+):
+    """5,000 invoices of one issuer enqueued first, 10 of another after: a worker over
+    a pool (SQLite and PostgreSQL) commits all 10 of the small issuer before the 500th of
+    the large one (the order of the sandbox's commits). Before, claims took the oldest
+    entries whatever their issuer: the 10 came after the 5,000."""
+    issuers = sandbox_issuers(2)
+    large, small = issuers
+    if kind == "sqlite":
+        outbox = SqliteOutbox(tmp_path / "outbox.db")
+    else:
+        outbox = PostgresOutbox(request.getfixturevalue("postgres_dsn"))
+    async with Sandbox(key_algorithm="cv25519", issuers=issuers) as sb, outbox:
+        await outbox.enqueue(
+            [sample_invoice(n, issuer_vat=large, lines=1) for n in range(5000)], encrypted=False
+        )
+        await outbox.enqueue(
+            [sample_invoice(n, issuer_vat=small, lines=1) for n in range(10)], encrypted=False
+        )
+        async with pool_of(sb, issuers) as pool:
+            worker = asyncio.ensure_future(outbox.run_worker(pool, concurrency=8, poll=0.02))
+            try:
+                await asyncio.wait_for(_until(lambda: sb.issuer_stats(small).commits == 10), 120)
+            finally:
+                worker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await worker
+        commits = [r.issuer for r in sb.requests if r.path == "/Invoice/json" and r.status == 201]
+        last_small = max(n for n, issuer in enumerate(commits) if issuer == small)
+        assert commits[: last_small + 1].count(large) < 500, commits[: last_small + 1].count(large)
+
+
+async def test_a_till_of_many_shops_defers_each_shops_sale_under_its_own_identity(tmp_path):
+    """A Deferral over a pool, the provider refusing connections: two shops sell an
+    invoice with the same key; both are deferred, each receipt names its shop and
+    carries an offline QR signed with that shop's API key; the outbox holds two
+    entries. Once the provider is back the one drainer sends both, and each deferred
+    outcome is its own shop's record."""
+    issuers = sandbox_issuers(2)
+    a, b = issuers
+    delivered: dict[str, DeferredOutcome] = {}
+    both = asyncio.Event()
+
+    def on_outcome(item: DeferredOutcome) -> None:
+        delivered[item.issuer] = item
+        if len(delivered) == 2:
+            both.set()
+
+    async with (
+        Sandbox(key_algorithm="cv25519", issuers=issuers) as sb,
+        pool_of(sb, issuers) as pool,
+    ):
+        outbox = SqliteOutbox(tmp_path / "till.db")
+        till = Deferral(
+            pool, outbox, budget=5.0, portal_url=PORTAL, on_outcome=on_outcome,
+            probe_delay=0.02, probe_max_delay=0.05, poll=0.05,
+        )  # fmt: skip
+        async with till:
+            await sb.set_outage("refuse")
+            receipts = [await till.submit_or_defer(shared(tin)) for tin in (a, b)]
+            assert all(isinstance(r, DeferredReceipt) for r in receipts)
+            assert [(r.key, r.issuer) for r in receipts] == [(KEY, a), (KEY, b)]
+            for receipt, tin in zip(receipts, (a, b), strict=True):
+                expected = qr.offline_qr_url(shared(tin), portal_url=PORTAL, api_key=issuers[tin])
+                assert receipt.offline_qr_url == expected
+            assert await outbox.counts() == {PENDING: 2}
+            await sb.set_outage(None)
+            await asyncio.wait_for(both.wait(), 60)
+        for tin in (a, b):
+            assert delivered[tin].outcome.status is OutcomeStatus.ACCEPTED
+            assert delivered[tin].result == held_record(sb, tin)
+        assert sb.commit_count == 2
+
+
+async def _until(condition) -> None:
+    while not condition():  # noqa: ASYNC110  (the sandbox announces no commit)
+        await asyncio.sleep(0.01)
+
+
+async def test_200_shops_sales_through_an_outage_each_resolve_to_their_own_record(tmp_path):
+    """One till (a Deferral over a pool, one drainer) sells for 200 shops: 50 sales
+    while the provider answers, 100 while it refuses connections, 50 once it is back.
+    Every sale is committed once, under its own shop; each deferred sale's receipt
+    carries an offline QR signed with its own shop's API key, and its deferred outcome
+    is its own shop's record (the sandbox's commit under that issuer)."""
+    issuers = sandbox_issuers(200)
+    tins = list(issuers)
+    delivered: dict[str, DeferredOutcome] = {}
+    deferred: dict[str, DeferredReceipt] = {}
+    direct: dict[str, object] = {}
+    all_in = asyncio.Event()
+
+    def on_outcome(item: DeferredOutcome) -> None:
+        delivered[item.issuer] = item
+        if len(direct) + len(deferred) == 200 and set(deferred) <= set(delivered):
+            all_in.set()
+
+    def sale(tin: str) -> dict:
+        return sample_invoice(1, issuer_vat=tin, lines=1)
+
+    async with (
+        Sandbox(key_algorithm="cv25519", issuers=issuers) as sb,
+        pool_of(sb, issuers) as pool,
+    ):
+        till = Deferral(
+            pool, tmp_path / "till.db", budget=5.0, portal_url=PORTAL, on_outcome=on_outcome,
+            probe_delay=0.02, probe_max_delay=0.05, poll=0.05, concurrency=16,
+        )  # fmt: skip
+        async with till:
+
+            async def sell(shops: list[str]) -> None:
+                for tin in shops:
+                    answer = await till.submit_or_defer(sale(tin))
+                    if isinstance(answer, DeferredReceipt):
+                        deferred[tin] = answer
+                    else:
+                        direct[tin] = answer
+
+            await sell(tins[:50])
+            await sb.set_outage("refuse")
+            await sell(tins[50:150])
+            await sb.set_outage(None)
+            await sell(tins[150:])
+            if set(deferred) <= set(delivered):
+                all_in.set()
+            await asyncio.wait_for(all_in.wait(), 120)
+            assert (await till.refresh_backlog()).count == 0
+        assert len(deferred) >= 100
+        assert sb.commit_count == 200
+        for tin in tins:
+            assert sb.issuer_stats(tin).commits == 1
+        for tin, receipt in deferred.items():
+            assert receipt.issuer == tin
+            expected = qr.offline_qr_url(sale(tin), portal_url=PORTAL, api_key=issuers[tin])
+            assert receipt.offline_qr_url == expected
+            outcome = delivered[tin]
+            assert outcome.receipt == receipt
+            assert outcome.outcome.status is OutcomeStatus.ACCEPTED
+            assert outcome.result == held_record(sb, tin)
+        for tin, record in direct.items():
+            assert record == held_record(sb, tin)
