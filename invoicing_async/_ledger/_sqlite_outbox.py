@@ -59,7 +59,8 @@ _CLAIMED = (
     "doc_fingerprint"
 )
 #: The issuers to serve: of every issuer with entries pending (found one index step at
-#: a time), the ``?2`` whose oldest entry that may be sent now (``?1``) is oldest.
+#: a time), as many as the second parameter says, those whose oldest entry that may be
+#: sent by the first (a time) is oldest. Plain ``?``: Python 3.12 deprecates ``?1``.
 _SERVED = """
 WITH RECURSIVE issuers(issuer) AS (
     SELECT min(issuer) FROM entries WHERE state = 'pending'
@@ -68,11 +69,11 @@ WITH RECURSIVE issuers(issuer) AS (
     FROM issuers WHERE issuer IS NOT NULL
 ), heads(issuer, head) AS (
     SELECT issuer, (SELECT available_at FROM entries AS e WHERE e.issuer = issuers.issuer
-        AND state = 'pending' AND available_at <= ?1 AND document IS NOT NULL
+        AND state = 'pending' AND available_at <= ? AND document IS NOT NULL
         ORDER BY available_at LIMIT 1)
     FROM issuers WHERE issuer IS NOT NULL
 )
-SELECT issuer FROM heads WHERE head IS NOT NULL ORDER BY head LIMIT ?2
+SELECT issuer FROM heads WHERE head IS NOT NULL ORDER BY head LIMIT ?
 """
 #: An issuer's oldest entries that may be sent now.
 _OLDEST = (
