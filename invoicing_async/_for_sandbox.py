@@ -30,6 +30,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._credentials import read_credentials
 from ._env import (
     ENV_API_KEY,
     ENV_BASE_URL,
@@ -107,6 +108,7 @@ __all__ = [
     "key_hash_prefix",
     "mpi",
     "packet",
+    "read_credentials",
     "read_public_key",
     "summary",
     "write_record",

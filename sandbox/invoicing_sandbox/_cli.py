@@ -266,9 +266,7 @@ def _issuers(args: argparse.Namespace) -> dict[str, str] | None:
     if args.issuers:
         try:
             return read_issuers(args.issuers)
-        except OSError as exc:
-            raise UsageError(f"cannot read --issuers {args.issuers}: {exc.strerror}") from None
-        except ValueError as exc:
+        except ValueError as exc:  # a file it cannot read too: the reason, its name
             raise UsageError(f"--issuers: {exc}") from None
     if args.issuer_count is None:
         return None
