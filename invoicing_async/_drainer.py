@@ -35,6 +35,7 @@ from ._ledger._sqlite_outbox import worker_store
 from ._log import deferral as log
 from ._outcomes import OutcomeStatus
 from ._receipts import DeferredOutcome, last_error, reason_of, receipt_of
+from ._retry import Backoff
 from ._worker import run_worker
 
 if TYPE_CHECKING:
@@ -157,9 +158,9 @@ class ProviderState:
         self.down: DeferralReason | None = None
         #: The document sent as the probe, while one is out.
         self.probe: Ref | None = None
-        self._first_delay = probe_delay
-        self._max_delay = max(probe_delay, probe_max_delay)
-        self._delay = probe_delay
+        #: Between probes: ``probe_delay`` doubling up to ``probe_max_delay``.
+        self._probes = Backoff(probe_delay, probe_max_delay, jitter="none")
+        self._delay = self._probes.next()
         self._next = 0.0
         self._changed = asyncio.Event()
         # Sales deferring now, and a count of every step a sale took towards the outbox
@@ -207,7 +208,8 @@ class ProviderState:
             return False
         log.info("the provider answers again (%s): sales go straight to it", why)
         self.down = None
-        self._delay = self._first_delay
+        self._probes.reset()
+        self._delay = self._probes.next()
         self._notify()
         return True
 
@@ -218,7 +220,7 @@ class ProviderState:
         self.probe = None
         if failed:
             self._next = _now() + self._delay
-            self._delay = min(self._delay * 2, self._max_delay)
+            self._delay = self._probes.next()
         self._notify()
 
     def reset(self) -> None:

@@ -1,18 +1,86 @@
 """How a request is retried: :class:`RetryPolicy`, and every backoff delay of the package.
 
-:meth:`RetryPolicy.delay` computes the waits of documents, operations and the token
-endpoint alike; *whether* to retry is the decision core's (:mod:`._decision`).
-:func:`set_instant_retries` is the switch behind :mod:`invoicing_async.testing`: with it
-on, every delay is zero.
+Every wait of the library comes from one function, :func:`backoff` (capped exponential
+with jitter, as stamina's): :meth:`RetryPolicy.delay` (the attempts of documents,
+operations and token grants), :meth:`RetryPolicy.delay_after_round` (an outbox entry
+between rounds) and :class:`Backoff`, the waits of a loop that tries again until
+something answers (a probe of a provider that is down, a database or Redis that went
+away, a worker whose batch stopped). *Whether* to retry is the decision core's
+(:mod:`._decision`). :func:`set_instant_retries` is the switch behind
+:mod:`invoicing_async.testing`: with it on, every delay of a :class:`RetryPolicy` is zero.
 """
 
 from __future__ import annotations
 
 import random
+from typing import Literal
 
 import attrs
 
-__all__ = ["RetryPolicy", "retries_are_instant", "set_instant_retries"]
+__all__ = [
+    "Backoff",
+    "Jitter",
+    "RetryPolicy",
+    "backoff",
+    "retries_are_instant",
+    "set_instant_retries",
+]
+
+#: How a wait is drawn below its ceiling: ``"full"`` uniform in ``[0, ceiling]`` (the
+#: attempts of one request: AWS's "full jitter"), ``"equal"`` in ``[ceiling/2, ceiling]``
+#: (waits that must grow however the draw falls, spread across a fleet), ``"none"`` the
+#: ceiling itself.
+Jitter = Literal["full", "equal", "none"]
+
+
+def backoff(
+    failures: int,
+    *,
+    base: float,
+    cap: float,
+    jitter: Jitter = "full",
+    rng: random.Random | None = None,
+) -> float:
+    """Seconds to wait after ``failures`` failures in a row (from 1): the one backoff.
+
+    The ceiling is ``min(cap, base * 2**(failures-1))``; the wait is drawn below it as
+    ``jitter`` says.
+    """
+    ceiling = min(cap, base * 2.0 ** max(0, failures - 1))
+    if jitter == "none":
+        return ceiling
+    low = ceiling / 2 if jitter == "equal" else 0.0
+    return (rng or random).uniform(low, ceiling)
+
+
+class Backoff:
+    """The waits of a loop that tries until something answers, from :func:`backoff`.
+
+    ``next()`` after each failure gives a longer wait (up to ``cap``); ``reset()`` after
+    a success starts again from ``base``.
+    """
+
+    __slots__ = ("_base", "_cap", "_jitter", "failures")
+
+    def __init__(self, base: float, cap: float, *, jitter: Jitter = "equal") -> None:
+        self._base = base
+        self._cap = max(base, cap)
+        self._jitter: Jitter = jitter
+        #: Failures in a row so far.
+        self.failures = 0
+
+    def __repr__(self) -> str:
+        return f"<Backoff {self.failures} failure(s), {self._base:g}-{self._cap:g} s>"
+
+    def next(self) -> float:
+        """One more failure: the seconds to wait before the next try."""
+        self.failures += 1
+        return backoff(self.failures, base=self._base, cap=self._cap, jitter=self._jitter)
+
+    def reset(self) -> None:
+        """It answered: the next failure waits ``base`` again."""
+        self.failures = 0
+
 
 _instant = False
 
@@ -105,8 +173,7 @@ class RetryPolicy:
             return 0.0
         if retry_after is not None:
             return max(0.0, float(retry_after))
-        cap = min(self.max_delay, self.base_delay * 2 ** max(0, attempt - 1))
-        return (rng or random).uniform(0, cap)
+        return backoff(attempt, base=self.base_delay, cap=self.max_delay, rng=rng)
 
     def delay_after_round(self, rounds: int, *, rng: random.Random | None = None) -> float:
         """Seconds an outbox entry waits after its failed round number ``rounds`` (from 1).
@@ -120,5 +187,6 @@ class RetryPolicy:
         """
         if _instant:
             return 0.0
-        cap = min(self.max_round_delay, self.round_delay * 2 ** max(0, rounds - 1))
-        return (rng or random).uniform(cap / 2, cap)
+        return backoff(
+            rounds, base=self.round_delay, cap=self.max_round_delay, jitter="equal", rng=rng
+        )

@@ -37,7 +37,6 @@ import asyncio
 import collections
 import contextlib
 import functools
-import random
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -51,6 +50,7 @@ from ._ledger._rules import charged, decide, digest_of, is_final, requeue
 from ._ledger._store import Settlement
 from ._log import ledger as log
 from ._outcomes import OutcomeStatus
+from ._retry import Backoff
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -350,6 +350,8 @@ async def run_worker(
     :param name: the outbox's name on its ``invoicing.outbox.pending`` gauge.
     """
     counts: collections.Counter[OutcomeStatus] = collections.Counter()
+    # After a batch whose breaker opened: poll, then doubling from a second to a minute.
+    pauses = Backoff(1.0, _MAX_PAUSE, jitter="none")
     pause = poll
     orphaned: list[str] = []  # leases held when the database went away
     pending = telemetry.Pending(name)  # observed while this function runs
@@ -378,8 +380,9 @@ async def run_worker(
                 return dict(counts)
             log.warning("outbox worker paused %.0f s: %s", pause, batch.stopped)
             await asyncio.sleep(pause)
-            pause = min(max(pause * 2, 1.0), 60.0)
+            pause = pauses.next()
             continue
+        pauses.reset()
         pause = poll
         if empty:
             await _stopping(store)
@@ -439,6 +442,8 @@ async def _stopping(store: Store) -> None:
 
 #: The longest wait between two looks at an unavailable outbox database.
 _MAX_BACKOFF = 5.0
+#: The longest pause of a worker whose batch stopped (its breaker opened).
+_MAX_PAUSE = 60.0
 
 
 async def _wait_for(store: Store, error: LedgerError) -> None:
@@ -448,16 +453,15 @@ async def _wait_for(store: Store, error: LedgerError) -> None:
         "it held are sent again once it answers",
         error,
     )
-    delay = 0.1
+    waits = Backoff(0.1, _MAX_BACKOFF)  # equal jitter: a fleet spreads out
     while True:
-        await asyncio.sleep(random.uniform(delay / 2, delay))  # jitter: a fleet spreads out
+        await asyncio.sleep(waits.next())
         try:
             await store.remaining()
         except LedgerError as exc:
             if exc.reason != "unavailable":
                 raise
             log.debug("the outbox database is still unavailable: %s", exc)
-            delay = min(delay * 2, _MAX_BACKOFF)
         else:
             log.info("the outbox database answers again: the worker goes on")
             return

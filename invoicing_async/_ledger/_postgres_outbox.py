@@ -42,12 +42,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import random
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from invoicing_async._errors import LedgerError
 from invoicing_async._journal import Ref
 from invoicing_async._outcomes import OutcomeStatus
+from invoicing_async._retry import backoff
 
 from ._enqueue import UPSERT_SET
 from ._entry import PARKED, STATES, LedgerEntry, entry_from_row
@@ -285,7 +285,7 @@ class PostgresStore:
                         raise
             except asyncpg.PostgresError as exc:
                 if exc.sqlstate in _RETRIED and attempt < _ATTEMPTS:
-                    await asyncio.sleep(random.uniform(0, 0.02 * attempt))
+                    await asyncio.sleep(backoff(attempt, base=0.02, cap=0.02 * _ATTEMPTS))
                     continue
                 raise _failure(asyncpg, exc, "cannot use the outbox") from None
             except (

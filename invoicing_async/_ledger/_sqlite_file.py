@@ -34,6 +34,7 @@ import attrs
 
 from invoicing_async._errors import LedgerError
 from invoicing_async._log import ledger as log
+from invoicing_async._retry import Backoff
 
 from ._lockfile import LockFile
 from ._schema import SQLITE_VERSION, upgrade_sqlite
@@ -402,7 +403,7 @@ class LedgerFile:
         Nothing is written before the lock is ours, so waiting is always safe; only
         closing the file ends the wait (with the "busy" error).
         """
-        delay, waited = 0.05, False
+        waits, waited = Backoff(0.05, _BUSY_BACKOFF, jitter="none"), False
         while True:
             try:
                 connection.execute("BEGIN IMMEDIATE")
@@ -416,8 +417,7 @@ class LedgerFile:
                         exc,
                     )
                     waited = True
-                self._closing.wait(delay)
-                delay = min(delay * 2, _BUSY_BACKOFF)
+                self._closing.wait(waits.next())
             else:
                 if waited:
                     log.info("the ledger %s is no longer locked: writing again", self.path)
