@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._client import InvoicingClient
     from ._convert import outcome_from_dict, outcome_to_dict, result_from_dict, result_to_dict
-    from ._deferral import Deferral
+    from ._deferred import (
+        Backlog,
+        Deferral,
+        DeferralReason,
+        DeferredOutcome,
+        DeferredReceipt,
+    )
     from ._documents import Submission, document_key
     from ._errors import (
         AuthenticationError,
@@ -43,7 +49,6 @@ if TYPE_CHECKING:
     from ._outcomes import BatchProgress, Outcome, OutcomeStatus
     from ._pgp import ProviderKey
     from ._pool import IssuerPool
-    from ._receipts import Backlog, DeferralReason, DeferredOutcome, DeferredReceipt
     from ._retry import RetryPolicy
     from ._safety import Safety
     from ._tokencache import TokenCache
@@ -103,15 +108,15 @@ __all__ = [
 _HOMES = {
     "AccessToken": "._models",
     "AuthenticationError": "._errors",
-    "Backlog": "._receipts",
+    "Backlog": "._deferred",
     "BatchProgress": "._outcomes",
     "ClientStateError": "._errors",
     "CredentialsError": "._errors",
     "CredentialsKey": "._tokenstore",
-    "Deferral": "._deferral",
-    "DeferralReason": "._receipts",
-    "DeferredOutcome": "._receipts",
-    "DeferredReceipt": "._receipts",
+    "Deferral": "._deferred",
+    "DeferralReason": "._deferred",
+    "DeferredOutcome": "._deferred",
+    "DeferredReceipt": "._deferred",
     "DocumentResult": "._models",
     "DocumentStatus": "._models",
     "DocumentTooLargeError": "._errors",

@@ -22,13 +22,13 @@ import attrs
 
 from . import _telemetry as telemetry
 from ._decision import End, Wait
-from ._errors import DuplicateDocumentError, InvoicingError
+from ._errors import InvoicingError
 from ._outcomes import OutcomeStatus
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
-    from ._decision import Attempts
+    from ._decision import Attempts, Load
     from ._limiter import Limiter
 
 __all__ = ["Stepped", "drive", "log_ending", "step"]
@@ -43,11 +43,9 @@ class Stepped:
     """
 
     decision: End | Wait
-    #: An attempt was sent and answered (or failed on its way): its failure, if any,
-    #: says something about the provider's load.
-    answered: bool = False
-    #: The attempt's failure as the load goes (a 409 is no overload: ``None``).
-    overload: InvoicingError | None = None
+    #: An attempt was sent and answered (or failed on its way), and what its answer says
+    #: of the provider's load (``None``: nothing was sent).
+    load: Load | None = None
 
 
 async def step(
@@ -73,11 +71,9 @@ async def step(
         result = await attempt(ask.timeout)
     except InvoicingError as exc:
         decision = attempts.failed(exc, loop.time())
-        overload = None if isinstance(exc, DuplicateDocumentError) else exc
-        stepped = Stepped(decision, answered=True, overload=overload)
     else:
-        stepped = Stepped(attempts.succeeded(result), answered=True)
-    decision = stepped.decision
+        decision = attempts.succeeded(result)
+    stepped = Stepped(decision, attempts.load)
     if isinstance(decision, End):
         log_ending(decision, label=label, log=log, extra=extra)
     else:
@@ -122,9 +118,7 @@ async def drive(
             )
         finally:
             if limiter is not None and slot is not None:
-                answered = stepped is not None and stepped.answered
-                overload = stepped.overload if stepped is not None else None
-                limiter.release(slot, overload, answered=answered)
+                limiter.release(slot, stepped.load if stepped is not None else None)
         decision = stepped.decision
         if isinstance(decision, End):
             return decision

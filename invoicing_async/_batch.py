@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from . import _telemetry as telemetry
-from ._decision import Breaker, Budget, End, Kind, ReauthWaits, Shared, classify
+from ._decision import End, Shared
 from ._delivery import Delivery
 from ._documents import (
     Identity,
@@ -52,13 +52,7 @@ from ._documents import (
     document_key,
     send_options,
 )
-from ._errors import (
-    ClientStateError,
-    InvoicingError,
-    ProviderKeyError,
-    UnknownIssuerError,
-    ValidationError,
-)
+from ._errors import InvoicingError, ValidationError
 from ._journal import SEND, Ref, Verdict, Withdrawn
 from ._lanes import Lane, Lanes
 from ._log import delivery as log
@@ -241,10 +235,7 @@ class Batch:
         return self._stop
 
     def _new_shared(self) -> Shared:
-        retry = self._options.retry
-        return Shared(
-            Budget(retry), Breaker(retry.circuit_breaker), reauth=ReauthWaits(retry.reauth_waits)
-        )
+        return Shared.of(self._options.retry)
 
     async def run(
         self, documents: Iterable[Any] | AsyncIterable[Any]
@@ -525,13 +516,10 @@ class Batch:
         credentials for its issuer.
         """
         pending = ready.pending
-        if isinstance(ready.body, InvoicingError):  # refused before sending
-            delivery = self._delivery(pending)
-            if classify(ready.body) is Kind.STOP:
+        if isinstance(ready.body, InvoicingError):  # cannot be sent
+            outcome = self._delivery(pending).refuse(ready.body)
+            if self._shared.breaker.everyone:
                 self._stop_all(ready.body)
-                outcome = delivery.give_up("stop", ready.body)
-            else:
-                outcome = delivery.refuse(ready.body)
             await self._outbox.put(self._settled(outcome, None))
             return
         body, plain = ready.body
@@ -544,7 +532,7 @@ class Batch:
             return
         lane = await self._lane_of(pending.identity.issuer)
         if isinstance(lane, InvoicingError):  # no credentials for the issuer
-            outcome = self._delivery(pending).give_up("no credentials", lane)
+            outcome = self._delivery(pending).refuse(lane)
             await self._outbox.put(self._settled(outcome, prepared))
             return
         issuer: _Issuer = lane.context
@@ -561,7 +549,7 @@ class Batch:
             return lane
         try:
             route = await self._sender.acquire(issuer)
-        except UnknownIssuerError as exc:
+        except InvoicingError as exc:  # no credentials for it: the core says what follows
             return exc
         lane = self._lanes.find(key)
         if lane is not None:  # opened meanwhile by another preparer
@@ -578,34 +566,32 @@ class Batch:
     async def _attempt(self, lane: Lane[_Item], item: _Item, slot: int) -> None:
         """One turn of a document: at most one attempt, then settled or back in its lane."""
         if item.failure is not None:  # the journal failed: the batch fails with it
-            self._lanes.sent(lane, slot, None, answered=False)
+            self._lanes.sent(lane, slot, None)
             raise item.failure
         issuer: _Issuer = lane.context
         delivery = item.delivery
         stopped = self._stop or (issuer.shared.breaker.error if not item.started else None)
         if stopped is not None:  # nothing more is sent (and never marked sending)
-            self._lanes.sent(lane, slot, None, answered=False)
+            self._lanes.sent(lane, slot, None)
             await self._finish(lane, item, delivery.give_up("stop", stopped))
             return
         if not item.started:
             item.started = True
             if self._journal is not None:
                 self._out.add(item)
-                self._lanes.sent(lane, slot, None, answered=False)
+                self._lanes.sent(lane, slot, None)
                 self._record(lane, item)
                 return
         stepped = None
         try:
             stepped = await delivery.step(functools.partial(issuer.route.send, item.prepared))
         finally:
-            answered = stepped is not None and stepped.answered
-            overload = stepped.overload if stepped is not None else None
-            self._lanes.sent(lane, slot, overload, answered=answered)
+            self._lanes.sent(lane, slot, stepped.load if stepped is not None else None)
         decision = stepped.decision
         if isinstance(decision, End):
             await self._finish(lane, item, delivery.outcome(decision))
             return
-        if classify(decision.after) is Kind.THROTTLED:
+        if decision.pause:
             self._lanes.pause(lane, decision.seconds)  # the issuer was asked to slow down
         self._lanes.later(lane, item, decision.seconds)
 
@@ -640,9 +626,10 @@ class Batch:
         self._out.discard(item)
         self._telemetry.finished(item.call, outcome)
         issuer: _Issuer = lane.context
-        error = issuer.shared.breaker.error
+        breaker = issuer.shared.breaker
+        error = breaker.error
         if error is not None:
-            if isinstance(error, _EVERYONES):
+            if breaker.everyone:
                 self._stop_all(error)
             elif issuer.key not in self._stop_told:
                 self._stop_told.add(issuer.key)
@@ -707,9 +694,6 @@ class _Issuer:
 #: Issuers whose lane (its limit, pause, breaker, budget) a batch keeps while it holds no
 #: document, and whose route it keeps: as many as a pool keeps idle issuers by default.
 _IDLE_ISSUERS = 10_000
-
-#: Refusals that stop every issuer's documents, not only those of the issuer they met.
-_EVERYONES = (ProviderKeyError, ClientStateError)
 
 
 async def _aiter(documents: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Any]:

@@ -23,7 +23,7 @@ import attrs
 from . import _protocol as proto
 from . import _telemetry as telemetry
 from ._attempts import drive
-from ._decision import Attempts, End
+from ._decision import Attempts, End, TokenRetries
 from ._errors import (
     AuthenticationError,
     ClientStateError,
@@ -46,11 +46,6 @@ if TYPE_CHECKING:
     from ._transport import Transport
 
 __all__ = ["Channel"]
-
-#: Retries of one request after 401s (a replaced token, a young one waited for, a forced
-#: new one, that one waited for): each token is waited for once, and forced once per
-#: cooldown, so a chain is short; this is a safety net.
-_MAX_401_RETRIES = 4
 
 
 class Channel:
@@ -192,7 +187,7 @@ class Channel:
             )
 
         response, reauth_in = await self._authorized(build, timeout=timeout)
-        if 200 <= response.status < 300:
+        if response.ok:
             return response
         error = proto.error_for_response(response, f"{method.upper()} {path}")
         raise self._told(error, reauth_in)
@@ -217,11 +212,12 @@ class Channel:
     ) -> tuple[proto.Response, float | None]:
         """Send with a token; after a 401 a new token may cure, retry (see the cache).
 
-        Whether a 401 is the token's fault is decided by the cache
-        (:meth:`~._tokencache.Tokens.recover`), per credentials for every
-        caller: a replaced token is swapped for the current one, a young one is retried
-        once it is old enough for every node of the provider to know it, a new token is
-        forced at most once per cooldown.
+        Which token to try after a 401 is the cache's (:meth:`~._tokencache.Tokens.recover`),
+        per credentials for every caller: a replaced token is swapped for the current
+        one, a young one is retried once it is old enough for every node of the provider
+        to know it, a new token is forced at most once per cooldown. Whether to send
+        again with it, and what the last 401 means, is the decision core's 401 rule
+        (:class:`~._decision.TokenRetries`).
 
         Returns the response, and, for a 401 to a token the provider accepted before
         (it may have been revoked since) when the cooldown allowed no new one, the
@@ -230,33 +226,25 @@ class Channel:
         """
         token = await self._token_within(timeout)
         response = await self._transport.send(build(token), timeout=timeout)
-        waited_for: set[str] = set()  # each token is waited for once per request
-        forced: set[str] = set()  # tokens this request's own 401s made the cache fetch
-        for _ in range(_MAX_401_RETRIES):
-            if response.status != 401:
-                break
-            retry_with, forced_now = await self._recover(token, timeout)
-            if retry_with is None or retry_with.value in waited_for:
-                break
-            if forced_now:
-                forced.add(retry_with.value)
-            if retry_with.value == token.value:
-                waited_for.add(token.value)  # the cache waited for it to propagate
-            auth_log.debug("401: retrying with an access token")
-            telemetry.retried("token refused")
-            token = retry_with
-            response = await self._transport.send(build(token), timeout=timeout)
-        if response.status != 401:
-            # The provider knows this token.
+        if not response.unauthorized:  # the common case: the provider knows this token
             self._tokens.confirm(token)
             return response, None
-        if token.value in forced or not self._tokens.was_confirmed(token):
-            # Refused with a token fetched for this very request, or one the provider
-            # never accepted (after any wait for it to be known): the request's answer.
-            return response, None
-        # A token the provider accepted before may have been revoked since (a provider
-        # may end sessions): the answer is a new token's, once the cooldown allows one.
-        return response, self._tokens.reauth_in()
+        retries = TokenRetries()
+        while True:
+            offered, forced = await self._recover(token, timeout)
+            if offered is None or not retries.again(token.value, offered.value, forced=forced):
+                break
+            auth_log.debug("401: retrying with an access token")
+            telemetry.retried("token refused")
+            token = offered
+            response = await self._transport.send(build(token), timeout=timeout)
+            if not response.unauthorized:
+                self._tokens.confirm(token)
+                return response, None
+        accepted = self._tokens.was_confirmed(token)
+        return response, retries.wait(
+            token.value, accepted_before=accepted, reauth_in=self._tokens.reauth_in()
+        )
 
     async def _recover(
         self, refused: AccessToken, timeout: float | None

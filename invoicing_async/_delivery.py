@@ -18,15 +18,15 @@ from ._decision import SINGLE, Attempts
 from ._documents import foreign_fields
 from ._errors import DuplicateDocumentError, ForeignRecordError, InvoicingError
 from ._log import delivery as log
-from ._outcomes import Outcome
+from ._outcomes import Outcome, OutcomeStatus
 from ._safety import Safety
 
 if TYPE_CHECKING:
     import random
-    from collections.abc import Awaitable, Callable, Collection
+    from collections.abc import Awaitable, Callable
 
     from ._attempts import Stepped
-    from ._decision import End, Kind, Shared
+    from ._decision import End, Shared
     from ._documents import Identity
     from ._limiter import Limiter
     from ._models import DocumentResult
@@ -49,7 +49,7 @@ class Delivery:
     :param deadline: loop time by which the document must be settled, or ``None``.
     :param maybe_committed: an earlier run may have committed it (a resumed batch):
         a 409 is then its own commit, not a duplicate.
-    :param decisive: kinds of answer that end the attempts at once (a sale).
+    :param sale: a sale: the answers the decision core says end a sale end it at once.
     :param safety: a document submission is a ``DEDUPLICATED_WRITE``.
     """
 
@@ -65,7 +65,7 @@ class Delivery:
         shared: Shared = SINGLE,
         deadline: float | None = None,
         maybe_committed: bool = False,
-        decisive: Collection[Kind] = frozenset(),
+        sale: bool = False,
         rng: random.Random | None = None,
         safety: Safety = Safety.DEDUPLICATED_WRITE,
     ) -> None:
@@ -78,7 +78,7 @@ class Delivery:
             deadline=deadline,
             shared=shared,
             maybe_committed=maybe_committed,
-            decisive=decisive,
+            sale=sale,
             rng=rng,
         )
         #: A request is out (true also when it is cancelled midway).
@@ -157,14 +157,21 @@ class Delivery:
         return self._told(self._attempts.give_up(why, error))
 
     def refuse(self, error: InvoicingError) -> Outcome:
-        """Refused before sending (a document that cannot be read or serialised)."""
+        """It cannot be sent: refused, or not sent, as the decision core says.
+
+        Refused: it cannot be read, serialised or encrypted. Not sent: no provider key,
+        no credentials for its issuer.
+        """
+        end = self._attempts.unsendable(error)
+        if end.status is not OutcomeStatus.REJECTED:
+            return self._told(end)
         log.warning(
             "invoice %s: rejected before sending: %s",
             self.key,
             error,
             extra={**self.fields, "invoicing.outcome": "rejected"},
         )
-        return self.outcome(self._attempts.refuse(error))
+        return self.outcome(end)
 
     def interrupted(self) -> Outcome:
         """The outcome to record when the delivery is cancelled midway."""

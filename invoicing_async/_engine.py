@@ -50,12 +50,10 @@ if TYPE_CHECKING:
         AsyncIterable,
         Awaitable,
         Callable,
-        Collection,
         Iterable,
     )
 
     from ._batch import BatchOptions, Route
-    from ._decision import Kind
     from ._documents import Document, SendOptions
     from ._journal import Journal
     from ._ledger._sqlite_ledger import Ledger
@@ -276,14 +274,14 @@ class Engine:
         *,
         deadline: float | None,
         policy: RetryPolicy | None = None,
-        decisive: Collection[Kind] = frozenset(),
+        sale: bool = False,
         grace: float | None = None,
     ) -> Outcome:
         """Send one prepared document to its issuer until its outcome is known.
 
         :param deadline: loop time by which it must end (``None``: the policy's bounds).
         :param policy: the retry policy (default: the single calls').
-        :param decisive: kinds of answer that end the attempts at once (a sale).
+        :param sale: a sale: the answers that end a sale end the attempts at once.
         :param grace: a safety net past ``deadline``: a step outside the delivery's own
             bounds that hangs is cut off then, and the outcome is what it was.
         :raises UnknownIssuerError: no credentials for the document's issuer.
@@ -295,7 +293,7 @@ class Engine:
             prepared.identity,
             policy=policy or self._retry,
             deadline=deadline,
-            decisive=decisive,
+            sale=sale,
         )
         run = delivery.run(functools.partial(channel.send, prepared))
         try:

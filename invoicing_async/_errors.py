@@ -288,11 +288,16 @@ class TransportError(InvoicingError):
 
     :ivar maybe_sent: ``False`` only when the request certainly did not reach the provider
         (for example the connection was refused); ``True`` when it may have been processed.
+    :ivar timed_out: the request ran out of time (connecting, or waiting for the answer),
+        rather than failing.
+
+    .. versionchanged:: 0.5.0 ``timed_out``.
     """
 
-    def __init__(self, message: str, *, maybe_sent: bool) -> None:
+    def __init__(self, message: str, *, maybe_sent: bool, timed_out: bool = False) -> None:
         super().__init__(message)
         self.maybe_sent = maybe_sent
+        self.timed_out = timed_out
 
     def __repr__(self) -> str:
         return f"TransportError({self.message!r}, maybe_sent={self.maybe_sent!r})"

@@ -34,7 +34,7 @@ from ._limiter import Limiter
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ._errors import InvoicingError
+    from ._decision import Load
 
 __all__ = ["Lane", "Lanes"]
 
@@ -203,11 +203,9 @@ class Lanes(Generic[T]):
                     self._wake_one()  # pass on a wake-up this waiter took
                 raise
 
-    def sent(
-        self, lane: Lane[T], slot: int, error: InvoicingError | None, *, answered: bool
-    ) -> None:
-        """The attempt taken with ``slot`` ended (``error``: its failure)."""
-        lane.limiter.release(slot, error, answered=answered)
+    def sent(self, lane: Lane[T], slot: int, load: Load | None) -> None:
+        """The attempt taken with ``slot`` ended (``load``: what its answer says, if any)."""
+        lane.limiter.release(slot, load)
         self._offer(lane, asyncio.get_running_loop().time())
 
     def later(self, lane: Lane[T], item: T, delay: float) -> None:

@@ -5,24 +5,19 @@ from __future__ import annotations
 import asyncio
 import collections
 
-from ._errors import InvoicingError, RateLimitError, ServerError
+from ._decision import Load
 from ._log import delivery as log
 
 __all__ = ["Limiter"]
 
 
-def _overloaded(error: InvoicingError | None) -> bool:
-    return isinstance(error, RateLimitError) or (
-        isinstance(error, ServerError) and error.status == 503
-    )
-
-
 class Limiter:
     """How many requests a batch keeps in flight: AIMD between 1 and ``maximum``.
 
-    A 429 or 503 halves the limit, once per round (answers to requests sent before the
-    last decrease do not halve it again); every success adds ``1/limit``, so a full
-    window of successes adds one.
+    An answer the decision core says asks for fewer requests (429, 503: ``Load.SHRINK``)
+    halves the limit, once per round (answers to requests sent before the last decrease
+    do not halve it again); every answer that says it may grow (a success, a 409) adds
+    ``1/limit``, so a full window of them adds one.
     """
 
     def __init__(self, maximum: int) -> None:
@@ -63,19 +58,19 @@ class Limiter:
         self._in_flight += 1
         return self._round
 
-    def release(self, round_sent: int, error: InvoicingError | None, *, answered: bool) -> None:
-        """A request ended; ``error`` is its failure.
+    def release(self, round_sent: int, load: Load | None) -> None:
+        """A request ended; ``load`` is what its answer says of the provider's load.
 
-        ``answered`` is false when it was never sent (the deadline passed while it
-        waited for room): that says nothing about the provider's load.
+        ``None`` when it was never sent (the deadline passed while it waited for room):
+        that says nothing about the provider's load.
         """
         self._in_flight -= 1
-        if answered and _overloaded(error):
+        if load is Load.SHRINK:
             if round_sent == self._round:
                 self._limit = max(1.0, self._limit / 2)
                 self._round += 1
                 log.info("provider overloaded: %d request(s) in flight at most", self.limit)
-        elif answered and error is None:
+        elif load is Load.GROW:
             self._limit = min(float(self._maximum), self._limit + 1 / self._limit)
         self._wake()
 

@@ -84,6 +84,16 @@ class Response:
     headers: Mapping[str, str] = attrs.field(repr=False)
     body: bytes = attrs.field(repr=False)
 
+    @property
+    def ok(self) -> bool:
+        """A 2xx: the request was done."""
+        return 200 <= self.status < 300
+
+    @property
+    def unauthorized(self) -> bool:
+        """A 401: the token (or the API key) was refused."""
+        return self.status == 401
+
 
 def check_base_url(base_url: str) -> str:
     """Validate the provider's base URL and return it without a trailing slash.

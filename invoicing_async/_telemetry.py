@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from . import _log
-from ._decision import RULES, classify
+from ._decision import ending_of
 from ._errors import InvoicingError
 
 if TYPE_CHECKING:
@@ -371,7 +371,7 @@ class Call:
         if error is None:
             self.end("accepted")
         elif isinstance(error, InvoicingError):
-            self.end(RULES[classify(error)].ends.value, error=error)
+            self.end(ending_of(error).value, error=error)
         elif isinstance(error, asyncio.CancelledError):
             self.end("interrupted")
         else:
@@ -505,7 +505,7 @@ def retried(reason: str, *, delay: float | None = None, error: BaseException | N
 
 def waited(decision: Wait) -> None:
     """The decision core said to wait and send again (see :func:`retried`)."""
-    retried(classify(decision.after).value, delay=decision.seconds, error=decision.after)
+    retried(decision.reason, delay=decision.seconds, error=decision.after)
 
 
 # --- batches ---------------------------------------------------------------------------------

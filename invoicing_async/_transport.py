@@ -334,11 +334,15 @@ def _classify(exc: BaseException) -> TransportError:
     if isinstance(exc, aiohttp.ClientConnectorError):
         return TransportError(f"cannot connect to the provider ({exc.os_error})", maybe_sent=False)
     if _CONNECT_TIMEOUT is not None and isinstance(exc, _CONNECT_TIMEOUT):
-        return TransportError("timed out connecting to the provider", maybe_sent=False)
+        return TransportError(
+            "timed out connecting to the provider", maybe_sent=False, timed_out=True
+        )
     if isinstance(exc, aiohttp.ServerTimeoutError):
-        return TransportError("timed out waiting for the provider's response", maybe_sent=True)
+        return TransportError(
+            "timed out waiting for the provider's response", maybe_sent=True, timed_out=True
+        )
     if isinstance(exc, asyncio.TimeoutError):
-        return TransportError("the request timed out", maybe_sent=True)
+        return TransportError("the request timed out", maybe_sent=True, timed_out=True)
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return TransportError(
             "the provider closed the connection before answering", maybe_sent=True

@@ -42,6 +42,8 @@ import typing
 from pathlib import Path
 
 from ._engine import engine_of as _engine_of
+from ._ledger._deferrals import PostgresDeferrals as _PostgresDeferrals
+from ._ledger._deferrals import SqliteDeferrals as _SqliteDeferrals
 from ._ledger._enqueue import ready as _ready
 from ._ledger._entry import IN_FLIGHT, PARKED, PENDING, LedgerEntry
 from ._ledger._postgres_outbox import PostgresStore as _PostgresStore
@@ -59,6 +61,7 @@ if typing.TYPE_CHECKING:
     from types import TracebackType
 
     from ._client import InvoicingClient
+    from ._ledger._deferrals import Deferrals
     from ._ledger._store import Store
     from ._outcomes import OutcomeStatus
     from ._pool import IssuerPool
@@ -349,6 +352,67 @@ class SqliteOutbox(_Outbox):
         """Delete entries (of ``issuer``'s documents, default every issuer's); how many."""
         await self.ledger.open()
         return await self.ledger.forget(keys, issuer=issuer)
+
+
+class _Till:
+    """An outbox as a till uses it: the deferrals beside its entries, and its worker.
+
+    What a :class:`~invoicing_async.Deferral` and its drainer need of an outbox
+    (:class:`~invoicing_async._deferred.TillOutbox`); made by :func:`_till`.
+    """
+
+    def __init__(self, outbox: SqliteOutbox | PostgresOutbox, *, owned: bool) -> None:
+        self._outbox = outbox
+        self._owned = owned
+        self._ready = False
+        self.deferrals: Deferrals = (
+            _SqliteDeferrals(_file_of(outbox.ledger))
+            if isinstance(outbox, SqliteOutbox)
+            else _PostgresDeferrals(outbox._db)  # noqa: SLF001  (this module's class)
+        )
+
+    def __repr__(self) -> str:
+        return repr(self._outbox)
+
+    async def open(self) -> None:
+        """Open the outbox and create the deferrals table (once)."""
+        if not self._ready:
+            await self._outbox.setup()
+            await self.deferrals.setup()
+            self._ready = True
+
+    async def close(self) -> None:
+        """Close the outbox if the till opened it (from a path)."""
+        self._ready = False
+        if self._owned:
+            await self._outbox.close()
+
+    async def worker(self) -> Store:
+        """The worker's store, its lock taken (SQLite: one worker at a time)."""
+        outbox = self._outbox
+        try:
+            return await outbox._store()  # noqa: SLF001  (this module's class)
+        except BaseException:  # cancelled while recovering: the lock is given back too
+            await outbox._unlock()  # noqa: SLF001
+            raise
+
+    async def worker_done(self) -> None:
+        """Give back what :meth:`worker` took."""
+        await self._outbox._unlock()  # noqa: SLF001  (this module's class)
+
+
+def _till(outbox: SqliteOutbox | PostgresOutbox | str | os.PathLike[str]) -> _Till:
+    """The till's view of ``outbox`` (an outbox object, or a SQLite file path).
+
+    :raises TypeError: ``outbox`` is none of these.
+    """
+    if isinstance(outbox, (str, os.PathLike)):
+        return _Till(SqliteOutbox(outbox), owned=True)
+    if isinstance(outbox, (SqliteOutbox, PostgresOutbox)):
+        return _Till(outbox, owned=False)
+    raise TypeError(
+        f"outbox must be a SqliteOutbox, a PostgresOutbox or a file path, not {outbox!r}"
+    )
 
 
 def open_outbox(url: str | os.PathLike[str]) -> PostgresOutbox | SqliteOutbox:

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from invoicing_async import qr
-from invoicing_async._drainer import Queue
 from invoicing_async._journal import Ref
-from invoicing_async.outbox import open_outbox
+from invoicing_async.outbox import _till, open_outbox
 
 from ._common import UsageError, add_verbosity
 
@@ -47,9 +46,9 @@ def _outbox(args: argparse.Namespace) -> Any:
 
 async def _backlog(args: argparse.Namespace) -> int:
     async with _outbox(args) as outbox:
-        queue = Queue.of(outbox)
-        await queue.open()
-        count, oldest, parked = await queue.deferrals.backlog()
+        till = _till(outbox)
+        await till.open()
+        count, oldest, parked = await till.deferrals.backlog()
     age = max(0.0, dt.datetime.now(dt.timezone.utc).timestamp() - oldest) if oldest else 0.0
     since = dt.datetime.fromtimestamp(oldest, dt.timezone.utc).isoformat() if oldest else None
     late = args.warn_after is not None and oldest is not None and age > args.warn_after
@@ -81,10 +80,10 @@ async def _backlog(args: argparse.Namespace) -> int:
 async def _receipt_text(args: argparse.Namespace) -> str:
     async with _outbox(args) as outbox:
         entry = await outbox.status(args.key, issuer=args.issuer)
-        queue = Queue.of(outbox)
-        await queue.open()
+        till = _till(outbox)
+        await till.open()
         issuer = args.issuer if entry is None else entry.issuer
-        deferral = await queue.deferrals.get(Ref.of(args.key, issuer))
+        deferral = await till.deferrals.get(Ref.of(args.key, issuer))
     result = entry.outcome.result if entry is not None and entry.outcome is not None else None
     if result is not None and result.qr_code_string:
         return str(result.qr_code_string)

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ._postgres_outbox import PostgresStore
     from ._sqlite_file import LedgerFile
 
-__all__ = ["DeferralStore", "Deferred", "PostgresDeferrals", "SqliteDeferrals", "Stored"]
+__all__ = ["DeferralRecord", "Deferrals", "PostgresDeferrals", "SqliteDeferrals", "Stored"]
 
 _FIELDS = (
     "key, origin, deferred_at, reason, maybe_sent, stamped, attempts, offline_qr, detail, issuer"
@@ -57,7 +57,7 @@ _DEFERRAL = ", ".join(f"d.{name.strip()}" for name in _FIELDS.split(","))
 
 
 @attrs.frozen
-class Deferred:
+class DeferralRecord:
     """What is stored of one deferral (see :class:`~invoicing_async.DeferredReceipt`)."""
 
     key: str
@@ -92,7 +92,7 @@ class Deferred:
         )
 
     @classmethod
-    def of(cls, row: Sequence[Any]) -> Deferred:
+    def of(cls, row: Sequence[Any]) -> DeferralRecord:
         key, origin, at, reason, maybe_sent, stamped, attempts, offline_qr, detail = row[:9]
         return cls(
             key, origin, float(at), reason, bool(maybe_sent), bool(stamped), int(attempts),
@@ -102,7 +102,7 @@ class Deferred:
 
 @attrs.frozen
 class Stored:
-    """What :meth:`DeferralStore.defer` did.
+    """What :meth:`Deferrals.defer` did.
 
     ``deferral`` is the deferral in force: ``deferred``, or an earlier one of the same
     document still waiting (nothing written: its stored document stays). ``final`` is the
@@ -110,21 +110,21 @@ class Stored:
     nothing is written then either. ``fresh``: this deferral was written.
     """
 
-    deferral: Deferred
+    deferral: DeferralRecord
     final: LedgerEntry | None = None
     fresh: bool = False
 
 
-class DeferralStore(Protocol):
+class Deferrals(Protocol):
     """Where deferred sales are kept: the outbox's own storage."""
 
     async def setup(self) -> None:
         """Create the deferrals table if missing (the outbox is set up)."""
 
-    async def defer(self, ready: Ready, deferred: Deferred) -> Stored:
+    async def defer(self, ready: Ready, deferred: DeferralRecord) -> Stored:
         """Store a deferred sale (see :class:`Stored`)."""
 
-    async def due(self, origin: str, limit: int) -> list[tuple[Deferred, LedgerEntry]]:
+    async def due(self, origin: str, limit: int) -> list[tuple[DeferralRecord, LedgerEntry]]:
         """Deferrals of ``origin`` whose entry is done and not yet told, oldest first."""
 
     async def acknowledge(self, refs: Sequence[Ref]) -> None:
@@ -136,7 +136,7 @@ class DeferralStore(Protocol):
         ``(count, oldest epoch seconds, parked)``: parked ones count in ``count`` too.
         """
 
-    async def get(self, ref: Ref) -> Deferred | None:
+    async def get(self, ref: Ref) -> DeferralRecord | None:
         """The deferral of ``ref``, if the document was ever deferred."""
 
     async def rewind(self) -> None:
@@ -178,7 +178,7 @@ class SqliteDeferrals:
     async def setup(self) -> None:
         """Nothing to create: the file's format has the table (:mod:`._schema`)."""
 
-    async def defer(self, ready: Ready, deferred: Deferred) -> Stored:
+    async def defer(self, ready: Ready, deferred: DeferralRecord) -> Stored:
         def defer(c: sqlite3.Connection) -> Stored:
             adopt_sqlite(c, [ready.ref])
             found = c.execute(
@@ -206,7 +206,7 @@ class SqliteDeferrals:
 
         return await self._file.call(defer)
 
-    async def due(self, origin: str, limit: int) -> list[tuple[Deferred, LedgerEntry]]:
+    async def due(self, origin: str, limit: int) -> list[tuple[DeferralRecord, LedgerEntry]]:
         rows = await self._file.call(
             lambda c: c.execute(
                 f"SELECT {_DEFERRAL}, {_ENTRY} FROM deferrals d "  # noqa: S608
@@ -215,7 +215,7 @@ class SqliteDeferrals:
                 (origin, limit),
             ).fetchall()
         )
-        return [(Deferred.of(row), row_entry(row[_WIDTH:])) for row in rows]
+        return [(DeferralRecord.of(row), row_entry(row[_WIDTH:])) for row in rows]
 
     async def acknowledge(self, refs: Sequence[Ref]) -> None:
         now = time.time()
@@ -231,14 +231,14 @@ class SqliteDeferrals:
         count, oldest, parked = await self._file.call(lambda c: c.execute(sql).fetchone())
         return int(count), oldest, int(parked or 0)
 
-    async def get(self, ref: Ref) -> Deferred | None:
+    async def get(self, ref: Ref) -> DeferralRecord | None:
         row = await self._file.call(
             lambda c: c.execute(
                 f"SELECT {_FIELDS} FROM deferrals WHERE key = ? AND issuer = ?",  # noqa: S608
                 ref[::-1],
             ).fetchone()
         )
-        return Deferred.of(row) if row is not None else None
+        return DeferralRecord.of(row) if row is not None else None
 
     async def rewind(self) -> None:
         await self._file.call(
@@ -260,9 +260,9 @@ _KEEP = "keep"
 
 
 def _verdict(
-    entry: LedgerEntry | None, earlier: Sequence[Any] | None, deferred: Deferred
+    entry: LedgerEntry | None, earlier: Sequence[Any] | None, deferred: DeferralRecord
 ) -> str | Stored:
-    """What a new deferral does to what is stored (see :meth:`DeferralStore.defer`).
+    """What a new deferral does to what is stored (see :meth:`Deferrals.defer`).
 
     A :class:`Stored` to return without writing: the entry is final, or the same
     document is already deferred and waiting. Else :data:`_KEEP` or :data:`_STORE`.
@@ -270,13 +270,13 @@ def _verdict(
     if entry is not None and entry.final:
         return Stored(deferred, final=entry)
     if entry is not None and earlier is not None and earlier[_WIDTH] is None:
-        return Stored(Deferred.of(earlier))
+        return Stored(DeferralRecord.of(earlier))
     if entry is not None and (entry.maybe_committed or entry.status == IN_FLIGHT):
         return _KEEP
     return _STORE
 
 
-def _kept(deferred: Deferred, verdict: str) -> Deferred:
+def _kept(deferred: DeferralRecord, verdict: str) -> DeferralRecord:
     """The deferral to store: a kept document may have been sent, and is not stamped."""
     if verdict is _KEEP:
         return attrs.evolve(deferred, maybe_sent=True, stamped=False)
@@ -312,7 +312,7 @@ class PostgresDeferrals:
         """The outbox's format has the table (:mod:`._schema`): set the outbox up."""
         await self._store.setup()
 
-    async def defer(self, ready: Ready, deferred: Deferred) -> Stored:
+    async def defer(self, ready: Ready, deferred: DeferralRecord) -> Stored:
         async def defer(connection: Any) -> Stored:
             await adopt_postgres(connection, [ready.ref])
             found = await connection.fetchrow(
@@ -341,7 +341,7 @@ class PostgresDeferrals:
         await self._store.setup()  # before the transaction: a format check of its own
         return await self._store.run(defer, transaction=True)
 
-    async def due(self, origin: str, limit: int) -> list[tuple[Deferred, LedgerEntry]]:
+    async def due(self, origin: str, limit: int) -> list[tuple[DeferralRecord, LedgerEntry]]:
         entry = ", ".join(f"e.{name.strip()}" for name in _COLUMNS.split(","))
         rows = await self._store.run(
             lambda c: c.fetch(
@@ -352,7 +352,7 @@ class PostgresDeferrals:
                 limit,
             )
         )
-        return [(Deferred.of(tuple(row)), _entry(tuple(row)[_WIDTH:])) for row in rows]
+        return [(DeferralRecord.of(tuple(row)), _entry(tuple(row)[_WIDTH:])) for row in rows]
 
     async def acknowledge(self, refs: Sequence[Ref]) -> None:
         await self._store.run(
@@ -371,14 +371,14 @@ class PostgresDeferrals:
         row = await self._store.run(lambda c: c.fetchrow(sql))
         return int(row[0]), row[1], int(row[2] or 0)
 
-    async def get(self, ref: Ref) -> Deferred | None:
+    async def get(self, ref: Ref) -> DeferralRecord | None:
         row = await self._store.run(
             lambda c: c.fetchrow(
                 f"SELECT {_FIELDS} FROM {_PG_TABLE} WHERE key = $1 AND issuer = $2",  # noqa: S608
                 *ref[::-1],
             )
         )
-        return Deferred.of(tuple(row)) if row is not None else None
+        return DeferralRecord.of(tuple(row)) if row is not None else None
 
     async def rewind(self) -> None:
         await self._store.run(

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from invoicing_async._documents import describe, serialize_document
-from invoicing_async._errors import ValidationError
+from invoicing_async._errors import InvoicingError, ValidationError
 from invoicing_async._journal import Ref
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def ready(
     for index, document in enumerate(documents):
         try:
             body = serialize_document(document)
-        except ValidationError as exc:
+        except InvoicingError as exc:  # it cannot be serialised (or is too large)
             raise ValidationError(f"document {index} cannot be enqueued: {exc.message}") from None
         described, identity = describe(body)
         identity_key = key(document) if key is not None else described

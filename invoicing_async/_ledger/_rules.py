@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from invoicing_async._errors import AuthenticationError, TransportError, UnknownOutcomeError
+from invoicing_async._decision import refused_by_provider
+from invoicing_async._errors import TransportError, UnknownOutcomeError
 from invoicing_async._journal import SEND, Verdict
 from invoicing_async._outcomes import Outcome, OutcomeStatus
 
@@ -37,13 +38,7 @@ _HELD = (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE)
 
 def needs_fingerprint(outcome: Outcome) -> bool:
     """A definite refusal by the provider: final only together with its content's hash."""
-    error = outcome.error
-    return (
-        outcome.status is OutcomeStatus.REJECTED
-        and error is not None
-        and error.status is not None  # refused by the provider, not locally
-        and not isinstance(error, AuthenticationError)  # credentials / VAT: configuration
-    )
+    return outcome.status is OutcomeStatus.REJECTED and refused_by_provider(outcome.error)
 
 
 def digest_of(outcome: Outcome, prepared: Prepared | None) -> str | None:

@@ -161,7 +161,7 @@ async def test_a_pass_that_counted_the_outbox_empty_does_not_undo_a_sale_finding
     finds the provider unreachable and is deferred. The pass must not then declare the
     provider up ("nothing is left to send"): it is down, and the next sale is deferred
     at once. The pass is held after its count, so the order is certain."""
-    from invoicing_async import _drainer  # noqa: PLC0415
+    from invoicing_async._deferred import _drainer  # noqa: PLC0415
     from invoicing_async._ledger._sqlite_outbox import SqliteStore  # noqa: PLC0415
 
     counted: asyncio.Queue[tuple[int, asyncio.Event]] = asyncio.Queue()

@@ -31,7 +31,7 @@ from invoicing_async import (
     UnknownOutcomeError,
     ValidationError,
 )
-from invoicing_async._decision import Breaker, Budget, ReauthWaits, Shared
+from invoicing_async._decision import RULES, Breaker, Budget, Load, ReauthWaits, Shared, classify
 from invoicing_async._delivery import Delivery
 from invoicing_async._documents import Identity
 from invoicing_async._limiter import Limiter
@@ -262,20 +262,25 @@ async def test_an_open_breaker_sends_nothing_more():
     assert send.calls == []
 
 
+def load(error):
+    """What the decision core says an answer (``None``: a success) tells of the load."""
+    return Load.GROW if error is None else RULES[classify(error)].load
+
+
 async def test_limiter_halves_once_per_round_and_grows_back_slowly():
     """AIMD: overloads from one round halve the limit once; each success adds 1/limit."""
     limiter = Limiter(16)
     rounds = [await limiter.acquire() for _ in range(8)]
     for sent in rounds:
-        limiter.release(sent, RateLimitError("slow", status=429), answered=True)
+        limiter.release(sent, load(RateLimitError("slow", status=429)))
     assert limiter.limit == 8
     for _ in range(9):  # a window of successes (the limit grows within it) adds one
-        limiter.release(await limiter.acquire(), None, answered=True)
+        limiter.release(await limiter.acquire(), load(None))
     assert limiter.limit == 9
-    limiter.release(await limiter.acquire(), ServerError("busy", status=503), answered=True)
+    limiter.release(await limiter.acquire(), load(ServerError("busy", status=503)))
     assert limiter.limit == 4
     for _ in range(10):
-        limiter.release(await limiter.acquire(), RateLimitError("s", status=429), answered=True)
+        limiter.release(await limiter.acquire(), load(RateLimitError("s", status=429)))
     assert limiter.limit == 1  # never below one
 
 
@@ -288,7 +293,7 @@ async def test_limiter_holds_requests_beyond_the_limit_until_one_ends():
     await asyncio.sleep(0)
     assert not second.done()
     second.cancel()
-    limiter.release(first, None, answered=True)
+    limiter.release(first, load(None))
     assert await asyncio.wait_for(third, 1) == 0
 
 

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from invoicing_async import RateLimitError
+from invoicing_async._decision import RULES, Load, classify
 from invoicing_async._lanes import Lanes
 
 
@@ -22,7 +23,7 @@ async def drain(scheduler, count):
     for _ in range(count):
         lane, item, slot = await scheduler.take()
         order.append((lane.key, item))
-        scheduler.sent(lane, slot, None, answered=True)
+        scheduler.sent(lane, slot, Load.GROW)
         scheduler.settled(lane)
     return order
 
@@ -53,7 +54,7 @@ async def test_a_lane_at_its_limit_sits_out_while_others_go_on():
     # slow has 2 in flight (its limit): the next two turns are quick's.
     for lane, _, slot in taken:
         if lane.key == "quick":
-            scheduler.sent(lane, slot, None, answered=True)
+            scheduler.sent(lane, slot, Load.GROW)
             scheduler.settled(lane)
     nxt = [await scheduler.take() for _ in range(2)]
     assert [lane.key for lane, _, _ in nxt] == ["quick", "quick"]
@@ -68,7 +69,7 @@ async def test_a_throttled_lane_halves_its_limit_and_pauses_alone():
         await scheduler.put(other, n)
     lane, item, slot = await scheduler.take()
     assert lane is throttled
-    scheduler.sent(lane, slot, RateLimitError("slow", status=429), answered=True)
+    scheduler.sent(lane, slot, RULES[classify(RateLimitError("slow", status=429))].load)
     scheduler.pause(lane, 3600)
     scheduler.later(lane, item, 3600)
     assert throttled.limiter.limit == 2
@@ -84,11 +85,11 @@ async def test_a_retry_waits_in_its_lane_without_a_worker_and_goes_first_when_du
     for n in range(3):
         await scheduler.put(lane, n)
     taken_lane, item, slot = await scheduler.take()
-    scheduler.sent(taken_lane, slot, None, answered=True)
+    scheduler.sent(taken_lane, slot, Load.GROW)
     scheduler.later(taken_lane, item, 0.01)
     _, fresh, slot2 = await scheduler.take()
     assert fresh == 1  # the retry is not due yet
-    scheduler.sent(lane, slot2, None, answered=True)
+    scheduler.sent(lane, slot2, Load.GROW)
     scheduler.settled(lane)
     await asyncio.sleep(0.02)
     _, due, _ = await scheduler.take()
@@ -104,7 +105,7 @@ async def test_a_paused_lane_sends_again_once_its_pause_ends():
     for n in range(2):
         await scheduler.put(lane, n)
     taken_lane, item, slot = await scheduler.take()  # the lane stays in the turn: 1 is left
-    scheduler.sent(taken_lane, slot, RateLimitError("slow", status=429), answered=True)
+    scheduler.sent(taken_lane, slot, RULES[classify(RateLimitError("slow", status=429))].load)
     scheduler.pause(lane, 0.01)
     scheduler.later(lane, item, 0.01)
     taken = [await asyncio.wait_for(scheduler.take(), 10) for _ in range(2)]
@@ -141,7 +142,7 @@ async def test_an_idle_lane_is_kept_as_its_issuer_left_it_up_to_keep_idle():
     a = scheduler.open("a", {"issuer": "a"})
     await scheduler.put(a, 1)
     lane, _, slot = await scheduler.take()
-    scheduler.sent(lane, slot, RateLimitError("slow", status=429), answered=True)
+    scheduler.sent(lane, slot, RULES[classify(RateLimitError("slow", status=429))].load)
     scheduler.settled(lane)
     assert len(scheduler) == 0
     assert dropped == []
@@ -180,6 +181,6 @@ async def test_a_lane_never_exceeds_its_limit_in_flight(limit):
     await asyncio.sleep(0.01)
     assert not waiting.done()
     first_lane, _, slot = taken[0]
-    scheduler.sent(first_lane, slot, None, answered=True)
+    scheduler.sent(first_lane, slot, Load.GROW)
     scheduler.settled(first_lane)
     assert (await asyncio.wait_for(waiting, 1))[1] == limit

@@ -1,8 +1,8 @@
 """What deferred submission tells the application: receipts, outcomes, the backlog.
 
 Plain frozen records (:class:`DeferredReceipt`, :class:`DeferredOutcome`,
-:class:`Backlog`), why a sale was deferred (:class:`DeferralReason`, decided from an
-attempt's error by :func:`reason_of`), and a stored deferral read back as a receipt.
+:class:`Backlog`), why a sale was deferred (:class:`DeferralReason`: the values of the
+decision core's ``defer`` column), and a stored deferral read back as a receipt.
 """
 
 from __future__ import annotations
@@ -14,30 +14,16 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ._decision import Kind, classify
-from ._errors import (
-    DuplicateDocumentError,
-    InvoicingError,
-    MalformedResponseError,
-    ProviderTimeoutError,
-    RateLimitError,
-    ServerError,
-    TransportError,
-    UnknownOutcomeError,
-)
-
 if TYPE_CHECKING:
-    from ._ledger._deferrals import Deferred
-    from ._models import DocumentResult
-    from ._outcomes import Outcome
+    from invoicing_async._ledger._deferrals import DeferralRecord
+    from invoicing_async._models import DocumentResult
+    from invoicing_async._outcomes import Outcome
 
 __all__ = [
     "Backlog",
     "DeferralReason",
     "DeferredOutcome",
     "DeferredReceipt",
-    "last_error",
-    "reason_of",
     "receipt_of",
 ]
 
@@ -152,7 +138,7 @@ class Backlog:
         return max(0.0, time.time() - self.oldest.timestamp())
 
 
-def receipt_of(deferred: Deferred) -> DeferredReceipt:
+def receipt_of(deferred: DeferralRecord) -> DeferredReceipt:
     """A stored deferral as the receipt the application sees."""
     return DeferredReceipt(
         key=deferred.key,
@@ -165,36 +151,3 @@ def receipt_of(deferred: Deferred) -> DeferredReceipt:
         detail=deferred.detail,
         issuer=deferred.issuer or None,
     )
-
-
-def last_error(outcome: Outcome) -> InvoicingError | None:
-    """The error an outcome ended with: the last attempt's, for an unknown one."""
-    error = outcome.error
-    return error.last_error if isinstance(error, UnknownOutcomeError) else error
-
-
-def reason_of(error: InvoicingError | None, *, timed_out: bool = False) -> DeferralReason | None:
-    """Why to defer after an attempt failed with ``error``.
-
-    ``None`` when the error is a definite answer, never deferred. No error at all: the
-    budget ran out before any answer.
-
-    :param timed_out: the sale's budget ran out.
-    """
-    if isinstance(error, RateLimitError):
-        return DeferralReason.RATE_LIMITED
-    if isinstance(error, ProviderTimeoutError):
-        return DeferralReason.PROVIDER_TIMEOUT
-    if isinstance(error, ServerError) or (
-        isinstance(error, MalformedResponseError) and classify(error) is Kind.AMBIGUOUS
-    ):
-        return DeferralReason.SERVER_ERROR
-    if isinstance(error, DuplicateDocumentError):  # held, but its record unreadable
-        return None if error.result is not None else DeferralReason.SERVER_ERROR
-    if error is None:
-        return DeferralReason.TIMED_OUT
-    if isinstance(error, TransportError):
-        # The transport says "timed out" of a request that may be out: no answer came.
-        no_answer = error.maybe_sent and "timed out" in error.message
-        return DeferralReason.TIMED_OUT if timed_out or no_answer else DeferralReason.UNREACHABLE
-    return None

@@ -30,43 +30,42 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
-from . import _telemetry as telemetry
-from ._decision import Kind
-from ._documents import Prepared, SendOptions, describe, serialize_document
-from ._drainer import Drainer, ProviderState, Queue
-from ._engine import engine_of
-from ._errors import InvoicingError, UnknownIssuerError
-from ._ledger._deferrals import Deferred
-from ._ledger._enqueue import Ready
-from ._log import deferral as log
-from ._outcomes import OutcomeStatus
-from ._receipts import Backlog, last_error, reason_of, receipt_of
-from ._retry import RetryPolicy
-from .qr import _signed_url
+from invoicing_async import _telemetry as telemetry
+from invoicing_async._decision import deferral, last_answer
+from invoicing_async._documents import Prepared, SendOptions, describe, serialize_document
+from invoicing_async._engine import engine_of
+from invoicing_async._errors import InvoicingError
+from invoicing_async._ledger._deferrals import DeferralRecord
+from invoicing_async._ledger._enqueue import Ready
+from invoicing_async._log import deferral as log
+from invoicing_async._outcomes import OutcomeStatus
+from invoicing_async._retry import RetryPolicy
+from invoicing_async.outbox import _till
+from invoicing_async.qr import _signed_url
+
+from ._drainer import Drainer
+from ._provider import ProviderState
+from ._records import Backlog, DeferralReason, receipt_of
 
 if TYPE_CHECKING:
     import os
     from collections.abc import AsyncIterator, Awaitable, Callable
     from types import TracebackType
 
-    from ._client import InvoicingClient
-    from ._documents import Document, Identity
-    from ._ledger._entry import LedgerEntry
-    from ._models import DocumentResult
-    from ._outcomes import Outcome
-    from ._pool import IssuerPool
-    from ._receipts import DeferralReason, DeferredOutcome, DeferredReceipt
-    from .outbox import PostgresOutbox, SqliteOutbox
+    from invoicing_async._client import InvoicingClient
+    from invoicing_async._documents import Document, Identity
+    from invoicing_async._ledger._entry import LedgerEntry
+    from invoicing_async._models import DocumentResult
+    from invoicing_async._outcomes import Outcome
+    from invoicing_async._pool import IssuerPool
+    from invoicing_async.outbox import PostgresOutbox, SqliteOutbox
+
+    from ._records import DeferredOutcome, DeferredReceipt
 
 __all__ = ["Deferral"]
 
 #: Seconds a sale may outlive its budget while an attempt in progress is cancelled.
 _GRACE = 0.1
-
-
-#: Kinds that end a sale's attempts at once: unreachable or throttled (defer), another
-#: document's record (raise).
-_DECISIVE = frozenset({Kind.NOT_SENT, Kind.THROTTLED, Kind.FOREIGN})
 
 
 class Deferral:
@@ -157,12 +156,12 @@ class Deferral:
         self._budget = budget
         self._stamp = stamp
         self._portal_url = portal_url
-        self._queue = Queue.of(outbox)
+        self._outbox = _till(outbox)
         self._origin = origin if origin is not None else socket.gethostname()
         self._state = ProviderState(probe_delay, probe_max_delay)
         self._drainer = Drainer(
             engine,
-            self._queue,
+            self._outbox,
             self._state,
             check=engine.ensure_usable,  # a closed client stops it
             origin=self._origin,
@@ -174,7 +173,7 @@ class Deferral:
         )
 
     def __repr__(self) -> str:
-        return f"<Deferral {self._queue!r} budget={self._budget:g}s>"
+        return f"<Deferral {self._outbox!r} budget={self._budget:g}s>"
 
     async def __aenter__(self) -> Deferral:
         await self.start()
@@ -190,13 +189,13 @@ class Deferral:
 
     async def start(self) -> None:
         """Open the outbox and start the drainer (idempotent)."""
-        await self._queue.open()
+        await self._outbox.open()
         self._drainer.start()
 
     async def close(self) -> None:
         """Stop the drainer (requests in flight stay re-sendable) and close the outbox."""
         await self._drainer.stop()
-        await self._queue.close()
+        await self._outbox.close()
 
     @property
     def provider_down(self) -> DeferralReason | None:
@@ -267,19 +266,18 @@ class Deferral:
                     detail=f"the provider is down ({down.value}): deferred without a request",
                 )  # fmt: skip
         prepared = Prepared(key, identity, body[0], SendOptions(encrypted=encrypted), plain=body[1])
-        outcome = await engine.deliver(
-            prepared, deadline=deadline, decisive=_DECISIVE, grace=_GRACE
-        )
+        outcome = await engine.deliver(prepared, deadline=deadline, sale=True, grace=_GRACE)
         timed_out = loop.time() >= deadline
         if outcome.status is OutcomeStatus.ACCEPTED and outcome.result is not None:
             self._state.mark_up("a sale was answered")
             return outcome.result
-        error = last_error(outcome)
-        reason = reason_of(error, timed_out=timed_out)
-        if reason is None:  # a definite answer (a foreign record too): never deferred
+        error = last_answer(outcome.error)
+        why = deferral(error, out_of_time=timed_out)
+        if why is None:  # a definite answer (a foreign record too): never deferred
             if outcome.status in (OutcomeStatus.REJECTED, OutcomeStatus.DUPLICATE):
                 self._state.mark_up("a sale was answered")
             raise error or _unexpected(outcome)
+        reason = DeferralReason(why)
         with self._state.deferring():  # the drainer's pass must not undo this mark_down
             self._state.mark_down(reason)
             return await self._defer(
@@ -310,7 +308,7 @@ class Deferral:
                     "never its issuer, series, number or internal document id"
                 )
         body = serialize_document(kept)
-        deferred = Deferred(
+        deferred = DeferralRecord(
             key=key,
             origin=self._origin,
             deferred_at=time.time(),
@@ -323,7 +321,7 @@ class Deferral:
             issuer=identity.issuer or "",
         )
         ready = Ready(key, body, encrypted, hashlib.sha256(body).hexdigest(), deferred.issuer)
-        stored = await self._queue.deferrals.defer(ready, deferred)
+        stored = await self._outbox.deferrals.defer(ready, deferred)
         if stored.final is not None:
             return _final(stored.final)
         telemetry.deferred(reason.value)
@@ -342,7 +340,7 @@ class Deferral:
             return None
         try:
             sign = await self._engine.signer(issuer)
-        except UnknownIssuerError as exc:
+        except InvoicingError as exc:  # no credentials for the issuer: no signature
             log.debug("no offline QR: %s", exc)
             return None
         try:
