@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -31,7 +31,27 @@ if TYPE_CHECKING:
     from ._decision import Attempts, Load
     from ._limiter import Limiter
 
-__all__ = ["Stepped", "drive", "log_ending", "step"]
+__all__ = ["Named", "Stepped", "Subject", "drive", "log_ending", "step"]
+
+
+class Subject(Protocol):
+    """What a request's log lines name: read only when a line is written."""
+
+    @property
+    def label(self) -> str:
+        """What the message names (``invoice id:…``, ``POST /Invoice/File``)."""
+
+    @property
+    def fields(self) -> Mapping[str, Any]:
+        """What every record carries as ``extra`` (``invoicing.document_key`` …)."""
+
+
+@attrs.frozen
+class Named:
+    """A :class:`Subject` known in advance (an operation, a token request)."""
+
+    label: str
+    fields: Mapping[str, Any] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -52,9 +72,8 @@ async def step(
     attempts: Attempts,
     attempt: Callable[[float | None], Awaitable[Any]],
     *,
-    label: str,
+    subject: Subject,
     log: logging.Logger,
-    extra: Mapping[str, Any] | None = None,
     retry_level: int = logging.INFO,
 ) -> Stepped:
     """Ask the core, make at most one attempt, tell the core; log a retry or an ending.
@@ -65,7 +84,7 @@ async def step(
     loop = asyncio.get_running_loop()
     ask = attempts.next(loop.time())
     if isinstance(ask, End):
-        log_ending(ask, label=label, log=log, extra=extra)
+        log_ending(ask, subject=subject, log=log)
         return Stepped(ask)
     try:
         result = await attempt(ask.timeout)
@@ -73,37 +92,35 @@ async def step(
         decision = attempts.failed(exc, loop.time())
     else:
         decision = attempts.succeeded(result)
-    stepped = Stepped(decision, attempts.load)
     if isinstance(decision, End):
-        log_ending(decision, label=label, log=log, extra=extra)
+        log_ending(decision, subject=subject, log=log)
     else:
-        log.log(
-            retry_level,
-            "%s: attempt %d failed (%s); retrying in %.2f s",
-            label,
-            attempts.attempts,
-            decision.after,
-            decision.seconds,
-            extra={**(extra or {}), "invoicing.attempt": attempts.attempts},
-        )
+        if log.isEnabledFor(retry_level):
+            log.log(
+                retry_level,
+                "%s: attempt %d failed (%s); retrying in %.2f s",
+                subject.label,
+                attempts.attempts,
+                decision.after,
+                decision.seconds,
+                extra={**subject.fields, "invoicing.attempt": attempts.attempts},
+            )
         telemetry.waited(decision)
-    return stepped
+    return Stepped(decision, attempts.load)
 
 
 async def drive(
     attempts: Attempts,
     attempt: Callable[[float | None], Awaitable[Any]],
     *,
-    label: str,
+    subject: Subject,
     log: logging.Logger,
-    extra: Mapping[str, Any] | None = None,
     limiter: Limiter | None = None,
     retry_level: int = logging.INFO,
 ) -> End:
     """Steps until the core ends them; the ending (each step logged, see :func:`step`).
 
-    :param label: what the log lines name (``invoice id:…``, ``POST /Invoice/File``).
-    :param extra: fields every log line carries (``invoicing.document_key`` …).
+    :param subject: what the log lines name, and the fields they carry.
     :param limiter: an in-flight limit: a slot is held for each attempt.
     """
     while True:
@@ -114,7 +131,7 @@ async def drive(
         stepped: Stepped | None = None
         try:
             stepped = await step(
-                attempts, attempt, label=label, log=log, extra=extra, retry_level=retry_level
+                attempts, attempt, subject=subject, log=log, retry_level=retry_level
             )
         finally:
             if limiter is not None and slot is not None:
@@ -125,23 +142,31 @@ async def drive(
         await asyncio.sleep(decision.seconds)
 
 
-def log_ending(
-    end: End, *, label: str, log: logging.Logger, extra: Mapping[str, Any] | None = None
-) -> None:
+def log_ending(end: End, *, subject: Subject, log: logging.Logger) -> None:
     """One line for how a request ended, at the level its ending deserves.
 
     Accepted at once is the common case (DEBUG); accepted after retries is worth a line.
     A request never sent because its batch stopped is one of many: the stop is logged
     once by the batch, so only a request that was tried warns of its own.
     """
-    fields = {
-        **(extra or {}),
-        "invoicing.attempt": end.attempts,
-        "invoicing.outcome": end.status.value,
-    }
     status, attempts = end.status, end.attempts
     if status is OutcomeStatus.ACCEPTED:
         level = logging.INFO if attempts > 1 else logging.DEBUG
+    elif status is OutcomeStatus.DUPLICATE:
+        level = logging.INFO
+    elif status is OutcomeStatus.REJECTED or status is OutcomeStatus.UNKNOWN:
+        level = logging.WARNING
+    else:
+        level = logging.WARNING if attempts else logging.DEBUG
+    if not log.isEnabledFor(level):
+        return  # the common case, accepted at once: nothing made for a line not written
+    label = subject.label
+    fields = {
+        **subject.fields,
+        "invoicing.attempt": attempts,
+        "invoicing.outcome": status.value,
+    }
+    if status is OutcomeStatus.ACCEPTED:
         log.log(level, "%s: accepted at attempt %d", label, attempts, extra=fields)
     elif status is OutcomeStatus.DUPLICATE:
         log.info("%s: attempt %d: already transmitted (409)", label, attempts, extra=fields)
@@ -158,7 +183,7 @@ def log_ending(
         )
     else:
         log.log(
-            logging.WARNING if attempts else logging.DEBUG,
+            level,
             "%s: not sent after %d attempt(s), %s: %s",
             label,
             attempts,

@@ -54,7 +54,7 @@ from ._documents import (
 )
 from ._errors import InvoicingError, ValidationError
 from ._journal import SEND, Ref, Verdict, Withdrawn
-from ._lanes import Lane, Lanes
+from ._lanes import Lane, Lanes, OneLane
 from ._log import delivery as log
 from ._outcomes import BatchProgress, Outcome, OutcomeStatus
 from ._pacer import Pacer
@@ -122,6 +122,15 @@ class Preparer(Protocol):
 
     async def prepare_one(self, document: Any, *, encrypted: bool) -> Body:
         """One document as ``(body, serialised)``, or its error."""
+
+    def prepare_here(self, document: Any, *, encrypted: bool) -> Body | tuple[None, bytes]:
+        """One document prepared here on the loop, or ``(None, serialised)``.
+
+        ``(None, serialised)``: it is to be encrypted :meth:`elsewhere`.
+        """
+
+    async def elsewhere(self, plain: bytes) -> Body:
+        """A serialised document encrypted off the loop."""
 
 
 @attrs.frozen(kw_only=True)
@@ -263,13 +272,16 @@ class Batch:
         # Without an executor, one task prepares every document on the loop (paced).
         self._preparing = self._preparers or 1
         self._chunks: asyncio.Queue[list[_Pending] | None] = asyncio.Queue(self._preparing)
-        capacity = max(self._workers * 16, _LOOKAHEAD) if self._per_issuer else self._workers
-        self._lanes: Lanes[_Item] = Lanes(
-            capacity,
-            limit=self._workers,
-            on_empty=self._lane_done if self._per_issuer else None,
-            keep_idle=_IDLE_ISSUERS,
-        )
+        self._lanes: Lanes[_Item] | OneLane[_Item]
+        if self._per_issuer:
+            self._lanes = Lanes(
+                max(self._workers * 16, _LOOKAHEAD),
+                limit=self._workers,
+                on_empty=self._lane_done,
+                keep_idle=_IDLE_ISSUERS,
+            )
+        else:  # one issuer: no turns to take
+            self._lanes = OneLane(self._workers, limit=self._workers)
         self._outbox: asyncio.Queue[Any] = asyncio.Queue(self._workers * 2)
         # With a journal: one lookup (and one commit of sending records) for many
         # documents; without, a few at a time.
@@ -351,15 +363,18 @@ class Batch:
                 await self._enqueue(await self._prepare_paced(pending))
 
     async def _prepare_paced(self, pending: _Pending) -> _Ready:
-        """One document prepared on the loop, within the pacer's budget for this turn."""
+        """One document prepared on the loop, within the pacer's budget for this turn.
+
+        A large one (or any, with an executor) is encrypted elsewhere, off the budget.
+        """
         pacer = self._pacer
         if not pacer.free:
             await pacer.turn()
         started = time.perf_counter()
-        body = await self._preparer.prepare_one(
-            pending.document, encrypted=pending.options.encrypted
-        )
+        body = self._preparer.prepare_here(pending.document, encrypted=pending.options.encrypted)
         pacer.spend(time.perf_counter() - started)
+        if not isinstance(body, InvoicingError) and body[0] is None:
+            return _Ready(pending, await self._preparer.elsewhere(body[1]))
         return _Ready(pending, body)
 
     async def _work(self) -> None:
@@ -575,13 +590,26 @@ class Batch:
             self._lanes.sent(lane, slot, None)
             await self._finish(lane, item, delivery.give_up("stop", stopped))
             return
+        journal = self._journal
         if not item.started:
             item.started = True
-            if self._journal is not None:
+            if journal is not None:
                 self._out.add(item)
-                self._lanes.sent(lane, slot, None)
-                self._record(lane, item)
-                return
+                if journal.waits_on_others:
+                    self._lanes.sent(lane, slot, None)
+                    self._record(lane, item)
+                    return
+                try:
+                    await journal.before_send(
+                        Ref.of(item.pending.key, item.pending.identity.issuer)
+                    )
+                except Withdrawn:
+                    self._lanes.sent(lane, slot, None)
+                    await self._finish(lane, item, delivery.give_up("lease lost"))
+                    return
+                except BaseException:
+                    self._lanes.sent(lane, slot, None)
+                    raise
         stepped = None
         try:
             stepped = await delivery.step(functools.partial(issuer.route.send, item.prepared))
@@ -598,11 +626,12 @@ class Batch:
     def _record(self, lane: Lane[_Item], item: _Item) -> None:
         """Have the journal record that ``item`` is sending; then it goes, first in its lane.
 
-        Off the worker, holding no room: the journal's write, or a gate of the journal's
-        owner (a drainer lets one probe through while the provider is down), may wait
-        for another document of the batch to settle, one in its retry wait, say, and
-        that one needs a worker and room to be sent. A worker waiting here would make
-        them wait for each other once every worker did.
+        Off the worker, holding no room, when the journal says its ``before_send`` may
+        wait for another document (:attr:`~._journal.Journal.waits_on_others`): a gate of
+        the journal's owner (a drainer lets one probe through while the provider is
+        down) may wait for another document of the batch to settle, one in its retry
+        wait, say, and that one needs a worker and room to be sent. A worker waiting
+        there would make them wait for each other once every worker did.
         """
         task = asyncio.ensure_future(self._recorded(lane, item))
         self._recording.add(task)

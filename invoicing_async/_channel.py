@@ -22,7 +22,7 @@ import attrs
 
 from . import _protocol as proto
 from . import _telemetry as telemetry
-from ._attempts import drive
+from ._attempts import Named, drive
 from ._decision import Attempts, End, TokenRetries
 from ._errors import (
     AuthenticationError,
@@ -351,9 +351,8 @@ class Channel:
             end = await drive(
                 attempts,
                 attempt,
-                label="token request",
+                subject=Named("token request", fields),
                 log=auth_log,
-                extra=fields,
                 retry_level=logging.DEBUG,
             )
             call.ended(end)

@@ -112,20 +112,13 @@ class Delivery:
     async def run(self, send: Send, *, limiter: Limiter | None = None) -> Outcome:
         """Send until the outcome is known; ``send(timeout=...)`` makes one attempt."""
         end = await drive(
-            self._attempts,
-            self.attempt(send),
-            label=self.label,
-            log=log,
-            extra=self.fields,
-            limiter=limiter,
+            self._attempts, self.attempt(send), subject=self, log=log, limiter=limiter
         )
         return self.outcome(end)
 
     async def step(self, send: Send) -> Stepped:
         """At most one attempt, as the core says (a batch's worker)."""
-        return await step(
-            self._attempts, self.attempt(send), label=self.label, log=log, extra=self.fields
-        )
+        return await step(self._attempts, self.attempt(send), subject=self, log=log)
 
     def attempt(self, send: Send) -> Callable[[float | None], Awaitable[DocumentResult]]:
         """One attempt with ``send``: the record, checked against the document's identity."""
@@ -178,7 +171,7 @@ class Delivery:
         return self.outcome(self._attempts.interrupted(sending=self._sending))
 
     def _told(self, end: End) -> Outcome:
-        log_ending(end, label=self.label, log=log, extra=self.fields)
+        log_ending(end, subject=self, log=log)
         return self.outcome(end)
 
     def outcome(self, end: End) -> Outcome:

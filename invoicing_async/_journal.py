@@ -84,6 +84,15 @@ class Withdrawn(Exception):  # noqa: N818  (a signal, not an error: the journal 
 class Journal(Protocol):
     """The three hooks a batch calls (see the module docstring)."""
 
+    @property
+    def waits_on_others(self) -> bool:
+        """Whether :meth:`before_send` may wait for another document of the batch.
+
+        A till's drainer lets one probe through while the provider is down: a batch
+        then calls it off its workers, holding no room. Otherwise a worker awaits it
+        before the request (a ledger's commit waits for its writer, never a document).
+        """
+
     async def lookup(self, refs: Sequence[Ref]) -> Sequence[Verdict]:
         """One verdict per document, in order."""
 

@@ -12,7 +12,8 @@ one issuer's throttling or backoff slows only its own documents.
 
 Only lanes that can send now are in the turn (a deque); lanes waiting for a time (a
 retry due, a pause ending) are in a timer heap: taking the next document costs the same
-with ten lanes or ten thousand.
+with ten lanes or ten thousand. A batch of one issuer takes turns with nobody:
+:class:`OneLane` keeps its one lane without turns or per-lane timers.
 
 The lanes hold at most ``capacity`` documents (queued, waiting or in flight):
 :meth:`Lanes.put` waits for room, so memory is bounded whatever the input. A lane that
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
     from ._decision import Load
 
-__all__ = ["Lane", "Lanes"]
+__all__ = ["Lane", "Lanes", "OneLane"]
 
 T = TypeVar("T")
 
@@ -286,6 +287,173 @@ class Lanes(Generic[T]):
                 self._offer(lane, now)
         if timers:
             self._arm()
+
+    def _wake_one(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def _wake_all_if_done(self) -> None:
+        if self._closed and self._held == 0:
+            while self._waiters:
+                waiter = self._waiters.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+
+
+class OneLane(Generic[T]):
+    """The lanes of a batch of one issuer: one lane, and no turns to take.
+
+    :class:`Lanes`' interface without what only many issuers need (turns, a timer per
+    lane, idle lanes): a worker takes the next document as soon as the lane's limit has
+    room; a retry due goes first; a pause and the earliest retry not yet due are kept
+    on one timer.
+    """
+
+    def __init__(self, capacity: int, *, limit: int) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self._capacity = capacity
+        self._limit = limit
+        self._lane: Lane[T] | None = None
+        self._held = 0
+        self._closed = False
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._room = asyncio.Event()
+        self._alarm: asyncio.TimerHandle | None = None
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        """Lanes in use (one, once opened)."""
+        return 0 if self._lane is None else 1
+
+    @property
+    def held(self) -> int:
+        """Documents held: queued, waiting or in flight."""
+        return self._held
+
+    def find(self, key: str | None) -> Lane[T] | None:  # noqa: ARG002  (one lane)
+        """The lane, if it is open."""
+        return self._lane
+
+    def open(self, key: str | None, context: Any) -> Lane[T]:
+        """Open the lane, keeping ``context`` for the batch."""
+        lane = self._lane = Lane(key, self._limit, context)
+        return lane
+
+    def drop_all(self) -> None:
+        """The batch is over."""
+        self._lane = None
+        if self._alarm is not None:
+            self._alarm.cancel()
+            self._alarm = None
+
+    async def put(self, lane: Lane[T], item: T) -> None:
+        """Queue ``item``, once there is room."""
+        while self._held >= self._capacity:
+            self._room.clear()
+            await self._room.wait()
+        self._held += 1
+        lane.held += 1
+        lane.fresh.append(item)
+        if self._waiters:
+            self._wake_one()
+
+    def close(self) -> None:
+        """No more documents will be put: :meth:`take` ends once all are settled."""
+        self._closed = True
+        self._wake_all_if_done()
+
+    async def take(self) -> tuple[Lane[T], T, int] | None:
+        """The next document to send, its lane and the limiter round it is sent in."""
+        while True:
+            lane = self._lane
+            if lane is not None:
+                taken = self._take_from(lane)
+                if taken is not None:
+                    if self._waiters and self._ready(lane):
+                        self._wake_one()  # more to send: another worker may take it
+                    return lane, taken[0], taken[1]
+            if self._closed and self._held == 0:
+                return None
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+                elif self._waiters:
+                    self._wake_one()  # pass on a wake-up this waiter took
+                raise
+
+    def sent(self, lane: Lane[T], slot: int, load: Load | None) -> None:
+        """The attempt taken with ``slot`` ended (``load``: what its answer says, if any)."""
+        lane.limiter.release(slot, load)
+        if self._waiters and self._ready(lane):
+            self._wake_one()
+
+    def later(self, lane: Lane[T], item: T, delay: float) -> None:
+        """``item`` waits ``delay`` seconds for its next attempt."""
+        due = asyncio.get_running_loop().time() + delay
+        heapq.heappush(lane._later, (due, next(self._seq), item))  # noqa: SLF001
+        if delay <= 0:
+            if self._waiters:
+                self._wake_one()
+        else:
+            self._arm(due)
+
+    def pause(self, lane: Lane[T], seconds: float) -> None:
+        """Send nothing for ``seconds`` (the issuer was asked to slow down)."""
+        until = asyncio.get_running_loop().time() + seconds
+        lane._paused_until = max(lane._paused_until, until)  # noqa: SLF001
+
+    def settled(self, lane: Lane[T]) -> None:
+        """An item is settled: its room is free."""
+        self._held -= 1
+        lane.held -= 1
+        self._room.set()
+        self._wake_all_if_done()
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _take_from(self, lane: Lane[T]) -> tuple[T, int] | None:
+        later, paused = lane._later, lane._paused_until  # noqa: SLF001
+        if later or paused != float("-inf"):  # only then does the time matter
+            now = asyncio.get_running_loop().time()
+            if paused > now:
+                self._arm(paused)
+                return None
+            if later and later[0][0] <= now:
+                slot = lane.limiter.try_acquire()
+                return None if slot is None else (heapq.heappop(later)[2], slot)
+            if later:
+                self._arm(later[0][0])
+        if not lane.fresh:
+            return None
+        slot = lane.limiter.try_acquire()
+        return None if slot is None else (lane.fresh.popleft(), slot)
+
+    @staticmethod
+    def _ready(lane: Lane[T]) -> bool:
+        """Whether another document might be taken now (a cheap guess: the taker checks)."""
+        return bool(lane.fresh or lane._later) and lane.limiter.try_room()  # noqa: SLF001
+
+    def _arm(self, when: float) -> None:
+        """Wake a worker at ``when`` (one timer: the earliest)."""
+        alarm = self._alarm
+        if alarm is not None and not alarm.cancelled() and alarm.when() <= when:
+            return
+        if alarm is not None:
+            alarm.cancel()
+        self._alarm = asyncio.get_running_loop().call_at(when, self._ring)
+
+    def _ring(self) -> None:
+        self._alarm = None
+        if self._waiters:
+            self._wake_one()
 
     def _wake_one(self) -> None:
         while self._waiters:

@@ -27,7 +27,7 @@ import attrs
 
 from . import _protocol as proto
 from . import _telemetry as telemetry
-from ._attempts import drive
+from ._attempts import Named, drive
 from ._decision import Attempts, End
 from ._documents import dumps
 from ._errors import DuplicateDocumentError, ValidationError
@@ -233,7 +233,7 @@ async def ending(
     fields = {"invoicing.operation": call.name, "invoicing.safety": call.safety.name.lower()}
     with telemetry.calling(f"invoicing.{call.name}", "operation", fields) as made:
         end = await drive(
-            attempts, attempt, label=call.what, log=log, extra={"invoicing.operation": call.what}
+            attempts, attempt, subject=Named(call.what, {"invoicing.operation": call.what}), log=log
         )
         made.ended(end)
     return end

@@ -6,8 +6,9 @@ there is room for, and every other coroutine of the application would wait that 
 (tens of milliseconds). A :class:`Pacer` gives each turn a budget of CPU time: once it
 is spent, the work waits for a later turn (waiters, if several, in the order they came,
 let go as many at a time as the budget covers by the average cost so far; nobody
-polls). Threads would keep the loop free too, but add no throughput under the GIL and
-cost a bulk run a hand-over per document.
+polls). What is spent is counted until the budget is, across turns if need be: no
+callback runs per turn for it. Threads would keep the loop free too, but add no
+throughput under the GIL and cost a bulk run a hand-over per document.
 """
 
 from __future__ import annotations
@@ -54,11 +55,16 @@ class Pacer:
             raise
 
     def spend(self, seconds: float) -> None:
-        """Count a piece of work done in this turn (the budget is renewed next turn)."""
+        """Count a piece of work done.
+
+        What is spent counts until the budget is: then work waits for a later turn, and
+        the budget is renewed at its start. A turn never holds more than the budget (and
+        one piece) of work, and work that is spread over many turns costs no callback
+        per turn (a batch that prepares one document per turn, waiting for room).
+        """
         self._spent += seconds
         # The first piece's cost as it is (an average from zero would let a burst by).
         self._cost = seconds if not self._cost else self._cost + (seconds - self._cost) / 8
-        self._renew_soon()
 
     def _renew_soon(self) -> None:
         # Scheduled before the callbacks of anyone who waits after this (the loop's

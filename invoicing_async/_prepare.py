@@ -109,13 +109,14 @@ class Preparer:
             bodies[i] = body
         return bodies
 
-    async def prepare_one(self, document: Any, *, encrypted: bool) -> Body:
-        """One document's body, for a single call or a batch's worker.
+    def prepare_here(self, document: Any, *, encrypted: bool) -> Body | tuple[None, bytes]:
+        """One document's body, made here on the loop if it should be.
 
         A small document is encrypted on the event loop when no executor was given: a
         hand-over to a thread (waking it, the GIL passed back and forth) costs about as
         much as encrypting a 4 KB invoice, for nothing it could overlap with. A large
-        one, or any with an ``encrypt_executor`` of the caller's, goes to the executor.
+        one, or any with an ``encrypt_executor`` of the caller's, goes to the executor:
+        ``(None, serialised)`` says so (:meth:`prepare_one` does it).
         """
         body = _serialized(document, self.max_document_size)
         if not encrypted or isinstance(body, InvoicingError):
@@ -129,8 +130,27 @@ class Preparer:
                 return key.encrypt(plain), plain
             except InvoicingError as exc:
                 return exc
+        return None, plain
+
+    async def prepare_one(self, document: Any, *, encrypted: bool) -> Body:
+        """One document's body, for a single call or a batch's worker.
+
+        Made on the loop as :meth:`prepare_here` says, else in the executor.
+        """
+        body = self.prepare_here(document, encrypted=encrypted)
+        if isinstance(body, InvoicingError):
+            return body
+        made, plain = body
+        if made is not None:
+            return made, plain
+        return await self.elsewhere(plain)
+
+    async def elsewhere(self, plain: bytes) -> Body:
+        """A serialised document encrypted in the executor (a large one, or any with one)."""
+        key = self.provider_key
+        assert key is not None  # noqa: S101  (prepare_here sends only those it can encrypt)
         loop = asyncio.get_running_loop()
-        chunk = functools.partial(prepare_chunk, key, [body], serialized=True)
+        chunk = functools.partial(prepare_chunk, key, [(plain, plain)], serialized=True)
         [prepared] = await loop.run_in_executor(self.executor, chunk)
         return prepared
 

@@ -378,6 +378,35 @@ class Call:
             self.end("error", error=error)
 
 
+class Quiet(Call):
+    """A batch's document's call while nobody listens: its fields, no span, no count.
+
+    What every document pays without an SDK: its fields, a context variable set and
+    reset around its turns (its log records name it), and a count of its requests.
+    """
+
+    __slots__ = ("_token",)
+
+    tracer = meters = span = under = None
+
+    def __init__(self, key: str, issuer: str | None) -> None:
+        self.fields = document_fields(key, issuer)
+        self.sends = 0
+
+    def __enter__(self) -> Call:
+        self._token = _log.current.set(self)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        _log.current.reset(self._token)
+
+    def update(self, fields: Mapping[str, Any]) -> None:
+        """Nothing to keep them on (no span)."""
+
+    def end(self, status: str, *, error: BaseException | None = None, attempts: int = 0) -> None:
+        """Nothing to count or close."""
+
+
 def _start(
     tracer: Any, name: str, fields: Mapping[str, Any], *, parent: Any = None, root: bool = False
 ) -> Any:
@@ -535,9 +564,15 @@ class Batch:
         self._timer: asyncio.TimerHandle | None = None
 
     def document(self, key: str, issuer: str | None) -> Call:
-        """A document's call (its outcome is counted by :meth:`settled`)."""
-        fields = document_fields(key, issuer)
+        """A document's call (its outcome is counted by :meth:`settled`).
+
+        While nobody listens (no tracer, no meters) a :class:`Quiet` one: its fields,
+        for its log records, made only when a record asks for them.
+        """
         tracer, span = self._tracer, None
+        if tracer is None and self._meters is None:
+            return Quiet(key, issuer)
+        fields = document_fields(key, issuer)
         if tracer is not None and self._span is None:
             span = _start(tracer, "invoicing.document", fields, root=True)
         made = Call(

@@ -145,6 +145,11 @@ class Claims:
         self._settling = _Pump(store.settle)
         self._settles: list[asyncio.Future[bool]] = []
 
+    @property
+    def waits_on_others(self) -> bool:
+        """Whether ``before_send`` may wait for another document: the hooks' gate may."""
+        return self._hooks is not None
+
     async def take(self, limit: int) -> list[Claim]:
         """Claim up to ``limit`` entries under a new lease."""
         lease = uuid.uuid4().hex

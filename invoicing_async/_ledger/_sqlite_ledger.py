@@ -319,6 +319,9 @@ class Ledger:
 class _LedgerJournal:
     """A ledger as a batch's journal (:class:`invoicing_async._journal.Journal`)."""
 
+    #: Its ``before_send`` waits for the writer's commit, never for a document.
+    waits_on_others = False
+
     def __init__(self, ledger: Ledger, *, resend_ambiguous: bool) -> None:
         self._ledger = ledger
         self._resend_ambiguous = resend_ambiguous

@@ -140,7 +140,7 @@ async def test_each_document_one_outcome_in_order():
 
 class PreparedOnTheLoop(FakeProvider):
     """A preparer without an executor (the client's default): the batch prepares each
-    document with prepare_one, on the loop, ahead of the workers."""
+    document with prepare_here, on the loop, ahead of the workers."""
 
     parallelism = (1, 0)
 
@@ -151,7 +151,7 @@ class PreparedOnTheLoop(FakeProvider):
     async def prepare_many(self, documents):
         raise AssertionError("no executor: prepare_many is never called")
 
-    async def prepare_one(self, document, *, encrypted):
+    def prepare_here(self, document, *, encrypted):
         self.prepared_one += 1
         return _serialized(document)
 
@@ -174,6 +174,8 @@ async def test_documents_are_prepared_one_by_one_on_the_loop_without_an_executor
 
 class CountingJournal:
     """A journal that knows nothing and counts how often it is asked."""
+
+    waits_on_others = False
 
     def __init__(self):
         self.lookups: list[int] = []
@@ -537,6 +539,8 @@ async def test_a_journal_that_waits_for_a_retrying_document_does_not_stall_the_b
 
     class Probing:
         """Sends one document at a time until the first is settled, as a probe gate."""
+
+        waits_on_others = True
 
         def __init__(self) -> None:
             self.probe: str | None = None
