@@ -61,7 +61,7 @@ from ._pacer import Pacer
 from ._retry import RetryPolicy
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from ._journal import Journal
     from ._models import DocumentResult
@@ -73,7 +73,7 @@ __all__ = ["Batch", "BatchOptions", "Preparer", "Route", "Sender", "collect"]
 class Route(Protocol):
     """What a batch sends a document of one issuer through (its channel)."""
 
-    async def send(self, prepared: Prepared, *, timeout: float | None) -> DocumentResult:
+    def send(self, prepared: Prepared, *, timeout: float | None) -> Awaitable[DocumentResult]:
         """One attempt; the record, or the typed error."""
 
 
@@ -168,24 +168,28 @@ class _Failed:
     error: BaseException
 
 
-@attrs.frozen
 class _Pending:
-    """A document read from the input, not yet prepared."""
+    """A document read from the input, not yet prepared (one per document: slots)."""
 
-    index: int
-    key: str
-    identity: Identity
-    document: Any = attrs.field(repr=False)
-    options: SendOptions
-    verdict: Verdict = SEND
+    __slots__ = ("document", "identity", "index", "key", "options", "verdict")
 
+    def __init__(
+        self,
+        index: int,
+        key: str,
+        identity: Identity,
+        document: Any,
+        options: SendOptions,
+    ) -> None:
+        self.index = index
+        self.key = key
+        self.identity = identity
+        self.document = document
+        self.options = options
+        self.verdict = SEND
 
-@attrs.frozen
-class _Ready:
-    """A prepared document: the body to send, or why it cannot be sent."""
-
-    pending: _Pending
-    body: Body = attrs.field(repr=False)
+    def __repr__(self) -> str:
+        return f"<_Pending {self.index} {self.key}>"
 
 
 class Batch:
@@ -280,8 +284,8 @@ class Batch:
                 on_empty=self._lane_done,
                 keep_idle=_IDLE_ISSUERS,
             )
-        else:  # one issuer: no turns to take
-            self._lanes = OneLane(self._workers, limit=self._workers)
+        else:  # one issuer: no turns to take; a document ready for each worker back
+            self._lanes = OneLane(2 * self._workers, limit=self._workers)
         self._outbox: asyncio.Queue[Any] = asyncio.Queue(self._workers * 2)
         # With a journal: one lookup (and one commit of sending records) for many
         # documents; without, a few at a time.
@@ -354,16 +358,16 @@ class Batch:
                 [(pending.document, pending.options.encrypted) for pending in chunk]
             )
             for pending, body in zip(chunk, bodies, strict=True):
-                await self._enqueue(_Ready(pending, body))
+                await self._enqueue(pending, body)
 
     async def _prepare_on_loop(self) -> None:
         """Prepare the documents the reader passes on, here on the loop (paced)."""
         while (chunk := await self._chunks.get()) is not None:
             for pending in chunk:
-                await self._enqueue(await self._prepare_paced(pending))
+                await self._prepare_paced(pending)
 
-    async def _prepare_paced(self, pending: _Pending) -> _Ready:
-        """One document prepared on the loop, within the pacer's budget for this turn.
+    async def _prepare_paced(self, pending: _Pending) -> None:
+        """One document prepared on the loop, within the pacer's budget, and enqueued.
 
         A large one (or any, with an executor) is encrypted elsewhere, off the budget.
         """
@@ -373,9 +377,14 @@ class Batch:
         started = time.perf_counter()
         body = self._preparer.prepare_here(pending.document, encrypted=pending.options.encrypted)
         pacer.spend(time.perf_counter() - started)
-        if not isinstance(body, InvoicingError) and body[0] is None:
-            return _Ready(pending, await self._preparer.elsewhere(body[1]))
-        return _Ready(pending, body)
+        if isinstance(body, InvoicingError):
+            await self._enqueue(pending, body)
+            return
+        made, plain = body
+        if made is None:  # to be encrypted elsewhere
+            await self._enqueue(pending, await self._preparer.elsewhere(plain))
+        else:
+            await self._enqueue(pending, (made, plain))
 
     async def _work(self) -> None:
         while (taken := await self._lanes.take()) is not None:
@@ -398,7 +407,7 @@ class Batch:
             if isinstance(item, Outcome):  # not to be sent: not recorded
                 await self._outbox.put(self._settled(item, None, record=False))
                 continue
-            await self._enqueue(await self._prepare_paced(item))
+            await self._prepare_paced(item)
 
     async def _supervise(
         self,
@@ -464,7 +473,9 @@ class Batch:
     def _verdict(item: _Pending, verdict: Verdict) -> _Pending | Outcome:
         if verdict.replay is not None:
             return attrs.evolve(verdict.replay, index=item.index, attempts=0, replayed=True)
-        return item if verdict is SEND else attrs.evolve(item, verdict=verdict)
+        if verdict is not SEND:
+            item.verdict = verdict
+        return item
 
     def _identify(self, index: int, document: Any) -> _Pending | Outcome:
         """The document's key and identity, or its refusal if they cannot be computed."""
@@ -524,20 +535,19 @@ class Batch:
 
     # --- sending: each document in its issuer's lane, an attempt per turn -----------------
 
-    async def _enqueue(self, ready: _Ready) -> None:
+    async def _enqueue(self, pending: _Pending, ready: Body) -> None:
         """Put a prepared document in its issuer's lane, or settle it now.
 
         Settled now: refused before sending, refused before with the same content, or no
         credentials for its issuer.
         """
-        pending = ready.pending
-        if isinstance(ready.body, InvoicingError):  # cannot be sent
-            outcome = self._delivery(pending).refuse(ready.body)
+        if isinstance(ready, InvoicingError):  # cannot be sent
+            outcome = self._delivery(pending).refuse(ready)
             if self._shared.breaker.everyone:
-                self._stop_all(ready.body)
+                self._stop_all(ready)
             await self._outbox.put(self._settled(outcome, None))
             return
-        body, plain = ready.body
+        body, plain = ready
         prepared = Prepared(pending.key, pending.identity, body, pending.options, plain=plain)
         verdict = pending.verdict
         if verdict.refused is not None and prepared.digest == verdict.refused_digest:
@@ -545,7 +555,9 @@ class Batch:
             refused = attrs.evolve(verdict.refused, index=pending.index, replayed=True)
             await self._outbox.put(self._settled(attrs.evolve(refused, attempts=0), prepared))
             return
-        lane = await self._lane_of(pending.identity.issuer)
+        issuer_of = pending.identity.issuer
+        found = self._lanes.find(issuer_of if self._per_issuer else None)
+        lane = found if found is not None else await self._open_lane(issuer_of)
         if isinstance(lane, InvoicingError):  # no credentials for the issuer
             outcome = self._delivery(pending).refuse(lane)
             await self._outbox.put(self._settled(outcome, prepared))
@@ -554,14 +566,12 @@ class Batch:
         issuer.shared.budget.started()
         call = self._telemetry.document(pending.key, pending.identity.issuer)
         item = _Item(pending, prepared, self._delivery(pending, issuer.shared), call)
-        await self._lanes.put(lane, item)
+        if not self._lanes.put_now(lane, item):
+            await self._lanes.put(lane, item)
 
-    async def _lane_of(self, issuer: str | None) -> Lane[_Item] | InvoicingError:
+    async def _open_lane(self, issuer: str | None) -> Lane[_Item] | InvoicingError:
         """The lane of ``issuer``'s documents, opened with its route; or why there is none."""
         key = issuer if self._per_issuer else None
-        lane = self._lanes.find(key)
-        if lane is not None:
-            return lane
         try:
             route = await self._sender.acquire(issuer)
         except InvoicingError as exc:  # no credentials for it: the core says what follows

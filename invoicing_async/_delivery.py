@@ -116,9 +116,9 @@ class Delivery:
         )
         return self.outcome(end)
 
-    async def step(self, send: Send) -> Stepped:
+    def step(self, send: Send) -> Awaitable[Stepped]:
         """At most one attempt, as the core says (a batch's worker)."""
-        return await step(self._attempts, self.attempt(send), subject=self, log=log)
+        return step(self._attempts, self.attempt(send), subject=self, log=log)
 
     def attempt(self, send: Send) -> Callable[[float | None], Awaitable[DocumentResult]]:
         """One attempt with ``send``: the record, checked against the document's identity."""

@@ -162,13 +162,19 @@ class Lanes(Generic[T]):
 
     async def put(self, lane: Lane[T], item: T) -> None:
         """Queue ``item`` in ``lane``, once there is room."""
-        while self._held >= self._capacity:
+        while not self.put_now(lane, item):
             self._room.clear()
             await self._room.wait()
+
+    def put_now(self, lane: Lane[T], item: T) -> bool:
+        """Queue ``item`` in ``lane`` if there is room now; whether it was."""
+        if self._held >= self._capacity:
+            return False
         self._held += 1
         lane.held += 1
         lane.fresh.append(item)
         self._offer(lane, asyncio.get_running_loop().time())
+        return True
 
     def close(self) -> None:
         """No more documents will be put: :meth:`take` ends once all are settled."""
@@ -309,7 +315,8 @@ class OneLane(Generic[T]):
     :class:`Lanes`' interface without what only many issuers need (turns, a timer per
     lane, idle lanes): a worker takes the next document as soon as the lane's limit has
     room; a retry due goes first; a pause and the earliest retry not yet due are kept
-    on one timer.
+    on one timer. Whoever puts documents waits for room until a quarter of the capacity
+    is free again, then fills it in one go: one wake-up for many documents.
     """
 
     def __init__(self, capacity: int, *, limit: int) -> None:
@@ -324,6 +331,8 @@ class OneLane(Generic[T]):
         self._room = asyncio.Event()
         self._alarm: asyncio.TimerHandle | None = None
         self._seq = itertools.count()
+        #: Held at most when whoever waits for room is woken.
+        self._refill = capacity - max(1, capacity // 4)
 
     def __len__(self) -> int:
         """Lanes in use (one, once opened)."""
@@ -352,9 +361,21 @@ class OneLane(Generic[T]):
 
     async def put(self, lane: Lane[T], item: T) -> None:
         """Queue ``item``, once there is room."""
-        while self._held >= self._capacity:
+        if self._held >= self._capacity:
             self._room.clear()
-            await self._room.wait()
+            while self._held > self._refill:
+                await self._room.wait()
+                self._room.clear()
+        self._add(lane, item)
+
+    def put_now(self, lane: Lane[T], item: T) -> bool:
+        """Queue ``item`` if there is room now; whether it was."""
+        if self._held >= self._capacity:
+            return False
+        self._add(lane, item)
+        return True
+
+    def _add(self, lane: Lane[T], item: T) -> None:
         self._held += 1
         lane.held += 1
         lane.fresh.append(item)
@@ -411,10 +432,11 @@ class OneLane(Generic[T]):
         lane._paused_until = max(lane._paused_until, until)  # noqa: SLF001
 
     def settled(self, lane: Lane[T]) -> None:
-        """An item is settled: its room is free."""
+        """An item is settled: its room is free (whoever waits for half of it is woken)."""
         self._held -= 1
         lane.held -= 1
-        self._room.set()
+        if self._held <= self._refill:
+            self._room.set()
         self._wake_all_if_done()
 
     # --- internals -------------------------------------------------------------------------

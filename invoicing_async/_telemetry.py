@@ -610,7 +610,8 @@ class Batch:
     @staticmethod
     def finished(made: Call, outcome: Outcome) -> None:
         """A document's attempts are over."""
-        made.end(outcome.status.value, error=outcome.error, attempts=outcome.attempts)
+        if made.span is not None or made.meters is not None:
+            made.end(outcome.status.value, error=outcome.error, attempts=outcome.attempts)
 
     def close(self) -> None:
         """The batch is over."""
