@@ -28,10 +28,10 @@ from ._outcomes import OutcomeStatus
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
-    from ._decision import Attempts, Load
+    from ._decision import Attempts
     from ._limiter import Limiter
 
-__all__ = ["Named", "Stepped", "Subject", "drive", "log_ending", "step"]
+__all__ = ["Named", "Subject", "drive", "log_ending", "step"]
 
 
 class Subject(Protocol):
@@ -54,20 +54,6 @@ class Named:
     fields: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen
-class Stepped:
-    """What one :func:`step` did.
-
-    The core's decision, and what the attempt said of the provider's load (for an
-    adaptive in-flight limit).
-    """
-
-    decision: End | Wait
-    #: An attempt was sent and answered (or failed on its way), and what its answer says
-    #: of the provider's load (``None``: nothing was sent).
-    load: Load | None = None
-
-
 async def step(
     attempts: Attempts,
     attempt: Callable[[float | None], Awaitable[Any]],
@@ -75,17 +61,19 @@ async def step(
     subject: Subject,
     log: logging.Logger,
     retry_level: int = logging.INFO,
-) -> Stepped:
+) -> End | Wait:
     """Ask the core, make at most one attempt, tell the core; log a retry or an ending.
 
     A batch runs its documents a step at a time (a document waiting for its retry holds
-    no worker); :func:`drive` runs one request's steps to the end.
+    no worker); :func:`drive` runs one request's steps to the end. What the attempt's
+    answer said of the provider's load (for an adaptive in-flight limit) is
+    ``attempts.load`` after it.
     """
     loop = asyncio.get_running_loop()
     ask = attempts.next(loop.time())
     if isinstance(ask, End):
         log_ending(ask, subject=subject, log=log)
-        return Stepped(ask)
+        return ask
     try:
         result = await attempt(ask.timeout)
     except InvoicingError as exc:
@@ -106,7 +94,7 @@ async def step(
                 extra={**subject.fields, "invoicing.attempt": attempts.attempts},
             )
         telemetry.waited(decision)
-    return Stepped(decision, attempts.load)
+    return decision
 
 
 async def drive(
@@ -128,15 +116,13 @@ async def drive(
         if limiter is not None:
             fast = limiter.try_acquire()
             slot = fast if fast is not None else await limiter.acquire()
-        stepped: Stepped | None = None
         try:
-            stepped = await step(
+            decision = await step(
                 attempts, attempt, subject=subject, log=log, retry_level=retry_level
             )
         finally:
             if limiter is not None and slot is not None:
-                limiter.release(slot, stepped.load if stepped is not None else None)
-        decision = stepped.decision
+                limiter.release(slot, attempts.load)
         if isinstance(decision, End):
             return decision
         await asyncio.sleep(decision.seconds)

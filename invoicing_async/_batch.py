@@ -620,12 +620,10 @@ class Batch:
                 except BaseException:
                     self._lanes.sent(lane, slot, None)
                     raise
-        stepped = None
         try:
-            stepped = await delivery.step(functools.partial(issuer.route.send, item.prepared))
+            decision = await delivery.step(functools.partial(issuer.route.send, item.prepared))
         finally:
-            self._lanes.sent(lane, slot, stepped.load if stepped is not None else None)
-        decision = stepped.decision
+            self._lanes.sent(lane, slot, delivery.core.load)
         if isinstance(decision, End):
             await self._finish(lane, item, delivery.outcome(decision))
             return

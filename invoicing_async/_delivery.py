@@ -25,8 +25,7 @@ if TYPE_CHECKING:
     import random
     from collections.abc import Awaitable, Callable
 
-    from ._attempts import Stepped
-    from ._decision import End, Shared
+    from ._decision import End, Shared, Wait
     from ._documents import Identity
     from ._limiter import Limiter
     from ._models import DocumentResult
@@ -116,7 +115,7 @@ class Delivery:
         )
         return self.outcome(end)
 
-    def step(self, send: Send) -> Awaitable[Stepped]:
+    def step(self, send: Send) -> Awaitable[End | Wait]:
         """At most one attempt, as the core says (a batch's worker)."""
         return step(self._attempts, self.attempt(send), subject=self, log=log)
 

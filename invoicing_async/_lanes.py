@@ -327,7 +327,8 @@ class OneLane(Generic[T]):
         self._lane: Lane[T] | None = None
         self._held = 0
         self._closed = False
-        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._waiters: collections.deque[asyncio.Future[tuple[Lane[T], T, int] | None]]
+        self._waiters = collections.deque()
         self._room = asyncio.Event()
         self._alarm: asyncio.TimerHandle | None = None
         self._seq = itertools.count()
@@ -378,9 +379,20 @@ class OneLane(Generic[T]):
     def _add(self, lane: Lane[T], item: T) -> None:
         self._held += 1
         lane.held += 1
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if waiter.done():
+                continue
+            if not lane.fresh and not lane._later and lane._paused_until == float("-inf"):  # noqa: SLF001
+                slot = lane.limiter.try_acquire()
+                if slot is not None:  # straight to a worker that waits: it looks no more
+                    waiter.set_result((lane, item, slot))
+                    return
+            lane.fresh.append(item)
+            waiter.set_result(None)  # it looks for itself
+            return
         lane.fresh.append(item)
-        if self._waiters:
-            self._wake_one()
 
     def close(self) -> None:
         """No more documents will be put: :meth:`take` ends once all are settled."""
@@ -388,7 +400,11 @@ class OneLane(Generic[T]):
         self._wake_all_if_done()
 
     async def take(self) -> tuple[Lane[T], T, int] | None:
-        """The next document to send, its lane and the limiter round it is sent in."""
+        """The next document to send, its lane and the limiter round it is sent in.
+
+        A worker that waits may be handed a document as it is put (it then has its
+        room in the limit already), or woken to look.
+        """
         while True:
             lane = self._lane
             if lane is not None:
@@ -399,16 +415,29 @@ class OneLane(Generic[T]):
                     return lane, taken[0], taken[1]
             if self._closed and self._held == 0:
                 return None
+            waiter: asyncio.Future[tuple[Lane[T], T, int] | None]
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             try:
-                await waiter
+                handed = await waiter
             except asyncio.CancelledError:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
-                elif self._waiters:
-                    self._wake_one()  # pass on a wake-up this waiter took
+                self._cancelled(waiter)
                 raise
+            if handed is not None:
+                return handed
+
+    def _cancelled(self, waiter: asyncio.Future[tuple[Lane[T], T, int] | None]) -> None:
+        """A waiting worker is cancelled: what it was handed goes back; a wake-up on."""
+        if waiter in self._waiters:
+            self._waiters.remove(waiter)
+        elif waiter.done() and not waiter.cancelled() and (handed := waiter.result()):
+            lane, item, slot = handed
+            lane.limiter.release(slot, None)
+            lane.fresh.appendleft(item)
+            if self._waiters:
+                self._wake_one()
+        elif self._waiters:
+            self._wake_one()  # pass on a wake-up this waiter took
 
     def sent(self, lane: Lane[T], slot: int, load: Load | None) -> None:
         """The attempt taken with ``slot`` ended (``load``: what its answer says, if any)."""

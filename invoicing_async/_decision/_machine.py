@@ -36,7 +36,7 @@ answer the table says ends a sale (``sale_ends``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import attrs
 
@@ -61,15 +61,17 @@ if TYPE_CHECKING:
 __all__ = ["Attempts", "End", "Send", "Wait"]
 
 
-@attrs.frozen
-class Send:
+# The machine's answers are named tuples: values, made for every attempt of every
+# document, at the cost of a tuple.
+
+
+class Send(NamedTuple):
     """Send one attempt, within ``timeout`` seconds (``None``: no limit)."""
 
     timeout: float | None
 
 
-@attrs.frozen
-class Wait:
+class Wait(NamedTuple):
     """Wait ``seconds``, then ask :meth:`Attempts.next` again; ``after`` is why.
 
     ``reason`` names the retry (telemetry's); ``pause``: the provider asked for fewer
@@ -82,8 +84,7 @@ class Wait:
     pause: bool = False
 
 
-@attrs.frozen
-class End:
+class End(NamedTuple):
     """The request's outcome: how it ended, and with what.
 
     :ivar result: what the provider answered (a record, or an operation's answer), when
@@ -151,8 +152,9 @@ class Attempts:
     #: Requests sent.
     attempts: int = 0
     last_error: InvoicingError | None = None
-    #: What the last answer said about the provider's load.
-    load: Load = Load.SAME
+    #: What the last attempt's answer said about the provider's load (``None``: no
+    #: attempt was answered since the last :meth:`next`).
+    load: Load | None = None
     #: Attempts charged against ``max_attempts`` (a 429 in a batch costs less).
     _spent: float = 0.0
     #: The provider holds it (a 409 whose record could not be read yet).
@@ -163,6 +165,7 @@ class Attempts:
     def next(self, now: float) -> Send | End:
         """Before an attempt: send it (and within what timeout), or end."""
         shared = self.shared
+        self.load = None
         if shared.breaker.error is not None:
             return self.give_up("stop", shared.breaker.error)
         if self.attempts and not shared.budget.take():
