@@ -1,15 +1,10 @@
-"""``InvoicingClient``: the public façade.
+"""``InvoicingClient``: one issuer's client.
 
-The client owns the transport (unless the caller brought an aiohttp session) and wires
-the layers a document goes down through, in one direction: it is identified
-(:mod:`._documents`), prepared (:mod:`._prepare`), delivered (:mod:`._delivery`, driving
-the decision core of :mod:`._decision`), each attempt sent by the issuer's
-:class:`~._channel.Channel` (token, 401 policy, parsing) over the
-:class:`~._transport.Transport`; many documents go through a :class:`~._batch.Batch`,
-with a ledger's journal (:mod:`._ledger`) when one is given. The other operations run
-through :mod:`._operations`. What the deferral, the outbox worker and the command use of
-a client is its :class:`~._engine.Engine` (:func:`~._engine.engine_of`). This module only
-wires and documents.
+Its document methods are a :class:`~._surface.Submitter`'s (written once for a client
+and a pool); what is its own is one issuer's credentials (its
+:class:`~._channel.Channel`) and the other operations, each declared with its safety
+class in one table (:data:`~._safety.OPERATIONS`) and run by :mod:`._operations` with
+one body (the decision core decides how often). This module only wires and documents.
 """
 
 from __future__ import annotations
@@ -19,26 +14,22 @@ from typing import TYPE_CHECKING, Any
 
 from . import _operations as ops
 from . import _protocol as proto
-from ._batch import BatchOptions
 from ._channel import Channel
-from ._documents import DEFAULT_MAX_DOCUMENT_SIZE, Document, SendOptions, document_key
-from ._engine import Engine, OneIssuer, Settings, attach
+from ._engine import Engine, OneIssuer
 from ._env import client_arguments
-from ._retry import RetryPolicy
-from ._transport import DEFAULT_MAX_RESPONSE_SIZE, ClientSession
+from ._surface import Submitter, bind
 
 if TYPE_CHECKING:
     import concurrent.futures
-    import datetime as dt
-    import ssl
-    from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Mapping
-    from types import TracebackType
+    from collections.abc import Mapping
 
-    from ._ledger._sqlite_ledger import Ledger
+    from typing_extensions import Unpack
+
+    from ._engine import ClientOptions
     from ._models import AccessToken, DocumentResult
     from ._operations import OperationResult
-    from ._outcomes import BatchProgress, Outcome
     from ._pgp import ProviderKey
+    from ._retry import RetryPolicy
     from ._safety import Safety
     from ._tokencache import TokenCache
     from ._transport import Transport
@@ -46,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["InvoicingClient"]
 
 
-class InvoicingClient:
+class InvoicingClient(Submitter):
     """An asyncio client for the provider's API.
 
     Use it as an async context manager (or call :meth:`close`)::
@@ -91,66 +82,36 @@ class InvoicingClient:
         base_url: str,
         client_id: str,
         client_secret: str,
-        *,
-        provider_key: ProviderKey | None = None,
-        session: ClientSession | None = None,
-        token_cache: TokenCache | None = None,
-        limit: int = 100,
-        connect_timeout: float = 10.0,
-        read_timeout: float = 60.0,
-        timeout: float | None = 120.0,
-        max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
-        ssl: ssl.SSLContext | None = None,
-        encrypt_executor: concurrent.futures.Executor | None = None,
-        token_attempts: int = 4,
-        retry: RetryPolicy | None = None,
-        max_document_size: int = DEFAULT_MAX_DOCUMENT_SIZE,
+        **options: Unpack[ClientOptions],
     ) -> None:
         problem = _credentials_problem(client_id, client_secret)
         if problem is not None:
             del client_secret  # a traceback formatted with locals must not show it
             raise ValueError(problem)
         base_url = proto.check_base_url(base_url)
-        settings = Settings(
-            provider_key=provider_key,
-            session=session,
-            token_cache=token_cache,
-            limit=limit,
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
-            timeout=timeout,
-            max_response_size=max_response_size,
-            ssl=ssl,
-            encrypt_executor=encrypt_executor,
-            token_attempts=token_attempts,
-            retry=retry,
-            max_document_size=max_document_size,
-        )
-        token_retry = settings.token_retry()
 
-        def one_issuer(transport: Transport, cache: TokenCache) -> OneIssuer:
-            channel = Channel(
-                base_url,
-                client_id,
-                client_secret,
-                transport=transport,
-                token_cache=cache,
-                token_retry=token_retry,
+        def one_issuer(
+            transport: Transport, cache: TokenCache, token_retry: RetryPolicy
+        ) -> OneIssuer:
+            return OneIssuer(
+                Channel(
+                    base_url,
+                    client_id,
+                    client_secret,
+                    transport=transport,
+                    token_cache=cache,
+                    token_retry=token_retry,
+                )
             )
-            return OneIssuer(channel)
 
-        engine = Engine.of(settings, one_issuer)
+        self._setup(Engine.of(base_url, options, one_issuer))
+
+    def _setup(self, engine: Engine) -> None:
         channels = engine.channels
-        assert isinstance(channels, OneIssuer)  # noqa: S101  (made just above)
-        self._setup(engine, channels.channel, owns_transport=True)
-
-    def _setup(self, engine: Engine, channel: Channel, *, owns_transport: bool) -> None:
+        assert isinstance(channels, OneIssuer)  # noqa: S101  (a client's engine has one)
         self._engine = engine
-        self._channel = channel
-        self._base_url = channel.base_url
-        self._client_id = channel.client_id
-        self._owns_transport = owns_transport
-        attach(self, engine)
+        self._channel = channels.channel
+        self._client_id = channels.channel.client_id
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> InvoicingClient:
@@ -171,39 +132,9 @@ class InvoicingClient:
 
     def __repr__(self) -> str:
         # getattr: a traceback formatted with locals shows a client whose __init__ failed.
-        base_url = getattr(self, "_base_url", "(not configured)")
+        engine = getattr(self, "_engine", None)
+        base_url = engine.base_url if engine is not None else "(not configured)"
         return f"<InvoicingClient {base_url} client_id={getattr(self, '_client_id', None)!r}>"
-
-    async def __aenter__(self) -> InvoicingClient:
-        await self._engine.transport.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Close the HTTP session if the client created it.
-
-        A client an :class:`~invoicing_async.IssuerPool` gave shares the pool's
-        connections: closing it closes nothing (close the pool).
-        """
-        if self._owns_transport:
-            await self._engine.transport.close()
-
-    @property
-    def base_url(self) -> str:
-        """The environment's base URL."""
-        return self._base_url
-
-    @property
-    def token_cache(self) -> TokenCache:
-        """The token cache this client uses (shared or its own)."""
-        return self._engine.cache
 
     @property
     def limit(self) -> int:
@@ -220,153 +151,29 @@ class InvoicingClient:
         """The provider key documents are encrypted to."""
         return self._engine.preparer.provider_key
 
-    # --- documents ---------------------------------------------------------------------
-
-    async def submit_secure(
-        self,
-        document: Document,
-        *,
-        send_method: str | None = None,
-        time_stamp: dt.datetime | str | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: float | None = None,
-    ) -> DocumentResult:
-        """Encrypt ``document`` to the provider and ``POST /Invoice/secure``.
-
-        Failures that may pass are retried as :class:`~invoicing_async.RetryPolicy`
-        says, safely: the provider answers a document it already holds with 409 and its
-        record, and a 409 after this call's own earlier attempt returns that record.
-
-        :param document: a JSON-serialisable mapping, or the exact bytes to send.
-        :param send_method: passed through as the ``sendMethod`` query parameter.
-        :param time_stamp: ``timeStamp`` query parameter; an aware datetime is sent as
-            ISO 8601 UTC with milliseconds.
-        :param retry: this call's retry policy (default: the client's ``retry``).
-        :param timeout: seconds for the whole call, retries and waits included; no
-            attempt or backoff outlasts it. ``None``: bounded by the policy alone.
-        :returns: the provider's result record for this document.
-        :raises DuplicateDocumentError: the provider held the document before this call;
-            its ``result`` is the original record when the provider sends it.
-        :raises UnknownOutcomeError: retries ran out after a failure that may have been
-            committed; re-send the identical document later to find out.
-        :raises InvoicingError: any other failure, typed (see the error tree): the
-            document was refused, or certainly not committed.
-
-        .. versionchanged:: 0.2.0 retries safely; ``retry`` and ``timeout``.
-        """
-        options = SendOptions(encrypted=True, send_method=send_method, time_stamp=time_stamp)
-        return await self._engine.submit(document, options, retry=retry, timeout=timeout)
-
-    async def submit_json(
-        self,
-        document: Document,
-        *,
-        send_method: str | None = None,
-        time_stamp: dt.datetime | str | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: float | None = None,
-    ) -> DocumentResult:
-        """``POST /Invoice/json``: the same as :meth:`submit_secure`, unencrypted."""
-        options = SendOptions(encrypted=False, send_method=send_method, time_stamp=time_stamp)
-        return await self._engine.submit(document, options, retry=retry, timeout=timeout)
-
-    # --- bulk ----------------------------------------------------------------------------
-
-    async def submit_many(
-        self,
-        documents: Iterable[Any] | AsyncIterable[Any],
-        *,
-        concurrency: int = 32,
-        encrypted: bool = True,
-        ledger: str | os.PathLike[str] | Ledger | None = None,
-        retry: RetryPolicy | None = None,
-        deadline: float | None = None,
-        on_progress: Callable[[BatchProgress], object] | None = None,
-        send_method: str | None = None,
-        time_stamp: dt.datetime | str | None = None,
-        key: Callable[[Any], str] = document_key,
-        max_document_size: int | None = None,
-    ) -> list[Outcome]:
-        """Submit many documents; return one :class:`~invoicing_async.Outcome` each, in order.
-
-        A failure of one document never raises: it is in that document's outcome. Only
-        cancellation and programming errors propagate. See :meth:`submit_stream` for the
-        parameters; this collects its outcomes and sorts them by input position.
-        """
-        options = BatchOptions(
-            concurrency=concurrency,
-            send=SendOptions(encrypted=encrypted, send_method=send_method, time_stamp=time_stamp),
-            retry=retry or RetryPolicy(),
-            deadline=deadline,
-            on_progress=on_progress,
-            key=key,
-            max_document_size=max_document_size,
-        )
-        return await self._engine.collect(documents, options, ledger)
-
-    def submit_stream(
-        self,
-        documents: Iterable[Any] | AsyncIterable[Any],
-        *,
-        concurrency: int = 32,
-        encrypted: bool = True,
-        ledger: str | os.PathLike[str] | Ledger | None = None,
-        retry: RetryPolicy | None = None,
-        deadline: float | None = None,
-        on_progress: Callable[[BatchProgress], object] | None = None,
-        send_method: str | None = None,
-        time_stamp: dt.datetime | str | None = None,
-        key: Callable[[Any], str] = document_key,
-        max_document_size: int | None = None,
-    ) -> AsyncGenerator[Outcome, None]:
-        """Submit documents with bounded concurrency, yielding outcomes as they settle.
-
-        :param documents: any iterable or async iterable of documents, consumed lazily:
-            memory is bounded by ``concurrency``, not by the input. A
-            :class:`~invoicing_async.Submission` among them is sent with its own options.
-        :param concurrency: documents in flight at once (at most the connection pool size).
-        :param encrypted: ``/Invoice/secure`` (default) or ``/Invoice/json``.
-        :param ledger: a ledger file path (or a :class:`~invoicing_async.Ledger`):
-            every document's ``sending`` is recorded before its request and its outcome
-            after. Running the same batch again with it skips what is final, re-sends
-            what was in flight (``409`` is then its own commit) and what failed for
-            reasons that are not the document's. One process at a time sends from a
-            ledger (a second gets :class:`~invoicing_async.LedgerError` at once).
-        :param retry: a :class:`~invoicing_async.RetryPolicy`.
-        :param deadline: seconds for the whole batch; documents not sent by then end
-            ``NOT_SENT`` (or ``UNKNOWN`` if an earlier attempt may have been committed).
-        :param on_progress: called with a :class:`~invoicing_async.BatchProgress` after
-            every settled document.
-        :param key: the identity of a document (default: :func:`document_key`).
-        :param max_document_size: the largest document sent, in bytes (default: the
-            client's): a larger one ends ``rejected`` with
-            :class:`~invoicing_async.DocumentTooLargeError`, and the others go on.
-
-        Close the generator (``async with contextlib.aclosing(...)``) to stop early: the
-        workers are cancelled and documents in flight are recorded as unknown.
-
-        .. versionchanged:: 0.3.0 ``ledger`` (``journal`` is deprecated);
-           :class:`~invoicing_async.Submission` inputs.
-        .. versionchanged:: 0.4.0 ``journal`` is removed; ``max_document_size``.
-        """
-        options = BatchOptions(
-            concurrency=concurrency,
-            send=SendOptions(encrypted=encrypted, send_method=send_method, time_stamp=time_stamp),
-            retry=retry or RetryPolicy(),
-            deadline=deadline,
-            on_progress=on_progress,
-            key=key,
-            max_document_size=max_document_size,
-        )
-        return self._engine.stream(documents, options, ledger)
+    async def token(self) -> AccessToken:
+        """A valid access token from the shared cache (fetched once for all callers)."""
+        return await self._channel.token()
 
     # --- other operations ----------------------------------------------------------------
     # Each declares its safety class in one table (invoicing_async._safety.OPERATIONS);
     # invoicing_async._operations builds the call and runs it as often as the class
-    # allows (the decision core decides).
+    # allows (the decision core decides). One body: _operation.
 
-    async def cancel_delivery_note(
+    async def _operation(
         self,
+        name: str,
+        given: ops.Payload | ops.Upload,
+        safety: Safety | None,
+        retry: RetryPolicy | None,
+        timeout: float | None,
+    ) -> OperationResult:
+        options = ops.Options(safety, self._engine.policy(retry, batch=False), timeout)
+        return await ops.run(self._channel, name, given, options)
+
+    async def _cancel(
+        self,
+        name: str,
         mark: int | str | None = None,
         *,
         payload: Mapping[str, Any] | bytes | None = None,
@@ -375,7 +182,15 @@ class InvoicingClient:
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
     ) -> OperationResult:
-        """``POST /Invoice/cancelDeliveryNote``: cancel a delivery note, at most once.
+        return await self._operation(
+            name, ops.Payload(payload, params, mark=mark), safety, retry, timeout
+        )
+
+    cancel_delivery_note = bind(
+        _cancel,
+        "cancel_delivery_note",
+        name="cancel_delivery_note",
+        doc="""``POST /Invoice/cancelDeliveryNote``: cancel a delivery note, at most once.
 
         ``AT_MOST_ONCE_WRITE``: re-sent only when the request certainly did not reach
         the provider. The common keywords (``payload``, ``params``, ``safety``,
@@ -390,34 +205,17 @@ class InvoicingClient:
             answer was lost. It is not re-sent: read :meth:`get_last_b2g_status` first.
 
         .. versionadded:: 0.3.0
-        """
-        return await ops.run(
-            self._channel,
-            "cancel_delivery_note",
-            ops.Payload(payload, params, mark=mark),
-            ops.Options(safety, retry or self._engine.retry, timeout),
-        )
-
-    async def cancel_receiving_note(
-        self,
-        mark: int | str | None = None,
-        *,
-        payload: Mapping[str, Any] | bytes | None = None,
-        params: Mapping[str, str] | None = None,
-        safety: Safety | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: float | None = None,
-    ) -> OperationResult:
-        """``POST /Invoice/cancelReceivingNote``: the same as :meth:`cancel_delivery_note`.
+        """,
+    )
+    cancel_receiving_note = bind(
+        _cancel,
+        "cancel_receiving_note",
+        name="cancel_receiving_note",
+        doc="""``POST /Invoice/cancelReceivingNote``: the same as :meth:`cancel_delivery_note`.
 
         .. versionadded:: 0.3.0
-        """
-        return await ops.run(
-            self._channel,
-            "cancel_receiving_note",
-            ops.Payload(payload, params, mark=mark),
-            ops.Options(safety, retry or self._engine.retry, timeout),
-        )
+        """,
+    )
 
     async def request_pos_signature(
         self,
@@ -436,12 +234,8 @@ class InvoicingClient:
 
         .. versionadded:: 0.3.0
         """
-        return await ops.run(
-            self._channel,
-            "request_pos_signature",
-            ops.Payload(payload, params, path_params={"issuerTin": issuer_tin}),
-            ops.Options(safety, retry or self._engine.retry, timeout),
-        )
+        given = ops.Payload(payload, params, path_params={"issuerTin": issuer_tin})
+        return await self._operation("request_pos_signature", given, safety, retry, timeout)
 
     async def sign_pos_transaction(
         self,
@@ -461,12 +255,8 @@ class InvoicingClient:
 
         .. versionadded:: 0.3.0
         """
-        return await ops.run(
-            self._channel,
-            "sign_pos_transaction",
-            ops.Payload(payload, params),
-            ops.Options(safety, retry or self._engine.retry, timeout),
-        )
+        given = ops.Payload(payload, params)
+        return await self._operation("sign_pos_transaction", given, safety, retry, timeout)
 
     async def reseed_b2g_invoice(
         self,
@@ -488,12 +278,9 @@ class InvoicingClient:
 
         .. versionadded:: 0.3.0
         """
-        return await ops.run_for_record(
-            self._channel,
-            "reseed_b2g_invoice",
-            ops.Payload(document, params),
-            ops.Options(safety, retry or self._engine.retry, timeout),
-        )
+        options = ops.Options(safety, self._engine.policy(retry, batch=False), timeout)
+        given = ops.Payload(document, params)
+        return await ops.run_for_record(self._channel, "reseed_b2g_invoice", given, options)
 
     async def get_last_b2g_status(
         self,
@@ -513,15 +300,12 @@ class InvoicingClient:
 
         .. versionadded:: 0.3.0
         """
-        return await ops.run(
-            self._channel,
-            "get_last_b2g_status",
-            ops.Payload(None, params, mark=mark),
-            ops.Options(safety, retry or self._engine.retry, timeout),
-        )
+        given = ops.Payload(None, params, mark=mark)
+        return await self._operation("get_last_b2g_status", given, safety, retry, timeout)
 
-    async def upload_invoice_file(
+    async def _upload(
         self,
+        name: str,
         file: bytes | str | os.PathLike[str],
         *,
         content_type: str,
@@ -532,7 +316,14 @@ class InvoicingClient:
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
     ) -> OperationResult:
-        """``POST /Invoice/File``: upload a file as ``multipart/form-data``.
+        given = ops.Upload(file, content_type, filename, fields, params)
+        return await self._operation(name, given, safety, retry, timeout)
+
+    upload_invoice_file = bind(
+        _upload,
+        "upload_invoice_file",
+        name="upload_invoice_file",
+        doc="""``POST /Invoice/File``: upload a file as ``multipart/form-data``.
 
         ``UPLOAD``: re-sent only when the request certainly did not reach the provider.
 
@@ -543,36 +334,17 @@ class InvoicingClient:
         :raises UnknownOutcomeError: the provider may or may not hold the file.
 
         .. versionadded:: 0.3.0
-        """
-        return await ops.run(
-            self._channel,
-            "upload_invoice_file",
-            ops.Upload(file, content_type, filename, fields, params),
-            ops.Options(safety, retry or self._engine.retry, timeout),
-        )
-
-    async def upload_media(
-        self,
-        file: bytes | str | os.PathLike[str],
-        *,
-        content_type: str,
-        filename: str | None = None,
-        fields: Mapping[str, str] | None = None,
-        params: Mapping[str, str] | None = None,
-        safety: Safety | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: float | None = None,
-    ) -> OperationResult:
-        """``POST /media/upload``: the same as :meth:`upload_invoice_file`.
+        """,
+    )
+    upload_media = bind(
+        _upload,
+        "upload_media",
+        name="upload_media",
+        doc="""``POST /media/upload``: the same as :meth:`upload_invoice_file`.
 
         .. versionadded:: 0.3.0
-        """
-        return await ops.run(
-            self._channel,
-            "upload_media",
-            ops.Upload(file, content_type, filename, fields, params),
-            ops.Options(safety, retry or self._engine.retry, timeout),
-        )
+        """,
+    )
 
     async def request(
         self,
@@ -597,18 +369,10 @@ class InvoicingClient:
 
         .. versionchanged:: 0.3.0 ``safety`` and ``retry``; retried as the class allows.
         """
-        result = await ops.run_free(
-            self._channel,
-            method,
-            path,
-            ops.Payload(json, params),
-            ops.Options(safety, retry or self._engine.retry, timeout),
-        )
+        options = ops.Options(safety, self._engine.policy(retry, batch=False), timeout)
+        given = ops.Payload(json, params)
+        result = await ops.run_free(self._channel, method, path, given, options)
         return result.body
-
-    async def token(self) -> AccessToken:
-        """A valid access token from the shared cache (fetched once for all callers)."""
-        return await self._channel.token()
 
 
 def _credentials_problem(client_id: str, client_secret: str) -> str | None:
@@ -631,8 +395,5 @@ def borrowed_client(engine: Engine, channel: Channel) -> InvoicingClient:
     closes nothing; the pool owns the connections.
     """
     client = InvoicingClient.__new__(InvoicingClient)
-    issuer = Engine(
-        engine.transport, engine.preparer, engine.retry, engine.cache, OneIssuer(channel)
-    )
-    client._setup(issuer, channel, owns_transport=False)  # noqa: SLF001  (this module's class)
+    client._setup(engine.sharing(OneIssuer(channel)))  # noqa: SLF001  (this module's class)
     return client

@@ -1,21 +1,23 @@
-"""What a client or a pool gives the layers above it: the named seam of deferrals, workers.
+"""The sending machinery behind a client or a pool: what the layers above them use.
 
 An :class:`Engine` is what an :class:`~invoicing_async.InvoicingClient` (one issuer) or
-an :class:`~invoicing_async.IssuerPool` (many) is made of besides its typed methods: the
-transport, the :class:`~._prepare.Preparer` (the provider key, and where encryption
-runs), the default :class:`~invoicing_async.RetryPolicy` of single calls, the shared
-:class:`~invoicing_async.TokenCache`, and the issuers' channels (:class:`Channels`: one
-for a client, a resolver's for a pool). A :class:`~invoicing_async.Deferral`, an outbox
-worker and the command use a client or a pool only through its engine
-(:func:`engine_of`), and only through the methods below:
+an :class:`~invoicing_async.IssuerPool` (many) is made of besides its typed methods
+(:mod:`._surface`): the transport, the :class:`~._prepare.Preparer` (the provider key,
+and where encryption runs), the default :class:`~invoicing_async.RetryPolicy` of single
+calls, the shared :class:`~invoicing_async.TokenCache`, and the issuers' channels
+(:class:`Channels`: one for a client, a resolver's for a pool). A
+:class:`~invoicing_async.Deferral`, an outbox worker and the command reach it with
+:func:`~._surface.engine_of` and use only the methods below:
 
 * :meth:`Engine.prepare`: a document's body, or why it cannot be sent;
 * :meth:`Engine.deliver`: send one prepared document to its issuer within a deadline and
   say its outcome (a single call, a sale);
-* :meth:`Engine.batch`: a batch of documents over a journal (a ledger, an outbox's
-  claims);
+* :meth:`Engine.batch`: a batch of documents over a journal (a ledger's, opened by the
+  surface; an outbox's claims);
 * :meth:`Engine.signer`: what signs an offline QR url with the issuer's API key, which
   never leaves its channel.
+
+It knows no ledger and no outbox: what records a batch is handed to it as a journal.
 """
 
 from __future__ import annotations
@@ -23,46 +25,70 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import weakref
-from typing import TYPE_CHECKING, Any, Protocol
-
-import attrs
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from . import _telemetry as telemetry
-from ._batch import Batch, collect
+from ._batch import Batch
 from ._channel import Channel
 from ._delivery import Delivery
 from ._documents import DEFAULT_MAX_DOCUMENT_SIZE, Prepared, describe, size_limit
 from ._errors import InvoicingError
-from ._ledger._sqlite_ledger import ledger_journal
 from ._outcomes import OutcomeStatus
 from ._prepare import Preparer
 from ._retry import RetryPolicy
 from ._tokencache import TokenCache
-from ._transport import DEFAULT_MAX_RESPONSE_SIZE, ClientSession, Transport
+from ._transport import DEFAULT_MAX_RESPONSE_SIZE, Transport
 
 if TYPE_CHECKING:
     import concurrent.futures
-    import os
     import ssl
-    from collections.abc import (
-        AsyncGenerator,
-        AsyncIterable,
-        Awaitable,
-        Callable,
-        Iterable,
-    )
+    from collections.abc import Awaitable, Callable
 
     from ._batch import BatchOptions, Route
     from ._documents import Document, SendOptions
     from ._journal import Journal
-    from ._ledger._sqlite_ledger import Ledger
     from ._models import DocumentResult
     from ._outcomes import Outcome
     from ._pgp import ProviderKey
     from ._prepare import Body
+    from ._transport import ClientSession
 
-__all__ = ["Channels", "Engine", "OneIssuer", "Settings", "attach", "engine_of"]
+__all__ = ["Channels", "ClientOptions", "Engine", "OneIssuer"]
+
+
+class ClientOptions(TypedDict, total=False):
+    """The keywords a client and a pool take, all optional.
+
+    :class:`~invoicing_async.InvoicingClient`'s and :class:`~invoicing_async.IssuerPool`'s
+    (and their blocking twins'): their meaning and defaults are documented on
+    :class:`~invoicing_async.InvoicingClient`.
+
+    .. versionadded:: 0.5.0
+    """
+
+    provider_key: ProviderKey | None
+    session: ClientSession | None
+    token_cache: TokenCache | None
+    limit: int
+    connect_timeout: float
+    read_timeout: float
+    timeout: float | None
+    max_response_size: int
+    ssl: ssl.SSLContext | None
+    encrypt_executor: concurrent.futures.Executor | None
+    token_attempts: int
+    retry: RetryPolicy | None
+    max_document_size: int
+
+
+#: The keywords a client and a pool take (the keys of :class:`ClientOptions`).
+_OPTIONS = frozenset(
+    {
+        "provider_key", "session", "token_cache", "limit", "connect_timeout",
+        "read_timeout", "timeout", "max_response_size", "ssl", "encrypt_executor",
+        "token_attempts", "retry", "max_document_size",
+    }
+)  # fmt: skip
 
 
 class Channels(Protocol):
@@ -98,78 +124,103 @@ class OneIssuer:
         """Nothing to release."""
 
 
-@attrs.frozen(kw_only=True)
-class Settings:
-    """How a client or a pool talks to the provider (their constructors' keywords)."""
-
-    provider_key: ProviderKey | None = None
-    session: ClientSession | None = None
-    token_cache: TokenCache | None = None
-    limit: int = 100
-    connect_timeout: float = 10.0
-    read_timeout: float = 60.0
-    timeout: float | None = 120.0
-    max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE
-    ssl: ssl.SSLContext | None = None
-    encrypt_executor: concurrent.futures.Executor | None = None
-    token_attempts: int = 4
-    retry: RetryPolicy | None = None
-    max_document_size: int = attrs.field(default=DEFAULT_MAX_DOCUMENT_SIZE, converter=size_limit)
-
-    def transport(self) -> Transport:
-        """The transport these settings describe."""
-        return Transport(
-            session=self.session,
-            limit=self.limit,
-            connect_timeout=self.connect_timeout,
-            read_timeout=self.read_timeout,
-            total_timeout=self.timeout,
-            max_response_size=self.max_response_size,
-            ssl=self.ssl,
-        )
-
-    def token_retry(self) -> RetryPolicy:
-        """How the token endpoint is retried."""
-        return RetryPolicy(max_attempts=max(1, self.token_attempts), base_delay=0.1, max_delay=2.0)
-
-
 class Engine:
     """The sending machinery of a client or a pool, as the layers above them use it."""
 
     def __init__(
         self,
+        base_url: str,
         transport: Transport,
         preparer: Preparer,
+        *,
         retry: RetryPolicy,
         cache: TokenCache,
         channels: Channels,
+        owns_transport: bool = True,
     ) -> None:
+        self.base_url = base_url
         self._transport = transport
         self._preparer = preparer
         self._retry = retry
         self._cache = cache
         self._channels = channels
+        self._owns_transport = owns_transport
 
     @classmethod
     def of(
-        cls, settings: Settings, channels: Callable[[Transport, TokenCache], Channels]
+        cls,
+        base_url: str,
+        options: ClientOptions,
+        channels: Callable[[Transport, TokenCache, RetryPolicy], Channels],
     ) -> Engine:
-        """An engine with the transport, preparer and cache ``settings`` describe.
+        """An engine with the transport, preparer and cache ``options`` describe.
 
-        Its channels are what ``channels(transport, cache)`` makes.
+        Every default of the constructors' keywords is decided here. Its channels are
+        what ``channels(transport, cache, token_retry)`` makes.
+
+        :raises TypeError: a keyword that is not an option (a typo).
         """
-        transport = settings.transport()
-        cache = settings.token_cache if settings.token_cache is not None else TokenCache()
+        unknown = options.keys() - _OPTIONS
+        if unknown:
+            raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+        transport = Transport(
+            session=options.get("session"),
+            limit=options.get("limit", 100),
+            connect_timeout=options.get("connect_timeout", 10.0),
+            read_timeout=options.get("read_timeout", 60.0),
+            total_timeout=options.get("timeout", 120.0),
+            max_response_size=options.get("max_response_size", DEFAULT_MAX_RESPONSE_SIZE),
+            ssl=options.get("ssl"),
+        )
+        cache = options.get("token_cache") or TokenCache()
+        preparer = Preparer(
+            options.get("provider_key"),
+            options.get("encrypt_executor"),
+            size_limit(options.get("max_document_size", DEFAULT_MAX_DOCUMENT_SIZE)),
+        )
+        attempts = max(1, options.get("token_attempts", 4))
+        token_retry = RetryPolicy(max_attempts=attempts, base_delay=0.1, max_delay=2.0)
         return cls(
+            base_url,
             transport,
-            Preparer(settings.provider_key, settings.encrypt_executor, settings.max_document_size),
-            settings.retry if settings.retry is not None else RetryPolicy(),
-            cache,
-            channels(transport, cache),
+            preparer,
+            retry=options.get("retry") or RetryPolicy(),
+            cache=cache,
+            channels=channels(transport, cache, token_retry),
         )
 
     def __repr__(self) -> str:
         return f"<Engine {self._channels!r}>"
+
+    def sharing(self, channels: Channels) -> Engine:
+        """An engine of ``channels`` on this one's connections, cache and key.
+
+        It closes nothing (a pool's client: the pool owns the connections).
+        """
+        return Engine(
+            self.base_url,
+            self._transport,
+            self._preparer,
+            retry=self._retry,
+            cache=self._cache,
+            channels=channels,
+            owns_transport=False,
+        )
+
+    async def close(self) -> None:
+        """Close the connections, if this engine made them."""
+        if self._owns_transport:
+            await self._transport.close()
+
+    def policy(self, retry: RetryPolicy | None, *, batch: bool) -> RetryPolicy:
+        """The retry policy of a call: its own, else the default (one place decides).
+
+        A single call (and an operation) defaults to the client's ``retry``; a batch to
+        ``RetryPolicy()``, whose budget and breaker are the batch's.
+        """
+        if retry is not None:
+            return retry
+        return RetryPolicy() if batch else self._retry
 
     @property
     def transport(self) -> Transport:
@@ -235,39 +286,6 @@ class Engine:
         assert outcome.error is not None  # noqa: S101  (every other outcome carries one)
         raise outcome.error
 
-    async def collect(
-        self,
-        documents: Iterable[Any] | AsyncIterable[Any],
-        options: BatchOptions,
-        ledger: str | os.PathLike[str] | Ledger | None,
-    ) -> list[Outcome]:
-        """Every outcome of a batch, in input order (``submit_many``)."""
-        if ledger is None:
-            return await collect(self.batch(options, None), documents)
-        self.ensure_usable()  # before the ledger is locked
-        async with ledger_journal(ledger, resend_ambiguous=options.retry.resend_ambiguous) as j:
-            return await collect(self.batch(options, j), documents)
-
-    async def stream(
-        self,
-        documents: Iterable[Any] | AsyncIterable[Any],
-        options: BatchOptions,
-        ledger: str | os.PathLike[str] | Ledger | None,
-    ) -> AsyncGenerator[Outcome, None]:
-        """A batch's outcomes as they settle (``submit_stream``)."""
-        async with contextlib.AsyncExitStack() as stack:
-            journal = None
-            if ledger is not None:
-                self.ensure_usable()  # before the ledger is locked
-                resend = options.retry.resend_ambiguous
-                journal = await stack.enter_async_context(
-                    ledger_journal(ledger, resend_ambiguous=resend)
-                )
-            run = self.batch(options, journal).run(documents)
-            outcomes = await stack.enter_async_context(contextlib.aclosing(run))
-            async for outcome in outcomes:
-                yield outcome
-
     async def deliver(
         self,
         prepared: Prepared,
@@ -291,7 +309,7 @@ class Engine:
             prepared.key,
             0,
             prepared.identity,
-            policy=policy or self._retry,
+            policy=self.policy(policy, batch=False),
             deadline=deadline,
             sale=sale,
         )
@@ -358,24 +376,3 @@ async def _cut_off(
     with contextlib.suppress(asyncio.CancelledError):
         await task
     return delivery.interrupted()
-
-
-_ENGINES: weakref.WeakKeyDictionary[object, Engine] = weakref.WeakKeyDictionary()
-
-
-def attach(owner: object, engine: Engine) -> None:
-    """Make ``engine`` the one :func:`engine_of` finds for ``owner`` (a client, a pool)."""
-    _ENGINES[owner] = engine
-
-
-def engine_of(owner: object) -> Engine:
-    """The engine of a client or a pool.
-
-    :raises TypeError: ``owner`` is neither.
-    """
-    try:
-        return _ENGINES[owner]
-    except (KeyError, TypeError):
-        raise TypeError(
-            f"expected an InvoicingClient or an IssuerPool, not {type(owner).__name__}"
-        ) from None

@@ -3,54 +3,39 @@
 The pool owns what every issuer shares — one connection pool, one provider key, one
 token cache — and hands each document to the issuer it names (``Issuer.Vat``, or the
 ``issuer=`` given): that issuer's channel, made on first use from the credentials
-resolver and closed when idle (:mod:`._issuers`). Batches mix issuers and isolate them
-from each other (:mod:`._batch`); operations run through :meth:`IssuerPool.client`, an
-:class:`~invoicing_async.InvoicingClient` of one issuer on the pool's connections. A
-:class:`~invoicing_async.Deferral` and an outbox worker serve every issuer of the pool.
-This module only wires and documents.
+resolver and closed when idle (:mod:`._issuers`). Its document methods are a
+:class:`~._surface.Submitter`'s, written once for a client and a pool; batches mix
+issuers and isolate them from each other (:mod:`._batch`); operations run through
+:meth:`IssuerPool.client`, an :class:`~invoicing_async.InvoicingClient` of one issuer on
+the pool's connections. A :class:`~invoicing_async.Deferral` and an outbox worker serve
+every issuer of the pool. This module only wires and documents.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import _protocol as proto
-from ._batch import BatchOptions
 from ._client import borrowed_client
-from ._documents import DEFAULT_MAX_DOCUMENT_SIZE, SendOptions, document_key
-from ._engine import Engine, Settings, attach
+from ._engine import Engine
 from ._issuers import Issuers
-from ._retry import RetryPolicy
-from ._transport import DEFAULT_MAX_RESPONSE_SIZE
+from ._surface import Submitter
 
 if TYPE_CHECKING:
-    import concurrent.futures
-    import datetime as dt
-    import os
-    import ssl
-    from collections.abc import (
-        AsyncGenerator,
-        AsyncIterable,
-        Awaitable,
-        Callable,
-        Iterable,
-        Mapping,
-    )
-    from types import TracebackType
+    from collections.abc import Awaitable, Callable, Mapping
+
+    from typing_extensions import Unpack
 
     from ._client import InvoicingClient
-    from ._documents import Document
-    from ._ledger._sqlite_ledger import Ledger
-    from ._models import DocumentResult
-    from ._outcomes import BatchProgress, Outcome
-    from ._pgp import ProviderKey
+    from ._engine import ClientOptions
+    from ._retry import RetryPolicy
     from ._tokencache import TokenCache
-    from ._transport import ClientSession, Transport
+    from ._transport import Transport
 
 __all__ = ["IssuerPool"]
 
 
-class IssuerPool:
+class IssuerPool(Submitter):
     """Submit invoices for any number of issuers from one process.
 
     ::
@@ -88,88 +73,37 @@ class IssuerPool:
         base_url: str,
         credentials: Mapping[str, str] | Callable[[str], Awaitable[str | None] | str | None],
         *,
-        provider_key: ProviderKey | None = None,
-        session: ClientSession | None = None,
-        token_cache: TokenCache | None = None,
-        limit: int = 100,
-        connect_timeout: float = 10.0,
-        read_timeout: float = 60.0,
-        timeout: float | None = 120.0,
-        max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
-        ssl: ssl.SSLContext | None = None,
-        encrypt_executor: concurrent.futures.Executor | None = None,
-        token_attempts: int = 4,
-        retry: RetryPolicy | None = None,
-        max_document_size: int = DEFAULT_MAX_DOCUMENT_SIZE,
         max_issuers: int = 10_000,
         idle: float = 900.0,
         forget_unknown: float = 60.0,
+        **options: Unpack[ClientOptions],
     ) -> None:
         base_url = proto.check_base_url(base_url)
-        settings = Settings(
-            provider_key=provider_key,
-            session=session,
-            token_cache=token_cache,
-            limit=limit,
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
-            timeout=timeout,
-            max_response_size=max_response_size,
-            ssl=ssl,
-            encrypt_executor=encrypt_executor,
-            token_attempts=token_attempts,
-            retry=retry,
-            max_document_size=max_document_size,
-        )
 
-        def issuers(transport: Transport, cache: TokenCache) -> Issuers:
+        def issuers(transport: Transport, cache: TokenCache, token_retry: RetryPolicy) -> Issuers:
             return Issuers(
                 base_url,
                 credentials,
                 transport=transport,
                 token_cache=cache,
-                token_retry=settings.token_retry(),
+                token_retry=token_retry,
                 max_issuers=max_issuers,
                 idle=idle,
                 forget_unknown=forget_unknown,
             )
 
-        self._base_url = base_url
-        self._engine = engine = Engine.of(settings, issuers)
+        self._engine = engine = Engine.of(base_url, options, issuers)
         issuer_channels = engine.channels
         assert isinstance(issuer_channels, Issuers)  # noqa: S101  (made just above)
         self._issuers = issuer_channels
-        attach(self, engine)
 
     def __repr__(self) -> str:
-        return f"<IssuerPool {self._base_url} issuers={len(self._issuers)}>"
-
-    async def __aenter__(self) -> IssuerPool:
-        await self._engine.transport.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+        return f"<IssuerPool {self._engine.base_url} issuers={len(self._issuers)}>"
 
     async def close(self) -> None:
         """Close the connections (if the pool created them) and forget every issuer."""
         self._issuers.clear()
-        await self._engine.transport.close()
-
-    @property
-    def base_url(self) -> str:
-        """The environment's base URL."""
-        return self._base_url
-
-    @property
-    def token_cache(self) -> TokenCache:
-        """The token cache every issuer's tokens live in."""
-        return self._engine.cache
+        await self._engine.close()
 
     @property
     def issuers_kept(self) -> int:
@@ -187,105 +121,3 @@ class IssuerPool:
         channel = await self._issuers.acquire(issuer)
         self._issuers.release(channel)
         return borrowed_client(self._engine, channel)
-
-    # --- documents ---------------------------------------------------------------------
-
-    async def submit_secure(
-        self,
-        document: Document,
-        *,
-        issuer: str | None = None,
-        send_method: str | None = None,
-        time_stamp: dt.datetime | str | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: float | None = None,
-    ) -> DocumentResult:
-        """:meth:`InvoicingClient.submit_secure` for the issuer ``document`` names.
-
-        :param issuer: the issuer's TIN, when the document does not name it in
-            ``Issuer.Vat`` (or to override it).
-        :raises UnknownIssuerError: no credentials for the issuer; nothing was sent.
-        """
-        options = SendOptions(encrypted=True, send_method=send_method, time_stamp=time_stamp)
-        return await self._engine.submit(
-            document, options, issuer=issuer, retry=retry, timeout=timeout
-        )
-
-    async def submit_json(
-        self,
-        document: Document,
-        *,
-        issuer: str | None = None,
-        send_method: str | None = None,
-        time_stamp: dt.datetime | str | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: float | None = None,
-    ) -> DocumentResult:
-        """:meth:`submit_secure` to ``/Invoice/json``, unencrypted."""
-        options = SendOptions(encrypted=False, send_method=send_method, time_stamp=time_stamp)
-        return await self._engine.submit(
-            document, options, issuer=issuer, retry=retry, timeout=timeout
-        )
-
-    # --- bulk ----------------------------------------------------------------------------
-
-    async def submit_many(
-        self,
-        documents: Iterable[Any] | AsyncIterable[Any],
-        *,
-        concurrency: int = 32,
-        encrypted: bool = True,
-        ledger: str | os.PathLike[str] | Ledger | None = None,
-        retry: RetryPolicy | None = None,
-        deadline: float | None = None,
-        on_progress: Callable[[BatchProgress], object] | None = None,
-        send_method: str | None = None,
-        time_stamp: dt.datetime | str | None = None,
-        key: Callable[[Any], str] = document_key,
-        max_document_size: int | None = None,
-    ) -> list[Outcome]:
-        """:meth:`InvoicingClient.submit_many` over documents of any issuers.
-
-        Each document goes to the issuer it names (``Issuer.Vat``, or a
-        :class:`~invoicing_async.Submission`'s ``issuer``); one without credentials ends
-        ``not_sent`` with an :class:`~invoicing_async.UnknownIssuerError`, before any
-        request. Issuers are isolated from each other and served fairly (see
-        :doc:`/guides/many-issuers`).
-        """
-        options = BatchOptions(
-            concurrency=concurrency,
-            send=SendOptions(encrypted=encrypted, send_method=send_method, time_stamp=time_stamp),
-            retry=retry or RetryPolicy(),
-            deadline=deadline,
-            on_progress=on_progress,
-            key=key,
-            max_document_size=max_document_size,
-        )
-        return await self._engine.collect(documents, options, ledger)
-
-    def submit_stream(
-        self,
-        documents: Iterable[Any] | AsyncIterable[Any],
-        *,
-        concurrency: int = 32,
-        encrypted: bool = True,
-        ledger: str | os.PathLike[str] | Ledger | None = None,
-        retry: RetryPolicy | None = None,
-        deadline: float | None = None,
-        on_progress: Callable[[BatchProgress], object] | None = None,
-        send_method: str | None = None,
-        time_stamp: dt.datetime | str | None = None,
-        key: Callable[[Any], str] = document_key,
-        max_document_size: int | None = None,
-    ) -> AsyncGenerator[Outcome, None]:
-        """:meth:`InvoicingClient.submit_stream` over documents of any issuers."""
-        options = BatchOptions(
-            concurrency=concurrency,
-            send=SendOptions(encrypted=encrypted, send_method=send_method, time_stamp=time_stamp),
-            retry=retry or RetryPolicy(),
-            deadline=deadline,
-            on_progress=on_progress,
-            key=key,
-            max_document_size=max_document_size,
-        )
-        return self._engine.stream(documents, options, ledger)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import os
 import threading
 import typing
@@ -33,29 +34,26 @@ import weakref
 
 # Private aliases: the module's namespace holds only its public names.
 from ._client import InvoicingClient as _InvoicingClient
-from ._documents import document_key as _document_key
 from ._env import client_arguments as _client_arguments
 from ._errors import ClientStateError as _ClientStateError
 from ._pool import IssuerPool as _IssuerPool
+from ._surface import Submitter as _Submitter
 
 if typing.TYPE_CHECKING:
-    import datetime as dt
-    from collections.abc import Awaitable, Callable, Iterable, Mapping
+    from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
     from types import TracebackType
 
-    from ._client import InvoicingClient
-    from ._documents import Document
-    from ._ledger._sqlite_ledger import Ledger
-    from ._models import AccessToken, DocumentResult
-    from ._outcomes import BatchProgress, Outcome
-    from ._retry import RetryPolicy
+    from typing_extensions import Unpack
+
+    from ._engine import ClientOptions
     from ._tokencache import TokenCache
 
 __all__ = ["BlockingClient", "BlockingPool"]
 
 _T = typing.TypeVar("_T")
-_A = typing.TypeVar("_A")
+_A = typing.TypeVar("_A", bound=_Submitter)
 _B = typing.TypeVar("_B", bound="_Blocking[typing.Any]")
+_P = typing.ParamSpec("_P")
 
 
 class _Portal:
@@ -142,6 +140,42 @@ async def _after_the_others(function: Callable[[], Awaitable[_T]]) -> _T:
     return await function()
 
 
+def _blocking(
+    method: Callable[typing.Concatenate[typing.Any, _P], Coroutine[typing.Any, typing.Any, _T]],
+    *,
+    read_first: bool = False,
+) -> Callable[typing.Concatenate[_Blocking[typing.Any], _P], _T]:
+    """The blocking twin of an async method: the same parameters, the same result.
+
+    Each blocking method is made from the method it mirrors, so that its parameters are
+    written once. ``read_first``: its first argument, an iterable, is read in the
+    calling thread before the call (database cursors and ORM querysets often belong to
+    their thread).
+    """
+
+    def call(self: _Blocking[typing.Any], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        if read_first and args:
+            documents = typing.cast("Iterable[typing.Any]", args[0])
+            args = (list(documents), *args[1:])  # type: ignore[assignment]
+        return self.run(lambda target: method(target, *args, **kwargs))
+
+    call.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
+    call.__name__ = method.__name__
+    call.__qualname__ = f"_Blocking.{method.__name__}"
+    call.__doc__ = (
+        f":meth:`~invoicing_async.{_home(method)}.{method.__name__}`, blocking: the same "
+        "parameters, the same result or typed error, in the calling thread."
+        + (" The documents are read in the calling thread first." if read_first else "")
+    )
+    return call
+
+
+def _home(method: Callable[..., typing.Any]) -> str:
+    """The public class a method of the async API is documented on."""
+    owner = method.__qualname__.split(".")[0]
+    return "InvoicingClient" if owner in ("Submitter", "InvoicingClient") else owner
+
+
 class _Blocking(typing.Generic[_A]):
     """What :class:`BlockingClient` and :class:`BlockingPool` share.
 
@@ -209,6 +243,20 @@ class _Blocking(typing.Generic[_A]):
             future.cancel()
             raise
 
+    @property
+    def base_url(self) -> str:
+        """The environment's base URL."""
+        return self._target.base_url
+
+    @property
+    def token_cache(self) -> TokenCache:
+        """The token cache every call of every thread shares."""
+        return self._target.token_cache
+
+    submit_secure = _blocking(_Submitter.submit_secure)
+    submit_json = _blocking(_Submitter.submit_json)
+    submit_many = _blocking(_Submitter.submit_many, read_first=True)
+
 
 def _no_session(options: Mapping[str, typing.Any]) -> None:
     if options.get("session") is not None:
@@ -236,7 +284,11 @@ class BlockingClient(_Blocking[_InvoicingClient]):
     """
 
     def __init__(
-        self, base_url: str, client_id: str, client_secret: str, **options: typing.Any
+        self,
+        base_url: str,
+        client_id: str,
+        client_secret: str,
+        **options: Unpack[ClientOptions],
     ) -> None:
         _no_session(options)
         client = _InvoicingClient(base_url, client_id, client_secret, **options)
@@ -259,127 +311,10 @@ class BlockingClient(_Blocking[_InvoicingClient]):
         return cls(*args, **{**settings, **options})
 
     def __repr__(self) -> str:
-        return f"<BlockingClient {self._target.base_url} client_id={self._client_id!r}>"
+        return f"<BlockingClient {self.base_url} client_id={self._client_id!r}>"
 
-    @property
-    def base_url(self) -> str:
-        """The environment's base URL."""
-        return self._target.base_url
-
-    @property
-    def token_cache(self) -> TokenCache:
-        """The token cache every call of every thread shares."""
-        return self._target.token_cache
-
-    # --- calls -------------------------------------------------------------------------
-
-    def submit_secure(
-        self,
-        document: Document,
-        *,
-        send_method: str | None = None,
-        time_stamp: dt.datetime | str | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: float | None = None,
-    ) -> DocumentResult:
-        """:meth:`~invoicing_async.InvoicingClient.submit_secure`, blocking.
-
-        :raises DuplicateDocumentError: the provider held the document before this call;
-            its ``result`` is the original record.
-        :raises UnknownOutcomeError: the provider may or may not hold the document:
-            re-send the identical document later.
-        :raises InvoicingError: any other failure, typed.
-        """
-        return self._submit(document, send_method, time_stamp, retry, timeout, encrypted=True)
-
-    def submit_json(
-        self,
-        document: Document,
-        *,
-        send_method: str | None = None,
-        time_stamp: dt.datetime | str | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: float | None = None,
-    ) -> DocumentResult:
-        """:meth:`~invoicing_async.InvoicingClient.submit_json`, blocking."""
-        return self._submit(document, send_method, time_stamp, retry, timeout, encrypted=False)
-
-    def _submit(
-        self,
-        document: Document,
-        send_method: str | None,
-        time_stamp: dt.datetime | str | None,
-        retry: RetryPolicy | None,
-        timeout: float | None,
-        *,
-        encrypted: bool,
-    ) -> DocumentResult:
-        def call(client: InvoicingClient) -> Awaitable[DocumentResult]:
-            submit = client.submit_secure if encrypted else client.submit_json
-            return submit(
-                document, send_method=send_method, time_stamp=time_stamp, retry=retry,
-                timeout=timeout,
-            )  # fmt: skip
-
-        return self.run(call)
-
-    def submit_many(
-        self,
-        documents: Iterable[typing.Any],
-        *,
-        concurrency: int = 32,
-        encrypted: bool = True,
-        ledger: str | os.PathLike[str] | Ledger | None = None,
-        retry: RetryPolicy | None = None,
-        deadline: float | None = None,
-        on_progress: Callable[[BatchProgress], object] | None = None,
-        send_method: str | None = None,
-        time_stamp: dt.datetime | str | None = None,
-        key: Callable[[typing.Any], str] | None = None,
-        max_document_size: int | None = None,
-    ) -> list[Outcome]:
-        """:meth:`~invoicing_async.InvoicingClient.submit_many`, blocking.
-
-        ``documents`` is read in the calling thread first (database cursors and ORM
-        querysets often belong to their thread); ``on_progress`` and ``key`` (by
-        default :func:`~invoicing_async.document_key`) are called on the client's event
-        loop thread. One outcome per document, in input order.
-        """
-        items = list(documents)
-        identity = _document_key if key is None else key
-        return self.run(
-            lambda client: client.submit_many(
-                items,
-                concurrency=concurrency,
-                encrypted=encrypted,
-                ledger=ledger,
-                retry=retry,
-                deadline=deadline,
-                on_progress=on_progress,
-                send_method=send_method,
-                time_stamp=time_stamp,
-                key=identity,
-                max_document_size=max_document_size,
-            )
-        )
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        json: typing.Any = None,
-        params: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-    ) -> typing.Any:
-        """:meth:`~invoicing_async.InvoicingClient.request`, blocking."""
-        return self.run(
-            lambda client: client.request(method, path, json=json, params=params, timeout=timeout)
-        )
-
-    def token(self) -> AccessToken:
-        """:meth:`~invoicing_async.InvoicingClient.token`, blocking."""
-        return self.run(lambda client: client.token())
+    request = _blocking(_InvoicingClient.request)
+    token = _blocking(_InvoicingClient.token)
 
 
 class BlockingPool(_Blocking[_IssuerPool]):
@@ -408,62 +343,4 @@ class BlockingPool(_Blocking[_IssuerPool]):
         super().__init__(pool, pool.close)
 
     def __repr__(self) -> str:
-        return f"<BlockingPool {self._target.base_url}>"
-
-    @property
-    def base_url(self) -> str:
-        """The environment's base URL."""
-        return self._target.base_url
-
-    @property
-    def token_cache(self) -> TokenCache:
-        """The token cache every issuer's tokens live in."""
-        return self._target.token_cache
-
-    def submit_secure(
-        self,
-        document: Document,
-        *,
-        issuer: str | None = None,
-        send_method: str | None = None,
-        time_stamp: dt.datetime | str | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: float | None = None,
-    ) -> DocumentResult:
-        """:meth:`~invoicing_async.IssuerPool.submit_secure`, blocking.
-
-        :raises UnknownIssuerError: no credentials for the document's issuer.
-        """
-        return self.run(
-            lambda pool: pool.submit_secure(
-                document, issuer=issuer, send_method=send_method, time_stamp=time_stamp,
-                retry=retry, timeout=timeout,
-            )
-        )  # fmt: skip
-
-    def submit_json(
-        self,
-        document: Document,
-        *,
-        issuer: str | None = None,
-        send_method: str | None = None,
-        time_stamp: dt.datetime | str | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: float | None = None,
-    ) -> DocumentResult:
-        """:meth:`~invoicing_async.IssuerPool.submit_json`, blocking."""
-        return self.run(
-            lambda pool: pool.submit_json(
-                document, issuer=issuer, send_method=send_method, time_stamp=time_stamp,
-                retry=retry, timeout=timeout,
-            )
-        )  # fmt: skip
-
-    def submit_many(self, documents: Iterable[typing.Any], **options: typing.Any) -> list[Outcome]:
-        """:meth:`~invoicing_async.IssuerPool.submit_many`, blocking (its keywords).
-
-        ``documents`` is read in the calling thread first, as
-        :meth:`BlockingClient.submit_many` does.
-        """
-        items = list(documents)
-        return self.run(lambda pool: pool.submit_many(items, **options))
+        return f"<BlockingPool {self.base_url}>"

@@ -41,7 +41,6 @@ import os
 import typing
 from pathlib import Path
 
-from ._engine import engine_of as _engine_of
 from ._ledger._deferrals import PostgresDeferrals as _PostgresDeferrals
 from ._ledger._deferrals import SqliteDeferrals as _SqliteDeferrals
 from ._ledger._enqueue import ready as _ready
@@ -53,6 +52,7 @@ from ._ledger._sqlite_ledger import let_go as _let_go
 from ._ledger._sqlite_outbox import insert as _insert
 from ._ledger._sqlite_outbox import worker_store as _worker_store
 from ._retry import RetryPolicy as _RetryPolicy
+from ._surface import engine_of as _engine_of
 from ._worker import run_worker as _run_worker
 
 if typing.TYPE_CHECKING:

@@ -33,13 +33,13 @@ from typing import TYPE_CHECKING, Any
 from invoicing_async import _telemetry as telemetry
 from invoicing_async._decision import deferral, last_answer
 from invoicing_async._documents import Prepared, SendOptions, describe, serialize_document
-from invoicing_async._engine import engine_of
 from invoicing_async._errors import InvoicingError
 from invoicing_async._ledger._deferrals import DeferralRecord
 from invoicing_async._ledger._enqueue import Ready
 from invoicing_async._log import deferral as log
 from invoicing_async._outcomes import OutcomeStatus
 from invoicing_async._retry import RetryPolicy
+from invoicing_async._surface import engine_of
 from invoicing_async.outbox import _till
 from invoicing_async.qr import _signed_url
 
