@@ -89,7 +89,40 @@ class Lane(Generic[T]):
         return due is not None and due <= now and self.limiter.try_room()
 
 
-class Lanes(Generic[T]):
+class _Workers:
+    """The workers that wait for a document to send, and the documents held."""
+
+    def __init__(self) -> None:
+        self._waiters: collections.deque[asyncio.Future[Any]] = collections.deque()
+        self._held = 0
+        self._closed = False
+
+    @property
+    def held(self) -> int:
+        """Documents held: queued, waiting or in flight."""
+        return self._held
+
+    def close(self) -> None:
+        """No more documents will be put: ``take`` ends once all are settled."""
+        self._closed = True
+        self._wake_all_if_done()
+
+    def _wake_one(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def _wake_all_if_done(self) -> None:
+        if self._closed and self._held == 0:
+            while self._waiters:
+                waiter = self._waiters.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+
+
+class Lanes(_Workers, Generic[T]):
     """The lanes of one batch (see the module docstring).
 
     Workers waiting for a document queue up and are woken one at a time, each when a
@@ -114,6 +147,7 @@ class Lanes(Generic[T]):
     ) -> None:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
+        super().__init__()
         self._capacity = capacity
         self._limit = limit
         self._on_empty = on_empty
@@ -125,19 +159,11 @@ class Lanes(Generic[T]):
         self._timers: list[tuple[float, int, Lane[T]]] = []
         self._alarm: asyncio.TimerHandle | None = None
         self._seq = itertools.count()
-        self._held = 0
-        self._closed = False
-        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._room = asyncio.Event()
 
     def __len__(self) -> int:
         """Lanes in use."""
         return len(self._lanes)
-
-    @property
-    def held(self) -> int:
-        """Documents held: queued, waiting or in flight."""
-        return self._held
 
     def find(self, key: str | None) -> Lane[T] | None:
         """The lane of issuer ``key``, if it has one now (an idle one is in use again)."""
@@ -175,11 +201,6 @@ class Lanes(Generic[T]):
         lane.fresh.append(item)
         self._offer(lane, asyncio.get_running_loop().time())
         return True
-
-    def close(self) -> None:
-        """No more documents will be put: :meth:`take` ends once all are settled."""
-        self._closed = True
-        self._wake_all_if_done()
 
     async def take(self) -> tuple[Lane[T], T, int] | None:
         """The next document to send, its lane and the limiter round it is sent in.
@@ -294,22 +315,8 @@ class Lanes(Generic[T]):
         if timers:
             self._arm()
 
-    def _wake_one(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
 
-    def _wake_all_if_done(self) -> None:
-        if self._closed and self._held == 0:
-            while self._waiters:
-                waiter = self._waiters.popleft()
-                if not waiter.done():
-                    waiter.set_result(None)
-
-
-class OneLane(Generic[T]):
+class OneLane(_Workers, Generic[T]):
     """The lanes of a batch of one issuer: one lane, and no turns to take.
 
     :class:`Lanes`' interface without what only many issuers need (turns, a timer per
@@ -322,13 +329,10 @@ class OneLane(Generic[T]):
     def __init__(self, capacity: int, *, limit: int) -> None:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
+        super().__init__()
         self._capacity = capacity
         self._limit = limit
         self._lane: Lane[T] | None = None
-        self._held = 0
-        self._closed = False
-        self._waiters: collections.deque[asyncio.Future[tuple[Lane[T], T, int] | None]]
-        self._waiters = collections.deque()
         self._room = asyncio.Event()
         self._alarm: asyncio.TimerHandle | None = None
         self._seq = itertools.count()
@@ -338,11 +342,6 @@ class OneLane(Generic[T]):
     def __len__(self) -> int:
         """Lanes in use (one, once opened)."""
         return 0 if self._lane is None else 1
-
-    @property
-    def held(self) -> int:
-        """Documents held: queued, waiting or in flight."""
-        return self._held
 
     def find(self, key: str | None) -> Lane[T] | None:  # noqa: ARG002  (one lane)
         """The lane, if it is open."""
@@ -393,11 +392,6 @@ class OneLane(Generic[T]):
             waiter.set_result(None)  # it looks for itself
             return
         lane.fresh.append(item)
-
-    def close(self) -> None:
-        """No more documents will be put: :meth:`take` ends once all are settled."""
-        self._closed = True
-        self._wake_all_if_done()
 
     async def take(self) -> tuple[Lane[T], T, int] | None:
         """The next document to send, its lane and the limiter round it is sent in.
@@ -505,17 +499,3 @@ class OneLane(Generic[T]):
         self._alarm = None
         if self._waiters:
             self._wake_one()
-
-    def _wake_one(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
-
-    def _wake_all_if_done(self) -> None:
-        if self._closed and self._held == 0:
-            while self._waiters:
-                waiter = self._waiters.popleft()
-                if not waiter.done():
-                    waiter.set_result(None)
