@@ -65,9 +65,9 @@ if TYPE_CHECKING:
 
     from ._journal import Journal
     from ._models import DocumentResult
-    from ._prepare import Body
+    from ._prepare import Body, Preparer
 
-__all__ = ["Batch", "BatchOptions", "Preparer", "Route", "Sender", "collect"]
+__all__ = ["Batch", "BatchOptions", "Route", "Sender"]
 
 
 class Route(Protocol):
@@ -104,33 +104,6 @@ class Sender(Protocol):
 
     def release(self, route: Route) -> None:
         """The batch no longer sends through ``route``."""
-
-
-class Preparer(Protocol):
-    """What a batch needs to prepare documents: bodies, a chunk at a time or one by one."""
-
-    @property
-    def parallelism(self) -> tuple[int, int]:
-        """``(documents per chunk, chunks in preparation at once)``.
-
-        No chunks in preparation (``0``): each worker prepares its document with
-        :meth:`prepare_one`, right before sending it.
-        """
-
-    async def prepare_many(self, documents: Sequence[tuple[Any, bool]]) -> list[Body]:
-        """Each ``(document, encrypted)`` as ``(body, serialised)``, or its error."""
-
-    async def prepare_one(self, document: Any, *, encrypted: bool) -> Body:
-        """One document as ``(body, serialised)``, or its error."""
-
-    def prepare_here(self, document: Any, *, encrypted: bool) -> Body | tuple[None, bytes]:
-        """One document prepared here on the loop, or ``(None, serialised)``.
-
-        ``(None, serialised)``: it is to be encrypted :meth:`elsewhere`.
-        """
-
-    async def elsewhere(self, plain: bytes) -> Body:
-        """A serialised document encrypted off the loop."""
 
 
 @attrs.frozen(kw_only=True)
@@ -305,7 +278,9 @@ class Batch:
             # prepares the documents takes them from the input itself (no reader).
             reader = asyncio.ensure_future(self._prepare_ahead(iter(enumerate(documents))))
             preparers = []
-        self._telemetry = telemetry.Batch("invoicing.batch" if self._options.trace else None, {})
+        self._telemetry = telemetry.BatchCall(
+            "invoicing.batch" if self._options.trace else None, {}
+        )
         workers = [asyncio.ensure_future(self._work()) for _ in range(self._workers)]
         supervisor = asyncio.ensure_future(self._supervise(reader, preparers, workers))
         tasks = [reader, *preparers, *workers, supervisor]
@@ -740,11 +715,3 @@ async def _aiter(documents: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator
     else:
         for document in documents:
             yield document
-
-
-async def collect(batch: Batch, documents: Iterable[Any] | AsyncIterable[Any]) -> list[Outcome]:
-    """Every outcome of ``batch``, in input order (see ``InvoicingClient.submit_many``)."""
-    async with contextlib.aclosing(batch.run(documents)) as outcomes:
-        collected = [outcome async for outcome in outcomes]
-    collected.sort(key=lambda outcome: outcome.index)
-    return collected

@@ -31,10 +31,10 @@ if TYPE_CHECKING:
     from ._models import DocumentResult
     from ._retry import RetryPolicy
 
-__all__ = ["Delivery", "Send"]
+__all__ = ["Delivery", "SendOnce"]
 
 
-class Send(Protocol):
+class SendOnce(Protocol):
     """One attempt at sending a document, within ``timeout`` seconds (``None``: no limit)."""
 
     def __call__(self, *, timeout: float | None) -> Awaitable[DocumentResult]: ...
@@ -108,18 +108,18 @@ class Delivery:
         """What its log lines carry as ``extra``."""
         return {"invoicing.document_key": self.key, "invoicing.issuer": self.identity.issuer}
 
-    async def run(self, send: Send, *, limiter: Limiter | None = None) -> Outcome:
+    async def run(self, send: SendOnce, *, limiter: Limiter | None = None) -> Outcome:
         """Send until the outcome is known; ``send(timeout=...)`` makes one attempt."""
         end = await drive(
             self._attempts, self.attempt(send), subject=self, log=log, limiter=limiter
         )
         return self.outcome(end)
 
-    def step(self, send: Send) -> Awaitable[End | Wait]:
+    def step(self, send: SendOnce) -> Awaitable[End | Wait]:
         """At most one attempt, as the core says (a batch's worker)."""
         return step(self._attempts, self.attempt(send), subject=self, log=log)
 
-    def attempt(self, send: Send) -> Callable[[float | None], Awaitable[DocumentResult]]:
+    def attempt(self, send: SendOnce) -> Callable[[float | None], Awaitable[DocumentResult]]:
         """One attempt with ``send``: the record, checked against the document's identity."""
 
         async def attempt(timeout: float | None) -> DocumentResult:

@@ -255,7 +255,6 @@ class Engine:
         """``(body, serialised document)``, or why the document cannot be sent."""
         return await self._preparer.prepare_one(document, encrypted=encrypted)
 
-    @telemetry.traced("invoicing.submit")
     async def submit(
         self,
         document: Document,
@@ -269,22 +268,22 @@ class Engine:
 
         :param issuer: overrides the issuer the document names (``Issuer.Vat``).
         """
-        self.ensure_usable()
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        key, identity = describe(document)
-        if issuer is not None:
-            identity = identity._replace(issuer=issuer)
-        telemetry.describe(key, identity)
-        body = await self.prepare(document, encrypted=options.encrypted)
-        if isinstance(body, InvoicingError):
-            raise body
-        prepared = Prepared(key, identity, body[0], options, plain=body[1])
-        outcome = await self.deliver(prepared, deadline=deadline, policy=retry)
-        if outcome.status is OutcomeStatus.ACCEPTED and outcome.result is not None:
-            return outcome.result
-        assert outcome.error is not None  # noqa: S101  (every other outcome carries one)
-        raise outcome.error
+        with telemetry.calling("invoicing.submit", "document"):
+            self.ensure_usable()
+            deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+            key, identity = describe(document)
+            if issuer is not None:
+                identity = identity._replace(issuer=issuer)
+            telemetry.describe(key, identity)
+            body = await self._preparer.prepare_one(document, encrypted=options.encrypted)
+            if isinstance(body, InvoicingError):
+                raise body
+            prepared = Prepared(key, identity, body[0], options, plain=body[1])
+            outcome = await self.deliver(prepared, deadline=deadline, policy=retry)
+            if outcome.status is OutcomeStatus.ACCEPTED and outcome.result is not None:
+                return outcome.result
+            assert outcome.error is not None  # noqa: S101  (every other outcome carries one)
+            raise outcome.error
 
     async def deliver(
         self,

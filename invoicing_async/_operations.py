@@ -1,6 +1,6 @@
 """The provider's other operations: a call built once, run by the decision core.
 
-An operation call is built once from what a client method is given (:class:`Call`:
+An operation call is built once from what a client method is given (:class:`Operation`:
 method, path, body bytes, content type, query, and the :class:`~._safety.Safety` class
 it runs under — the table's, tightened as the caller asks), so that every attempt sends
 the same bytes: a JSON payload serialised with the package's one encoder (or the
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     FileInput = bytes | bytearray | memoryview | str | os.PathLike[str]
 
 __all__ = [
-    "Call",
+    "Operation",
     "OperationResult",
     "Options",
     "Payload",
@@ -91,7 +91,7 @@ class OperationResult:
 
 
 @attrs.frozen
-class Call:
+class Operation:
     """One operation call, ready to send as often as :attr:`safety` allows."""
 
     method: str
@@ -116,7 +116,7 @@ class Call:
 
 
 async def perform_answer(
-    channel: Channel, call: Call, *, policy: RetryPolicy, timeout: float | None
+    channel: Channel, call: Operation, *, policy: RetryPolicy, timeout: float | None
 ) -> OperationResult:
     """Run ``call``; its answer as an :class:`OperationResult` (see :func:`_perform`)."""
 
@@ -152,7 +152,7 @@ async def perform_answer(
 
 
 async def perform_record(
-    channel: Channel, call: Call, *, policy: RetryPolicy, timeout: float | None
+    channel: Channel, call: Operation, *, policy: RetryPolicy, timeout: float | None
 ) -> DocumentResult:
     """Run ``call``, whose answer is a document result record (see :func:`_perform`)."""
 
@@ -170,7 +170,7 @@ async def perform_record(
 
 async def _perform(
     channel: Channel,
-    call: Call,
+    call: Operation,
     ok: Callable[[proto.Response], tuple[int, T]],
     *,
     policy: RetryPolicy,
@@ -199,7 +199,7 @@ async def _perform(
 
 async def ending(
     channel: Channel,
-    call: Call,
+    call: Operation,
     ok: Callable[[proto.Response], tuple[int, T]],
     *,
     policy: RetryPolicy,
@@ -260,7 +260,7 @@ def named_call(
     content_type: str | None = None,
     params: Mapping[str, str] | None = None,
     safety: Safety | None = None,
-) -> Call:
+) -> Operation:
     """The call of operation ``name`` (a key of :data:`~._safety.OPERATIONS`).
 
     :raises ValueError: ``safety`` would loosen the operation's class, or a path
@@ -272,7 +272,7 @@ def named_call(
         if not str(value):
             raise ValueError(f"{key} must not be empty")
         values[key] = quote(str(value), safe="")
-    return Call(
+    return Operation(
         spec.method,
         spec.path.format(**values),
         tighten(spec.safety, safety),
@@ -292,7 +292,7 @@ def free_call(
     content_type: str | None,
     params: Mapping[str, str] | None,
     safety: Safety | None,
-) -> Call:
+) -> Operation:
     """A call of ``method path``: the table's class if it knows the operation.
 
     An operation the table does not know runs under ``safety``, by default the safest
@@ -306,8 +306,8 @@ def free_call(
     spec = operation_for(method, path)
     if spec is None:
         chosen = safety if safety is not None else default_safety(method)
-        return Call(method, path, chosen, _FIND_OUT_UNKNOWN, body, content_type, params)
-    return Call(
+        return Operation(method, path, chosen, _FIND_OUT_UNKNOWN, body, content_type, params)
+    return Operation(
         method,
         path,
         tighten(spec.safety, safety),

@@ -142,7 +142,7 @@ class Submitter:
 
     # --- one document ------------------------------------------------------------------
 
-    async def _submit(
+    def _submit(
         self,
         encrypted: bool,
         document: Document,
@@ -152,11 +152,9 @@ class Submitter:
         time_stamp: dt.datetime | str | None = None,
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
-    ) -> DocumentResult:
+    ) -> Coroutine[Any, Any, DocumentResult]:
         options = SendOptions(encrypted=encrypted, send_method=send_method, time_stamp=time_stamp)
-        return await self._engine.submit(
-            document, options, issuer=issuer, retry=retry, timeout=timeout
-        )
+        return self._engine.submit(document, options, issuer=issuer, retry=retry, timeout=timeout)
 
     submit_secure = bind(
         _submit,

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import functools
 import importlib.metadata
 import sys
@@ -46,7 +45,7 @@ from ._decision import ending_of
 from ._errors import InvoicingError
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+    from collections.abc import Awaitable, Callable, Iterable, Mapping
     from typing import ParamSpec
 
     from ._decision import End, Wait
@@ -58,7 +57,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SCOPE",
     "BacklogGauges",
-    "Batch",
+    "BatchCall",
     "Call",
     "Exchange",
     "MetricsServer",
@@ -379,18 +378,18 @@ class Call:
 
 
 class Quiet(Call):
-    """A batch's document's call while nobody listens: its fields, no span, no count.
+    """A call while nobody listens (no tracer, no meters): its fields, no span, no count.
 
-    What every document pays without an SDK: its fields, a context variable set and
-    reset around its turns (its log records name it), and a count of its requests.
+    What every call pays without an SDK: its fields, a context variable set and reset
+    around it (its log records name it), and a count of its requests.
     """
 
     __slots__ = ("_token",)
 
     tracer = meters = span = under = None
 
-    def __init__(self, key: str, issuer: str | None) -> None:
-        self.fields = document_fields(key, issuer)
+    def __init__(self, fields: dict[str, Any]) -> None:
+        self.fields = fields
         self.sends = 0
 
     def __enter__(self) -> Call:
@@ -401,9 +400,13 @@ class Quiet(Call):
         _log.current.reset(self._token)
 
     def update(self, fields: Mapping[str, Any]) -> None:
-        """Nothing to keep them on (no span)."""
+        """More fields for its log records."""
+        self.fields.update(fields)
 
     def end(self, status: str, *, error: BaseException | None = None, attempts: int = 0) -> None:
+        """Nothing to count or close."""
+
+    def finish(self, error: BaseException | None) -> None:
         """Nothing to count or close."""
 
 
@@ -433,29 +436,39 @@ def _failed(span: Any, description: str) -> None:
 
 
 def call(name: str, kind: str, fields: dict[str, Any] | None = None, *, root: bool = False) -> Call:
-    """A new call (its span under the current one, or a new trace: ``root``); not entered."""
+    """A new call (its span under the current one, or a new trace: ``root``); not entered.
+
+    A :class:`Quiet` one while nobody listens.
+    """
     fields = fields if fields is not None else {}
     tracer = _tracer()
+    meters = _instruments()
+    if tracer is None and meters is None:
+        return Quiet(fields)
     span = None if tracer is None else _start(tracer, name, fields, root=root)
-    return Call(kind, fields, tracer=tracer, meters=_instruments(), span=span)
+    return Call(kind, fields, tracer=tracer, meters=meters, span=span)
 
 
-@contextlib.contextmanager
-def calling(name: str, kind: str, fields: dict[str, Any] | None = None) -> Iterator[Call]:
+class calling:  # noqa: N801  (used as a function: ``with calling(...) as call``)
     """A call, current while the block runs, ended when it leaves (see :meth:`Call.finish`).
 
     An ending told before (:meth:`Call.ended`) stands.
     """
-    made = call(name, kind, fields)
-    error: BaseException | None = None
-    with made:
+
+    __slots__ = ("_made",)
+
+    def __init__(self, name: str, kind: str, fields: dict[str, Any] | None = None) -> None:
+        self._made = call(name, kind, fields)
+
+    def __enter__(self) -> Call:
+        return self._made.__enter__()
+
+    def __exit__(self, exc_type: object, error: BaseException | None, tb: object) -> None:
+        made = self._made
         try:
-            yield made
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
             made.finish(error)
+        finally:
+            made.__exit__(exc_type, error, tb)
 
 
 def traced(
@@ -540,7 +553,7 @@ def waited(decision: Wait) -> None:
 # --- batches ---------------------------------------------------------------------------------
 
 
-class Batch:
+class BatchCall:
     """A batch's telemetry: its span and its documents' calls.
 
     With a span (``name``), the documents' requests' spans go under it, each naming its
@@ -571,7 +584,7 @@ class Batch:
         """
         tracer, span = self._tracer, None
         if tracer is None and self._meters is None:
-            return Quiet(key, issuer)
+            return Quiet(document_fields(key, issuer))
         fields = document_fields(key, issuer)
         if tracer is not None and self._span is None:
             span = _start(tracer, "invoicing.document", fields, root=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from invoicing_async import InvoicingError
@@ -38,3 +39,10 @@ async def once(client, document, *, encrypted=False, timeout=None):
 async def send_body(client, body, *, encrypted):
     """One attempt with exactly ``body`` (already encrypted, or deliberately broken)."""
     return await client._channel.send_body(body, encrypted=encrypted)
+
+
+async def collect(batch, documents):
+    """Every outcome of a batch, in input order (what ``submit_many`` gives)."""
+    async with contextlib.aclosing(batch.run(documents)) as outcomes:
+        collected = [outcome async for outcome in outcomes]
+    return sorted(collected, key=lambda outcome: outcome.index)

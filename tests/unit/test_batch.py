@@ -14,6 +14,7 @@ import tracemalloc
 
 import attrs
 import pytest
+from helpers import collect
 
 from invoicing_async import (
     DocumentResult,
@@ -26,7 +27,7 @@ from invoicing_async import (
     ValidationError,
     document_key,
 )
-from invoicing_async._batch import Batch, BatchOptions, collect
+from invoicing_async._batch import Batch, BatchOptions
 from invoicing_async._journal import Ref
 from invoicing_async._ledger._sqlite_ledger import ledger_journal
 from invoicing_async._prepare import _serialized

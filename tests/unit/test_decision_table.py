@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from helpers import collect
 
 from invoicing_async import (
     AuthenticationError,
@@ -37,12 +38,12 @@ from invoicing_async import (
     UnexpectedStatusError,
     ValidationError,
 )
-from invoicing_async._batch import Batch, BatchOptions, collect
+from invoicing_async._batch import Batch, BatchOptions
 from invoicing_async._decision import Breaker, Budget, ReauthWaits, Shared
 from invoicing_async._delivery import Delivery
 from invoicing_async._documents import Identity
 from invoicing_async._limiter import Limiter
-from invoicing_async._operations import Call, ending
+from invoicing_async._operations import Operation, ending
 from invoicing_async._prepare import _serialized
 
 RECORD = DocumentResult(mark=1, series="A", number="1", internal_id="X-1")
@@ -207,7 +208,7 @@ class _Channel:
 
 
 async def operation(answers, safety):
-    call = Call("POST", "/B2GInvoice/ReSeedInvoice", safety, "read its status")
+    call = Operation("POST", "/B2GInvoice/ReSeedInvoice", safety, "read its status")
     end = await ending(
         _Channel(answers),
         call,
