@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         DeferredReceipt,
     )
     from ._documents import Submission, document_key
+    from ._engine import ClientOptions
     from ._errors import (
         AuthenticationError,
         ClientStateError,
@@ -59,6 +60,7 @@ __all__ = [
     "AuthenticationError",
     "Backlog",
     "BatchProgress",
+    "ClientOptions",
     "ClientStateError",
     "CredentialsError",
     "CredentialsKey",
@@ -110,6 +112,7 @@ _HOMES = {
     "AuthenticationError": "._errors",
     "Backlog": "._deferred",
     "BatchProgress": "._outcomes",
+    "ClientOptions": "._engine",
     "ClientStateError": "._errors",
     "CredentialsError": "._errors",
     "CredentialsKey": "._tokenstore",

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from ._retry import RetryPolicy
     from ._tokencache import TokenCache
 
-__all__ = ["Submitter", "bind", "collected", "engine_of"]
+__all__ = ["Submitter", "bind", "collected", "engine_of", "present"]
 
 P = ParamSpec("P")
 S = TypeVar("S")
@@ -75,14 +75,44 @@ def bind(
 
     signature = inspect.signature(implementation)
     parameters = list(signature.parameters.values())
-    method.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[parameters[0], *parameters[2:]]
+    present(
+        method,
+        signature.replace(
+            parameters=[parameters[0], *parameters[2:]],
+            return_annotation=_awaited(signature.return_annotation),
+        ),
     )
     method.__name__ = name
     method.__qualname__ = implementation.__qualname__.rsplit(".", 1)[0] + "." + name
     method.__doc__ = doc
     method.__module__ = implementation.__module__
     return method
+
+
+def present(function: Callable[..., Any], signature: inspect.Signature) -> None:
+    """Have ``inspect`` and the documentation read ``signature`` as ``function``'s.
+
+    Its annotations too: those of a generic wrapper (``P.args``, ``T``) would win over
+    the signature's where the documentation resolves them.
+    """
+    function.__signature__ = signature  # type: ignore[attr-defined]
+    function.__annotations__ = {
+        name: parameter.annotation
+        for name, parameter in signature.parameters.items()
+        if parameter.annotation is not inspect.Parameter.empty
+    } | {"return": signature.return_annotation}
+
+
+def _awaited(annotation: Any) -> Any:
+    """What a coroutine annotated ``annotation`` gives when awaited (as it is documented).
+
+    An implementation that hands back its inner coroutine says ``Coroutine[Any, Any, X]``;
+    the method, ``X``.
+    """
+    prefix = "Coroutine[Any, Any, "
+    if isinstance(annotation, str) and annotation.startswith(prefix):
+        return annotation[len(prefix) : -1]
+    return annotation
 
 
 def collected(
@@ -99,9 +129,7 @@ def collected(
         found.sort(key=lambda outcome: outcome.index)
         return found
 
-    many.__signature__ = inspect.signature(stream).replace(  # type: ignore[attr-defined]
-        return_annotation="list[Outcome]"
-    )
+    present(many, inspect.signature(stream).replace(return_annotation="list[Outcome]"))
     many.__name__ = name
     many.__qualname__ = stream.__qualname__.rsplit(".", 1)[0] + "." + name
     many.__doc__ = doc

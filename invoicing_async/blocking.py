@@ -38,6 +38,7 @@ from ._env import client_arguments as _client_arguments
 from ._errors import ClientStateError as _ClientStateError
 from ._pool import IssuerPool as _IssuerPool
 from ._surface import Submitter as _Submitter
+from ._surface import present as _present
 
 if typing.TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
@@ -159,7 +160,7 @@ def _blocking(
             args = (list(documents), *args[1:])  # type: ignore[assignment]
         return self.run(lambda target: method(target, *args, **kwargs))
 
-    call.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
+    _present(call, inspect.signature(method))
     call.__name__ = method.__name__
     call.__qualname__ = f"_Blocking.{method.__name__}"
     call.__doc__ = (

@@ -152,8 +152,8 @@ def _autodoc_lines(full: str, value: Any) -> list[str]:
     if inspect.isclass(value):
         kind = "autoexception" if issubclass(value, BaseException) else "autoclass"
         lines = [f".. {kind}:: {full}", "   :members:", "   :undoc-members:"]
-        if value.__bases__ != (object,):  # "Bases: object" says nothing
-            lines.append("   :show-inheritance:")
+        if any(not _private_base(base) for base in value.__bases__ if base is not object):
+            lines.append("   :show-inheritance:")  # "Bases: object" says nothing, nor a private one
         if any(_private_base(base) for base in value.__mro__[1:]):
             lines.append("   :inherited-members:")  # a private base's methods are its own
         return [*lines, ""]
@@ -163,8 +163,10 @@ def _autodoc_lines(full: str, value: Any) -> list[str]:
 
 
 def _private_base(base: type) -> bool:
-    """A base class of this project that its public classes stand for."""
-    return base.__module__.startswith("invoicing") and base.__name__.startswith("_")
+    """A base class of this project that its public classes stand for: not public itself."""
+    if not base.__module__.startswith("invoicing"):
+        return False
+    return base.__name__.startswith("_") or id(base) not in _public_names()
 
 
 # --- the error tree ----------------------------------------------------------------------
