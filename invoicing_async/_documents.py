@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import attrs
 
 from ._errors import DocumentTooLargeError, InvoicingError, ValidationError
+from ._fields import folded, tin
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -231,6 +232,12 @@ def document_key(document: Document) -> str:
     ``DistributionDetails.InternalDocumentId`` when present (``id:…``), else issuer VAT,
     series and number (``doc:…``), else a SHA-256 of the serialised document
     (``sha256:…``). Never raises: a document that cannot be read has a content hash.
+
+    The fields are read as the provider reads them: names in any case
+    (``distributionDetails.internalDocumentId`` too), and the issuer's VAT number
+    without its country prefix (``EL123456783`` is the TIN ``123456783``).
+
+    .. versionchanged:: 0.5.0 field names in any case; the ``EL`` prefix dropped.
     """
     return describe(document)[0]
 
@@ -243,7 +250,7 @@ def describe(document: Any) -> tuple[str, Identity]:
         return "sha256:" + hashlib.sha256(repr(type(document)).encode()).hexdigest(), _NO_IDENTITY
 
 
-def _describe(document: Any) -> tuple[str, Identity]:
+def _describe(document: Any) -> tuple[str, Identity]:  # noqa: C901  (one hot path, inlined)
     data: Any = document
     if isinstance(document, (bytes, bytearray, memoryview, str)):
         raw = (
@@ -257,16 +264,34 @@ def _describe(document: Any) -> tuple[str, Identity]:
             return "sha256:" + hashlib.sha256(raw).hexdigest(), _NO_IDENTITY
     if not isinstance(data, Mapping):
         return _content_key(data), _NO_IDENTITY
+    # Read as the provider reads (_fields): names in any case, the VAT number's prefix
+    # dropped. Each exact name is tried inline first and searched for only when missing:
+    # a PascalCase document (read for every document of every batch) costs what it did.
     distribution = data.get("DistributionDetails")
-    internal = distribution.get("InternalDocumentId") if isinstance(distribution, Mapping) else None
-    series, number = data.get("Series"), data.get("Number")
-    issuer = data.get("Issuer")
-    vat = issuer.get("Vat") if isinstance(issuer, Mapping) else None
+    if distribution is None:
+        distribution = folded(data, "DistributionDetails")
+    internal = None
+    if type(distribution) is dict or isinstance(distribution, Mapping):
+        internal = distribution.get("InternalDocumentId")
+        if internal is None:
+            internal = folded(distribution, "InternalDocumentId")
+    series, number, issuer = data.get("Series"), data.get("Number"), data.get("Issuer")
+    if series is None or number is None or issuer is None:
+        series = folded(data, "Series") if series is None else series
+        number = folded(data, "Number") if number is None else number
+        issuer = folded(data, "Issuer") if issuer is None else issuer
+    vat = None
+    if type(issuer) is dict or isinstance(issuer, Mapping):
+        vat = issuer.get("Vat")
+        if vat is None:
+            vat = folded(issuer, "Vat")
+        if not (vat.__class__ is str and vat.isdigit()):
+            vat = tin(vat)
     identity = Identity(
         None if series is None else str(series),
         None if number is None else str(number),
         str(internal) if internal else None,
-        str(vat) if vat else None,
+        vat,
     )
     if internal:
         return f"id:{internal}", identity
