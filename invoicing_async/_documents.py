@@ -1,7 +1,9 @@
 """A document's bytes and its identity.
 
-The library imposes no schema: a document is any JSON-serialisable mapping, or the exact
-bytes to send. Two questions are asked of it, and answered here only:
+The library imposes no schema: a document is any JSON-serialisable mapping, a typed
+document (:mod:`invoicing_async.documents`, turned into its JSON here), or the exact
+bytes to send; a document marked :class:`~._checked.Checked` is checked here too, where
+it is serialised. Two questions are asked of it, and answered here only:
 
 * :func:`serialize_document`: which bytes go on the wire (compact UTF-8 JSON, or the
   caller's own bytes unchanged);
@@ -33,6 +35,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import attrs
 
+from ._checked import Checked, require_valid
+from ._convert import document_to_json
+from ._doctypes import DocumentBase
+from ._doctypes import Party as DocumentParty
 from ._errors import DocumentTooLargeError, InvoicingError, ValidationError
 from ._fields import folded, tin
 
@@ -59,8 +65,9 @@ __all__ = [
     "utf8_size",
 ]
 
-#: What the library accepts as a document.
-Document = Mapping[str, Any] | bytes | bytearray | memoryview | str
+#: What the library accepts as a document: a mapping, a typed document, or its JSON (bytes
+#: are sent as they are); any of them marked to be checked first.
+Document = Mapping[str, Any] | DocumentBase | Checked | bytes | bytearray | memoryview | str
 
 
 def dumps(value: Any) -> bytes:
@@ -95,9 +102,7 @@ def serialize_document(document: Document, max_size: int | None = None) -> bytes
         check_size(document.nbytes if isinstance(document, memoryview) else len(document), max_size)
         return bytes(document)
     if not isinstance(document, (str, Mapping)):
-        raise ValidationError(
-            f"a document must be a mapping or bytes, not {type(document).__name__}"
-        )
+        return serialize_document(_plain(document), max_size)
     try:
         text = document if isinstance(document, str) else _ENCODER.encode(document)
         if max_size is not None and len(text) > max_size:
@@ -136,6 +141,26 @@ def serialize_document(document: Document, max_size: int | None = None) -> bytes
         del body
         check_size(size, max_size)
     return body
+
+
+def _plain(document: Any) -> Any:
+    """A typed or checked document as what is serialised: its JSON object (or bytes).
+
+    :raises InvalidDocumentError: a checked document the provider would refuse.
+    :raises ValidationError: anything else that is not a document.
+    """
+    if isinstance(document, Checked):
+        inner = document.document
+        data = require_valid(inner)
+        return inner if isinstance(inner, (bytes, bytearray, memoryview, str)) else data
+    if isinstance(document, DocumentBase):
+        try:
+            return document_to_json(document)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"the document cannot be written as JSON: {exc}") from None
+    raise ValidationError(
+        f"a document must be a mapping, a typed document or bytes, not {type(document).__name__}"
+    )
 
 
 #: The largest document the client sends unless told otherwise (``max_document_size``),
@@ -263,7 +288,7 @@ def _describe(document: Any) -> tuple[str, Identity]:  # noqa: C901  (one hot pa
         except ValueError:
             return "sha256:" + hashlib.sha256(raw).hexdigest(), _NO_IDENTITY
     if not isinstance(data, Mapping):
-        return _content_key(data), _NO_IDENTITY
+        return _described_other(data)
     # Read as the provider reads (_fields): names in any case, the VAT number's prefix
     # dropped. Each exact name is tried inline first and searched for only when missing:
     # a PascalCase document (read for every document of every batch) costs what it did.
@@ -287,6 +312,24 @@ def _describe(document: Any) -> tuple[str, Identity]:  # noqa: C901  (one hot pa
             vat = folded(issuer, "Vat")
         if not (vat.__class__ is str and vat.isdigit()):
             vat = tin(vat)
+    return _keyed(series, number, internal, vat, data)
+
+
+def _described_other(data: Any) -> tuple[str, Identity]:
+    """A document that is not a mapping: checked, typed, or no object at all."""
+    if isinstance(data, Checked):
+        return _describe(data.document)
+    if isinstance(data, DocumentBase):
+        issuer = data.issuer
+        vat = tin(issuer.vat) if isinstance(issuer, DocumentParty) else None
+        return _keyed(data.series, data.number, data.internal_id, vat, data)
+    return _content_key(data), _NO_IDENTITY
+
+
+def _keyed(
+    series: Any, number: Any, internal: Any, vat: str | None, data: Any
+) -> tuple[str, Identity]:
+    """The key and identity of a document whose fields these are (``data``: the document)."""
     identity = Identity(
         None if series is None else str(series),
         None if number is None else str(number),
@@ -301,6 +344,8 @@ def _describe(document: Any) -> tuple[str, Identity]:  # noqa: C901  (one hot pa
 
 
 def _content_key(data: Any) -> str:
+    if isinstance(data, DocumentBase):
+        data = document_to_json(data)
     try:
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
@@ -351,7 +396,7 @@ class Submission:
     .. versionadded:: 0.3.0
     """
 
-    #: A JSON-serialisable mapping, or the exact bytes to send.
+    #: A JSON-serialisable mapping, a typed document, or the exact bytes to send.
     document: Document = attrs.field(repr=False)
     #: The document's identity, if the caller knows it (else the batch's ``key=``).
     key: str | None = None
