@@ -55,21 +55,22 @@ _LINE_OTHERS = (
 #: The names a line's net and VAT are read from: the provider's, then myDATA's.
 _NET = ("NetTotal", "NetValue")
 _VAT = ("VATTotal", "VatAmount")
+_TOTAL = ("Total",)
+_AMOUNT = ("Amount",)
 _NOT_A_NUMBER = "must be a number"
 _CENT = decimal.Decimal("0.01")
 
 
 def cents(value: Any) -> int | str:
     """An amount in whole cents, or why it is not one (``must be a number`` …)."""
-    if type(value) is float:
-        text = repr(value)
-        dot = text.find(".")
-        if dot >= 0 and "e" not in text:
-            if len(text) - dot > 3:
-                return _too_fine(text)
-            return round(value * 100)
-    elif type(value) is int:
-        return value * 100
+    kind = value.__class__
+    if kind is float and value - value == 0 and -1e13 < value < 1e13:
+        # A float has at most two decimals (by its shortest text) exactly when the cents
+        # it rounds to, divided back, are the float itself: no text is made.
+        amount = round(value * 100)
+        return amount if amount / 100 == value else _too_fine(repr(value))
+    if kind is int:
+        return value * 100  # type: ignore[no-any-return]
     amount = number(value)
     if amount is None:
         return _NOT_A_NUMBER
@@ -88,6 +89,11 @@ def _too_fine(text: str) -> str:
 
 def shape(value: Any) -> str | None:
     """``must be a number`` unless ``value`` is a number (or numeric text)."""
+    kind = value.__class__
+    if kind is float:
+        return None if value - value == 0 else _NOT_A_NUMBER  # NaN and infinities are not
+    if kind is int or (kind is decimal.Decimal and value.is_finite()):
+        return None
     return _NOT_A_NUMBER if number(value) is None else None
 
 
@@ -107,12 +113,12 @@ def vat_of(net: int, rate: int) -> int:
 class _Totals:
     """The lines' totals, as far as every line could be read."""
 
-    __slots__ = ("complete", "informative", "net", "vat")
+    __slots__ = ("aliases", "complete", "net", "vat")
 
     def __init__(self) -> None:
         self.net = self.vat = 0
         self.complete = True
-        self.informative = False
+        self.aliases: set[str] = set()
 
 
 def check(
@@ -120,55 +126,224 @@ def check(
     summaries: Mapping[str, Any] | None,
     document: Mapping[str, Any],
     problems: list[Problem],
+    *,
+    lines_hold: bool = False,
 ) -> None:
-    """Append the problems of the amounts of ``details``, ``summaries`` and payments."""
+    """Append the problems of the amounts of ``details``, ``summaries`` and payments.
+
+    :param lines_hold: the lines hold every rule of a line, and the summaries are their
+        totals: the lines are not read (see :func:`~._checks.check_document`).
+    """
     totals = _Totals()
-    aliases: set[str] = set()
-    for index, line in enumerate(details):
+    written = None if lines_hold else _as_written(details)
+    if written is not None:
+        totals.net, totals.vat = written
+    for index, line in enumerate(details if written is None and not lines_hold else ()):
         if not isinstance(line, Mapping):
             problems.append(
                 Problem(f"Details[{index}]", "must be an object", source=SOURCES["shape"])
             )
             totals.complete = False
             continue
-        _line(index, line, totals, aliases, problems)
+        _line(index, line, totals, totals.aliases, problems)
     gross = None
     if summaries is not None:
-        gross = _summaries(summaries, totals if details else None, problems)
+        compared = details and not lines_hold
+        gross = _summaries(summaries, totals if compared else None, details, problems)
     _payments(document, gross, problems)
 
 
 def _amount(
     container: Mapping[str, Any],
-    where: str,
+    where: Any,
     names: tuple[str, ...],
     problems: list[Problem],
     aliases: set[str] | None = None,
 ) -> int | None:
-    """The amount read from the first of ``names`` (its problem appended), or ``None``."""
+    """The amount read from the first of ``names`` (its problem appended), or ``None``.
+
+    ``where`` is the container's path, or the index of a line (its path made only for a
+    problem).
+    """
+    name = names[0]
+    value = container.get(name)
+    if value is None:
+        value, name = _read(container, names)
+        if value is None:
+            return None
+    amount = cents(value)
+    if amount.__class__ is int and name is names[0]:
+        return amount
+    path = f"{_path(where)}.{names[0]}"
+    if isinstance(amount, str):
+        source = SOURCES["shape"] if amount == _NOT_A_NUMBER else SOURCES["cents"]
+        problems.append(Problem(path, amount, source=source))
+        return None
+    if name != names[0] and aliases is not None and name not in aliases:
+        aliases.add(name)
+        problems.append(
+            Problem(
+                path,
+                f"read from {name!r} (in every line that has it): the provider's "
+                f"samples name it {names[0]!r} (rename it, so that the provider "
+                "reads it)",
+                Severity.WARNING,
+                SOURCES["names"],
+            )
+        )
+    return amount
+
+
+def _read(container: Mapping[str, Any], names: tuple[str, ...]) -> tuple[Any, str]:
+    """The first of ``names`` ``container`` has in any case, and which; ``(None, "")``."""
     for name in names:
         value = field(container, name)
-        if value is None:
-            continue
-        amount = cents(value)
-        path = f"{where}.{names[0]}" if where else names[0]
-        if isinstance(amount, str):
-            source = SOURCES["shape"] if amount == _NOT_A_NUMBER else SOURCES["cents"]
-            problems.append(Problem(path, amount, source=source))
+        if value is not None:
+            return value, name
+    return None, ""
+
+
+def _path(where: Any) -> str:
+    return f"Details[{where}]" if where.__class__ is int else str(where)
+
+
+class _Payment(int):
+    """The index of a payment method: its path, made only for a problem."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return f"PaymentDetails.PaymentMethods[{int(self)}]"
+
+
+def _as_written(details: list[Any]) -> tuple[int, int] | None:  # noqa: C901, PLR0912  (a hot loop, inlined)
+    """The lines' net and VAT totals in cents, if every line holds every rule of a line.
+
+    The common case, checked at the cost of a few lookups a line: each written as the
+    samples write one (amounts as numbers: floats as JSON has them, or decimals as a
+    typed document has them; the category's code). ``None``: some line is to be looked
+    at closer, rule by rule.
+    """
+    head = details[0] if details else None
+    if head.__class__ is dict and head.get("NetTotal").__class__ is decimal.Decimal:
+        return _decimals_as_written(details)
+    net_sum = vat_sum = 0
+    for line in details:
+        if line.__class__ is not dict:
             return None
-        if name != names[0] and aliases is not None and name not in aliases:
-            aliases.add(name)
-            problems.append(
-                Problem(
-                    path,
-                    f"read from {name!r} (in every line that has it): the provider's "
-                    f"samples name it {names[0]!r} (rename it, so that the provider "
-                    "reads it)",
-                    Severity.WARNING,
-                    SOURCES["names"],
-                )
+        get = line.get
+        net, vat, total = get("NetTotal"), get("VATTotal"), get("Total")
+        if net.__class__ is float and vat.__class__ is float:
+            # A float has at most two decimals (by its shortest text) exactly when the
+            # cents it rounds to, divided back, are the float itself (in the cents' range).
+            if not (-1e13 < net < 1e13 and -1e13 < vat < 1e13):  # NaN, infinite, too large
+                return None
+            net_cents, vat_cents = round(net * 100), round(vat * 100)
+            if net_cents / 100 != net or vat_cents / 100 != vat:
+                return None
+        else:
+            amounts = _cents_all(net, vat, None)
+            if amounts is None:
+                return None
+            net_cents, vat_cents, _ = amounts
+        code = get("VatCategoryCode")
+        rate = VAT_RATES.get(code) if code.__class__ is int else None
+        if rate is None:
+            return None
+        product = net_cents * rate  # vat_of, inlined
+        expected = (product + 50) // 100 if product >= 0 else -((50 - product) // 100)
+        if not -1 <= vat_cents - expected <= 1:
+            return None
+        if total is not None:
+            if total.__class__ is float and -1e13 < total < 1e13:
+                total_cents = round(total * 100)
+                if total_cents / 100 != total:
+                    return None
+            else:
+                whole = _whole(total)
+                if whole is None:
+                    return None
+                total_cents = whole
+            if not -1 <= total_cents - net_cents - vat_cents <= 1:
+                return None
+        net_sum += net_cents
+        vat_sum += vat_cents
+    return net_sum, vat_sum
+
+
+def _decimals_as_written(details: list[Any]) -> tuple[int, int] | None:
+    """:func:`_as_written` of a typed document's lines: its amounts are decimals."""
+    net_sum = vat_sum = 0
+    for line in details:
+        if line.__class__ is not dict:
+            return None
+        get = line.get
+        net_text, vat_text, total_text = get("NetTotal"), get("VATTotal"), get("Total")
+        if net_text.__class__ is not decimal.Decimal or vat_text.__class__ is not decimal.Decimal:
+            return None
+        hundreds, vat_hundreds = net_text * 100, vat_text * 100
+        net, vat = int(hundreds), int(vat_hundreds)
+        code = get("VatCategoryCode")
+        rate = VAT_RATES.get(code) if code.__class__ is int else None
+        if net != hundreds or vat != vat_hundreds or rate is None:
+            return None
+        if abs(vat - vat_of(net, rate)) > 1:
+            return None
+        if total_text is not None and total_text != net_text + vat_text:
+            total = _whole(total_text)
+            if total is None or abs(total - net - vat) > 1:
+                return None
+        net_sum += net
+        vat_sum += vat
+    return net_sum, vat_sum
+
+
+def _cents_all(net: Any, vat: Any, total: Any) -> tuple[int, int, int | None] | None:
+    """The cents of a line's net, VAT and (optional) total, or ``None``.
+
+    Each must be a number with at most two decimals: all floats (a float has at most two
+    decimals, by its shortest text, exactly when the cents it rounds to, divided back,
+    are the float itself), all decimals, or any of ints and floats.
+    """
+    kind = net.__class__
+    if kind is vat.__class__ and (total is None or total.__class__ is kind):
+        if kind is float:
+            if not (-1e13 < net < 1e13 and -1e13 < vat < 1e13):  # NaN, infinite, too large
+                return None
+            net_cents, vat_cents = round(net * 100), round(vat * 100)
+            if net_cents / 100 != net or vat_cents / 100 != vat:
+                return None
+            if total is None:
+                return net_cents, vat_cents, None
+            if not -1e13 < total < 1e13 or round(total * 100) / 100 != total:
+                return None
+            return net_cents, vat_cents, round(total * 100)
+        if kind is decimal.Decimal:  # a typed document's amounts (finite)
+            hundreds = (net * 100, vat * 100, total * 100 if total is not None else None)
+            whole = (
+                int(hundreds[0]),
+                int(hundreds[1]),
+                int(hundreds[2]) if hundreds[2] is not None else None,
             )
-        return amount
+            return whole if whole == hundreds else None
+    amounts = (_whole(net), _whole(vat), None if total is None else _whole(total))
+    if amounts[0] is None or amounts[1] is None or (total is not None and amounts[2] is None):
+        return None
+    return amounts  # type: ignore[return-value]
+
+
+def _whole(value: Any) -> int | None:
+    if value.__class__ is decimal.Decimal:
+        if not value.is_finite():
+            return None
+        hundreds = value * 100
+        whole = int(hundreds)
+        return whole if whole == hundreds else None
+    if value.__class__ is int:
+        return value * 100
+    if value.__class__ is float and -1e13 < value < 1e13:
+        cents = round(value * 100)
+        return cents if cents / 100 == value else None
     return None
 
 
@@ -179,19 +354,16 @@ def _line(
     aliases: set[str],
     problems: list[Problem],
 ) -> None:
-    where = f"Details[{index}]"
-    net = _amount(line, where, _NET, problems, aliases)
-    vat = _amount(line, where, _VAT, problems, aliases)
-    total = _amount(line, where, ("Total",), problems)
-    if field(line, "IsInformative") is True:
-        totals.informative = True
+    net = _amount(line, index, _NET, problems, aliases)
+    vat = _amount(line, index, _VAT, problems, aliases)
+    total = _amount(line, index, _TOTAL, problems)
     if net is None or vat is None:
         totals.complete = False
         for names, amount in ((_NET, net), (_VAT, vat)):
             if amount is None and first(line, names) is None:
                 problems.append(
                     Problem(
-                        f"{where}.{names[0]}",
+                        f"{_path(index)}.{names[0]}",
                         "is missing: the provider reads a line's amounts from NetTotal "
                         "and VATTotal",
                         Severity.WARNING,
@@ -201,7 +373,7 @@ def _line(
         return
     totals.net += net
     totals.vat += vat
-    _rate(where, line, net, vat, problems)
+    _rate(index, line, net, vat, problems)
     if (
         total is not None
         and abs(total - net - vat) > 1
@@ -209,7 +381,7 @@ def _line(
     ):
         problems.append(
             Problem(
-                f"{where}.Total",
+                f"{_path(index)}.Total",
                 f"is not NetTotal plus VATTotal ({format_cents(net + vat)})",
                 Severity.WARNING,
                 SOURCES["unsure"],
@@ -217,17 +389,23 @@ def _line(
         )
 
 
-def _rate(where: str, line: Mapping[str, Any], net: int, vat: int, problems: list[Problem]) -> None:
-    code = field(line, "VatCategoryCode")
+def _rate(index: int, line: Mapping[str, Any], net: int, vat: int, problems: list[Problem]) -> None:
+    code = line.get("VatCategoryCode")
     if code is None:
-        return
-    category = number(code)
-    rate = VAT_RATES.get(int(category)) if category is not None and category % 1 == 0 else None
+        code = field(line, "VatCategoryCode")
+        if code is None:
+            return
+    if code.__class__ is int:
+        rate = VAT_RATES.get(code)
+    else:
+        category = number(code)
+        whole = category is not None and category % 1 == 0
+        rate = VAT_RATES.get(int(category)) if whole else None  # type: ignore[arg-type]
     if rate is None:
         problems.append(
             Problem(
-                f"{where}.VatCategoryCode",
-                f"is not one of the tax platform's VAT categories (1 to 10): {code!r}",
+                f"{_path(index)}.VatCategoryCode",
+                f"is not one of the tax platform's VAT categories (1 to 10): {str(code)[:20]!r}",
                 Severity.WARNING,
                 SOURCES["unsure"],
             )
@@ -237,7 +415,7 @@ def _rate(where: str, line: Mapping[str, Any], net: int, vat: int, problems: lis
     if abs(vat - expected) > 1:
         problems.append(
             Problem(
-                f"{where}.VATTotal",
+                f"{_path(index)}.VATTotal",
                 f"is not the net at the category's rate: {rate}% of {format_cents(net)} "
                 f"is {format_cents(expected)}",
                 source=SOURCES["rates"],
@@ -246,7 +424,10 @@ def _rate(where: str, line: Mapping[str, Any], net: int, vat: int, problems: lis
 
 
 def _summaries(
-    summaries: Mapping[str, Any], totals: _Totals | None, problems: list[Problem]
+    summaries: Mapping[str, Any],
+    totals: _Totals | None,
+    details: list[Any],
+    problems: list[Problem],
 ) -> int | None:
     """Check the summary totals against the lines'; the gross value, if readable."""
     silent: list[Problem] = []  # the shapes of the required ones are reported already
@@ -256,24 +437,28 @@ def _summaries(
     problems.extend(p for p in silent if p.source != SOURCES["shape"])
     others = 0
     simple = True
-    for name, sign in _OTHER_TOTALS:
+    for name, sign in _OTHER_TOTALS if len(summaries) > 3 else ():  # more than the three
+        value = summaries.get(name)
+        if value == 0 and value.__class__ in (float, int):  # most often: written as zero
+            continue
         amount = _amount(summaries, "Summaries", (name,), problems)
         if amount:
             others += sign * amount
             simple = False
     if totals is not None and totals.complete:
-        severity = Severity.WARNING if totals.informative else Severity.ERROR
         for name, given, summed, lines in (
             ("TotalNetAmount", net, totals.net, "NetTotal"),
             ("TotalVATAmount", vat, totals.vat, "VATTotal"),
         ):
             if given is not None and abs(given - summed) > 1:
+                # Informative lines may not count: then it is not sure (looked for only now).
+                sure = not any(_informative(line) for line in details)
                 problems.append(
                     Problem(
                         f"Summaries.{name}",
                         f"is not the total of the lines' {lines} ({format_cents(summed)})",
-                        severity,
-                        SOURCES["totals"],
+                        Severity.ERROR if sure else Severity.WARNING,
+                        SOURCES["totals"] if sure else SOURCES["unsure"],
                     )
                 )
     if gross is not None and net is not None and vat is not None:
@@ -291,6 +476,10 @@ def _summaries(
     return gross
 
 
+def _informative(line: Any) -> bool:
+    return isinstance(line, Mapping) and field(line, "IsInformative") is True
+
+
 def _payments(document: Mapping[str, Any], gross: int | None, problems: list[Problem]) -> None:
     details = field(document, "PaymentDetails")
     methods = field(details, "PaymentMethods") if isinstance(details, Mapping) else None
@@ -298,9 +487,10 @@ def _payments(document: Mapping[str, Any], gross: int | None, problems: list[Pro
         return
     paid: int | None = 0
     for index, method in enumerate(methods):
-        where = f"PaymentDetails.PaymentMethods[{index}]"
         amount = (
-            _amount(method, where, ("Amount",), problems) if isinstance(method, Mapping) else None
+            _amount(method, _Payment(index), _AMOUNT, problems)
+            if method.__class__ is dict or isinstance(method, Mapping)
+            else None
         )
         paid = None if amount is None or paid is None else paid + amount
     if paid is not None and gross is not None and abs(paid - gross) > 1:

@@ -22,6 +22,8 @@ and the sandbox answers its 400 with them, through its seam.
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import operator
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -44,10 +46,14 @@ def check_digit(digits: str) -> str:
 
     The sum of the eight digits weighted by 2⁸ … 2¹, modulo 11, modulo 10.
     """
-    total = sum(int(d) << (8 - i) for i, d in enumerate(digits[:8]))
+    total = sum(map(operator.mul, map(int, digits[:8]), _WEIGHTS))
     return str(total % 11 % 10)
 
 
+_WEIGHTS = (256, 128, 64, 32, 16, 8, 4, 2)
+
+
+@functools.lru_cache(maxsize=4096)  # a till or an ERP sends for a few issuers, again and again
 def valid_tin(digits: str) -> bool:
     """Whether ``digits`` is a Greek TIN: nine ASCII digits, the last the check digit."""
     return (
@@ -71,7 +77,9 @@ def _text(value: Any) -> str | None:
 
 
 def _object(value: Any) -> str | None:
-    return None if isinstance(value, Mapping) else "must be an object"
+    if value.__class__ is dict or isinstance(value, Mapping):
+        return None
+    return "must be an object"
 
 
 def _lines(value: Any) -> str | None:
@@ -88,6 +96,24 @@ _DATE = re.compile(
 def _date(value: Any) -> str | None:
     if not isinstance(value, str):
         return "must be an ISO 8601 date or date-time string"
+    if len(value) == 10 and value[4] == value[7] == "-" and value.isascii():  # a date
+        try:
+            dt.date.fromisoformat(value)
+        except ValueError:
+            return "must be an ISO 8601 date or date-time"
+        return None
+    if (  # yyyy-MM-ddTHH:mm:ss, as the samples write it: read at C speed
+        len(value) == 19
+        and value[4] == value[7] == "-"
+        and value[10] == "T"
+        and value[13] == value[16] == ":"
+        and value.isascii()
+    ):
+        try:
+            dt.datetime.fromisoformat(value)
+        except ValueError:
+            return "must be an ISO 8601 date or date-time"
+        return None
     match = _DATE.fullmatch(value)
     try:
         if match is None:
@@ -107,9 +133,10 @@ def _total(value: Any) -> str | None:
 
 
 def _gross(value: Any) -> str | None:
+    if value.__class__ is float and 0 <= value < float("inf"):
+        return None
     problem = _amounts.shape(value)
-    amount = number(value)
-    if problem is None and amount is not None and amount < 0:
+    if problem is None and number(value) < 0:  # type: ignore[operator]
         return "must be a non-negative number"
     return problem
 
@@ -132,13 +159,20 @@ _FIELDS: tuple[tuple[str, tuple[str, ...], Any], ...] = (
 
 #: The fields the provider requires in every document, as dotted paths.
 REQUIRED_FIELDS = tuple(path for path, _names, _check in _FIELDS)
+#: :data:`_FIELDS` with each path's parent: ``(path, parent's path, names, check)``.
+_TABLE = tuple((path, path.rpartition(".")[0], names, check) for path, names, check in _FIELDS)
 
-#: Objects whose members are compared for names that differ only in case.
-_NAMED = ("Issuer", "DistributionDetails", "Summaries")
+#: Objects whose members are compared for names that differ only in case (with the
+#: document's own): those that hold its identity.
+_NAMED = ("Issuer", "DistributionDetails")
 
 
 def check_document(
-    document: Any, *, require: bool = True, issuer_known: bool = False
+    document: Any,
+    *,
+    require: bool = True,
+    issuer_known: bool = False,
+    lines_hold: bool = False,
 ) -> list[Problem]:
     """Every problem of ``document`` (its JSON form: a mapping), in the rules' order.
 
@@ -146,6 +180,9 @@ def check_document(
         only when present, the sandbox's ``require_fields=False``).
     :param issuer_known: the issuer's VAT number was matched to an API key (the
         provider's own check, answered 401): its TIN is not checked again.
+    :param lines_hold: every line is known to hold the rules of a line and the summaries
+        to be the lines' totals (a typed document's, computed by its model with the
+        rules' own arithmetic): the lines' amounts are not read again.
     """
     if not isinstance(document, Mapping):
         return [Problem("", "the document must be a JSON object", source=SOURCES["shape"])]
@@ -161,6 +198,7 @@ def check_document(
         summaries if isinstance(summaries, Mapping) else None,
         document,
         problems,
+        lines_hold=lines_hold,
     )
     _ambiguous_names(document, problems)
     return problems
@@ -176,22 +214,24 @@ def _fields_of(
 ) -> dict[str, Any]:
     """The required fields' values that have their shape, by path; problems for the rest."""
     present: dict[str, Any] = {}
-    for path, names, check in _FIELDS:
-        parent_name, _, _name = path.rpartition(".")
-        parent = present.get(parent_name) if parent_name else document
-        if not isinstance(parent, Mapping):
+    for path, parent_path, names, check in _TABLE:
+        parent = present.get(parent_path) if parent_path else document
+        if parent is None:
             continue  # a member of what is missing or not an object is not looked for
-        value, used = _read(parent, names)
+        value = parent.get(names[0])  # the provider's name, as written: one lookup
+        used = names[0]
         if value is None:
-            if require:
-                problems.append(Problem(path, "is required", source=SOURCES["required"]))
-            continue
+            value, used = _read(parent, names)
+            if value is None:
+                if require:
+                    problems.append(Problem(path, "is required", source=SOURCES["required"]))
+                continue
         problem = check(value)
         if problem:
             problems.append(Problem(path, problem, source=SOURCES["shape"]))
             continue
         present[path] = value
-        if used != names[0]:
+        if used is not names[0]:
             problems.append(_alias(path, used, names[0]))
     return present
 
@@ -251,31 +291,40 @@ def _counterparty_tin(document: Mapping[str, Any], problems: list[Problem]) -> N
 
 
 def _greek(party: Mapping[str, Any]) -> bool:
-    address = field(party, "Address")
-    country = field(party, "CountryCode") or field(party, "Country")
-    if country is None and isinstance(address, Mapping):
-        country = field(address, "CountryCode")
+    address = field(party, "Address")  # the samples' place of a party's country
+    country = field(address, "CountryCode") if isinstance(address, Mapping) else None
+    if country is None:
+        country = field(party, "CountryCode") or field(party, "Country")
     return str(country or "").upper() in ("GR", "EL")
 
 
 def _ambiguous_names(document: Mapping[str, Any], problems: list[Problem]) -> None:
     """Two members whose names differ only in case: the provider reads one of them."""
-    for path, mapping in (("", document), *((n, field(document, n)) for n in _NAMED)):
-        if not isinstance(mapping, Mapping):
+    _ambiguous_in("", document, problems)
+    for name in _NAMED:
+        mapping = field(document, name)
+        if mapping.__class__ is dict or isinstance(mapping, Mapping):
+            _ambiguous_in(name, mapping, problems)
+
+
+def _ambiguous_in(path: str, mapping: Mapping[Any, Any], problems: list[Problem]) -> None:
+    try:  # at C speed: as many names in lower case as there are names
+        if len(set(map(str.lower, mapping))) == len(mapping):
+            return
+    except TypeError:  # a name that is not text: each is looked at
+        pass
+    seen: dict[str, str] = {}
+    for key in mapping:
+        if not isinstance(key, str):
             continue
-        seen: dict[str, str] = {}
-        for key in mapping:
-            if not isinstance(key, str):
-                continue
-            other = seen.setdefault(key.lower(), key)
-            if other != key:
-                name = f"{path}.{key}" if path else key
-                problems.append(
-                    Problem(
-                        name,
-                        f"is also written {other!r}: the provider reads the two as one "
-                        "field, and keeps one of them",
-                        Severity.WARNING,
-                        SOURCES["binding"],
-                    )
+        other = seen.setdefault(key.lower(), key)
+        if other != key:
+            problems.append(
+                Problem(
+                    f"{path}.{key}" if path else key,
+                    f"is also written {other!r}: the provider reads the two as one "
+                    "field, and keeps one of them",
+                    Severity.WARNING,
+                    SOURCES["binding"],
                 )
+            )

@@ -466,7 +466,7 @@ def _unstructure_factory(cls: type) -> Callable[[Any], dict[str, Any]]:
     overrides: dict[str, Any] = {
         attribute.name: override(
             rename=attribute.metadata.get("wire"),
-            omit=attribute.name == "extra" or attribute.name in _NESTED,
+            omit="wire" not in attribute.metadata or attribute.name in _NESTED,
             omit_if_default=attribute.default is None,
         )
         for attribute in attrs.fields(cls)

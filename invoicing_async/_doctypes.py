@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import operator
 from collections.abc import Mapping, Sequence  # noqa: TC003  (cattrs resolves the annotations at run time)
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -104,12 +105,19 @@ def _texts(value: str | Iterable[str]) -> tuple[str, ...]:
 def _positioned(lines: Iterable[Line]) -> tuple[Line, ...]:
     """The lines, those numbered by their position unnumbered (``None`` is the position)."""
     lines = tuple(lines)
-    if any(line.line_no is not None for line in lines):
+    if any(map(_LINE_NO, lines)):  # at C speed: line numbers are never 0
         lines = tuple(
             attrs.evolve(line, line_no=None) if line.line_no == position else line
             for position, line in enumerate(lines, 1)
         )
     return lines
+
+
+_LINE_NO = operator.attrgetter("line_no")
+_CATEGORY = operator.attrgetter("vat_category")
+_NET = operator.attrgetter("net_total")
+_VAT = operator.attrgetter("vat_total")
+_ZERO = Decimal(0)
 
 
 def _extra() -> Any:
@@ -169,7 +177,7 @@ class Classification:
     extra: Mapping[str, Any] = _extra()
 
 
-@attrs.frozen
+@attrs.frozen(init=False, slots=False)
 class Line:
     """One line of a document (an element of ``Details``).
 
@@ -178,80 +186,100 @@ class Line:
     platform's ``VatCategoryCode``: 1 is 24 %), each rounded to the cent, half up; the
     total is their sum. Any of them given is kept as given (:func:`check
     <invoicing_async.documents.check>` says whether the provider would take it).
+    Amounts and the quantity may be given as :class:`~decimal.Decimal`, ``int``, numeric
+    text or ``float`` (read by its shortest text: ``2.3`` is ``Decimal("2.3")``).
 
-    :raises ValueError: neither ``net_total`` nor ``unit_price`` is given, or the VAT of
-        an unknown category is not given.
+    :raises ValueError: neither ``net_total`` nor ``unit_price`` is given, the VAT of an
+        unknown category is not given, or an amount is not a number.
     """
 
     #: The line's texts (``Descriptions``): one text, or several.
-    descriptions: tuple[str, ...] = attrs.field(metadata=wire("Descriptions"), converter=_texts)
-    quantity: Decimal = attrs.field(
-        metadata=wire("Quantity"), default=Decimal(1), converter=decimal_of, kw_only=True
-    )
-    unit_price: Decimal | None = attrs.field(
-        metadata=wire("UnitPrice"), default=None, converter=optional_decimal, kw_only=True
-    )
+    descriptions: tuple[str, ...] = attrs.field(metadata=wire("Descriptions"))
+    quantity: Decimal = attrs.field(metadata=wire("Quantity"), default=Decimal(1))
+    unit_price: Decimal | None = attrs.field(metadata=wire("UnitPrice"), default=None)
     #: The VAT category (``VatCategoryCode``): 1 24 %, 2 13 %, 3 6 %, 4 17 %, 5 9 %,
     #: 6 4 %, 7 0 %, 8 without VAT, 9 3 %, 10 4 %.
-    vat_category: int = attrs.field(metadata=wire("VatCategoryCode"), default=1, kw_only=True)
+    vat_category: int = attrs.field(metadata=wire("VatCategoryCode"), default=1)
     #: The net (``NetTotal``): the quantity at the unit price, to the cent, unless given.
-    net_total: Decimal = attrs.field(
-        metadata=wire("NetTotal"),
-        default=attrs.Factory(lambda line: line.computed_net(), takes_self=True),
-        converter=decimal_of,
-        kw_only=True,
-    )
+    net_total: Decimal = attrs.field(metadata=wire("NetTotal"), default=None)
     #: The VAT (``VATTotal``): the net at the category's rate, to the cent, unless given.
-    vat_total: Decimal = attrs.field(
-        metadata=wire("VATTotal"),
-        default=attrs.Factory(lambda line: line.computed_vat(), takes_self=True),
-        converter=decimal_of,
-        kw_only=True,
-    )
+    vat_total: Decimal = attrs.field(metadata=wire("VATTotal"), default=None)
     #: The line's total (``Total``): net plus VAT, unless given.
-    total: Decimal = attrs.field(
-        metadata=wire("Total"),
-        default=attrs.Factory(lambda line: line.net_total + line.vat_total, takes_self=True),
-        converter=decimal_of,
-        kw_only=True,
-    )
+    total: Decimal = attrs.field(metadata=wire("Total"), default=None)
     #: The line's number (``LineNo``); ``None``: its position in its document (1 for the
     #: first line).
-    line_no: int | None = attrs.field(metadata=wire("LineNo"), default=None, kw_only=True)
-    code: str | None = attrs.field(metadata=wire("Code"), default=None, kw_only=True)
-    measurement_unit: int | None = attrs.field(
-        metadata=wire("MeasurementUnitCode"), default=None, kw_only=True
-    )
+    line_no: int | None = attrs.field(metadata=wire("LineNo"), default=None)
+    code: str | None = attrs.field(metadata=wire("Code"), default=None)
+    measurement_unit: int | None = attrs.field(metadata=wire("MeasurementUnitCode"), default=None)
     #: The VAT exemption's code (``VatExemptionCategoryCode``) of a line at 0 %.
-    vat_exemption: int | None = attrs.field(
-        metadata=wire("VatExemptionCategoryCode"), default=None, kw_only=True
-    )
+    vat_exemption: int | None = attrs.field(metadata=wire("VatExemptionCategoryCode"), default=None)
     income_classification: Classification | None = attrs.field(
-        metadata=wire("IncomeClassification"), default=None, kw_only=True
+        metadata=wire("IncomeClassification"), default=None
     )
-    extra: Mapping[str, Any] = attrs.field(factory=dict, hash=False, repr=False, kw_only=True)
+    extra: Mapping[str, Any] = attrs.field(factory=dict, hash=False, repr=False)
+    #: Whether the line's net, VAT and total were all computed (none given): then they
+    #: hold the rules of a line by construction (``check`` does not read them again).
+    computed: bool = attrs.field(init=False, default=False, eq=False, hash=False, repr=False)
 
-    def computed_net(self) -> Decimal:
-        """The quantity at the unit price, to the cent (half up).
-
-        :raises ValueError: the line has no unit price.
-        """
-        if self.unit_price is None:
+    # Written out rather than generated, and its values kept in a dict (not slots): a
+    # document is built line by line, and so a line costs a third of what attrs'
+    # converters, factories and frozen slots do.
+    def __init__(
+        self,
+        descriptions: str | Iterable[str],
+        *,
+        quantity: Decimal | float | str = 1,
+        unit_price: Decimal | float | str | None = None,
+        vat_category: int = 1,
+        net_total: Decimal | float | str | None = None,
+        vat_total: Decimal | float | str | None = None,
+        total: Decimal | float | str | None = None,
+        line_no: int | None = None,
+        code: str | None = None,
+        measurement_unit: int | None = None,
+        vat_exemption: int | None = None,
+        income_classification: Classification | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        quantity = quantity if quantity.__class__ is Decimal else decimal_of(quantity)
+        price = None if unit_price is None else decimal_of(unit_price)
+        if net_total is not None:
+            net = decimal_of(net_total)
+        elif price is not None:
+            net = (quantity * price).quantize(CENT, decimal.ROUND_HALF_UP)
+        else:
             raise ValueError("a line needs its net_total or its unit_price")
-        return _cents(self.quantity * self.unit_price)
+        if vat_total is not None:
+            vat = decimal_of(vat_total)
+        else:
+            rate = _RATES.get(vat_category)
+            if rate is None:
+                raise ValueError(
+                    f"VAT category {vat_category!r} is not the tax platform's: "
+                    "give the line's vat_total"
+                )
+            vat = (net * rate).quantize(CENT, decimal.ROUND_HALF_UP)
+        # Frozen: the values are put in the instance's dict at once.
+        self.__dict__.update(
+            descriptions=(descriptions,) if isinstance(descriptions, str) else tuple(descriptions),
+            quantity=quantity,
+            unit_price=price,
+            vat_category=vat_category,
+            net_total=net,
+            vat_total=vat,
+            total=net + vat if total is None else decimal_of(total),
+            line_no=line_no,
+            code=code,
+            measurement_unit=measurement_unit,
+            vat_exemption=vat_exemption,
+            income_classification=income_classification,
+            extra={} if extra is None else extra,
+            computed=net_total is None and vat_total is None and total is None,
+        )
 
-    def computed_vat(self) -> Decimal:
-        """The net at the category's rate, to the cent (half up).
 
-        :raises ValueError: the category is not one of the tax platform's.
-        """
-        rate = VAT_RATES.get(self.vat_category)
-        if rate is None:
-            raise ValueError(
-                f"VAT category {self.vat_category!r} is not the tax platform's: "
-                "give the line's vat_total"
-            )
-        return _cents(self.net_total * rate / _HUNDRED)
+#: Each VAT category's rate, as the fraction a net is multiplied by.
+_RATES = {code: Decimal(rate) / _HUNDRED for code, rate in VAT_RATES.items()}
 
 
 @attrs.frozen
@@ -295,13 +323,22 @@ class Summaries:
         metadata=wire("TotalDeductionsAmount"), default=None, converter=optional_decimal
     )
     extra: Mapping[str, Any] = _extra()
+    #: The lines these totals were computed :meth:`of` (``None``: given).
+    _of: Sequence[Line] | None = attrs.field(
+        init=False, default=None, eq=False, hash=False, repr=False
+    )
 
     @classmethod
     def of(cls, lines: Sequence[Line]) -> Summaries:
         """The totals of ``lines``: net, VAT, and gross their sum."""
-        net = sum([line.net_total for line in lines], Decimal(0))
-        vat = sum([line.vat_total for line in lines], Decimal(0))
-        return cls(total_net_amount=net, total_vat_amount=vat, total_gross_value=net + vat)
+        net, vat = sum(map(_NET, lines), _ZERO), sum(map(_VAT, lines), _ZERO)
+        totals = cls(total_net_amount=net, total_vat_amount=vat, total_gross_value=net + vat)
+        object.__setattr__(totals, "_of", lines)
+        return totals
+
+    def computed_of(self, lines: Sequence[Line]) -> bool:
+        """Whether these are the totals :meth:`of` exactly ``lines`` (the same object)."""
+        return self._of is lines
 
 
 @attrs.frozen(kw_only=True)
@@ -319,6 +356,13 @@ class VatAnalysis:
     @classmethod
     def of(cls, lines: Sequence[Line]) -> tuple[VatAnalysis, ...]:
         """The net and VAT of ``lines`` by rate, in the order the rates first appear."""
+        categories = set(map(_CATEGORY, lines))
+        if len(categories) == 1:  # most documents: summed at C speed
+            rate = VAT_RATES.get(categories.pop())
+            if rate is None:
+                return ()
+            net, vat = sum(map(_NET, lines), _ZERO), sum(map(_VAT, lines), _ZERO)
+            return (cls(percentage=Decimal(rate), underlying_value=net, vat_amount=vat),)
         rates: dict[int, list[Decimal]] = {}
         for line in lines:
             rate = VAT_RATES.get(line.vat_category)
@@ -339,7 +383,10 @@ class DocumentBase:
 
     Computed unless given: ``summaries`` (the totals of the lines), ``vat_analysis``
     (their net and VAT by rate), and the amount of the only payment method given
-    without one (the gross value).
+    without one (the gross value). They are computed when the document is made: a copy
+    with other lines (``attrs.evolve(document, lines=…)``) keeps those it is given, the
+    first document's (:func:`check <invoicing_async.documents.check>` says they no
+    longer add up): make a new document instead.
     """
 
     #: The tax platform's type of the document (``InvoiceTypeCode``).
@@ -387,7 +434,10 @@ class DocumentBase:
     def __attrs_post_init__(self) -> None:
         payments = self.payments
         if len(payments) == 1 and payments[0].amount is None:
-            paid = attrs.evolve(payments[0], amount=self.summaries.total_gross_value)
+            [only] = payments
+            paid = PaymentMethod(
+                only.type_code, self.summaries.total_gross_value, name=only.name, extra=only.extra
+            )
             object.__setattr__(self, "payments", (paid,))
 
 

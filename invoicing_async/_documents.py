@@ -150,9 +150,10 @@ def _plain(document: Any) -> Any:
     :raises ValidationError: anything else that is not a document.
     """
     if isinstance(document, Checked):
-        inner = document.document
-        data = require_valid(inner)
-        return inner if isinstance(inner, (bytes, bytearray, memoryview, str)) else data
+        document = document.document
+        require_valid(document)
+        if not isinstance(document, DocumentBase):
+            return document
     if isinstance(document, DocumentBase):
         try:
             return document_to_json(document)

@@ -83,6 +83,7 @@ def path(document: Mapping[str, Any], *names: str) -> Any:
     return value
 
 
+_PREFIXES = frozenset({"EL", "el", "El", "eL", "GR", "gr", "Gr", "gR"})
 #: A Greek VAT number with its country prefix (``EL``, also ``GR``), spaces allowed.
 _PREFIXED = re.compile(r"\s*(?:[Ee][Ll]|[Gg][Rr])\s*([0-9]{9})\s*")
 
@@ -99,6 +100,8 @@ def tin(value: Any) -> str | None:
     text = value if isinstance(value, str) else str(value)
     if text.isdigit():
         return text
+    if len(text) == 11 and text[:2] in _PREFIXES and text[2:].isdigit() and text.isascii():
+        return text[2:]
     prefixed = _PREFIXED.fullmatch(text)
     return prefixed.group(1) if prefixed is not None else text
 

@@ -224,6 +224,22 @@ def lines(draw) -> Line:
     return Line(draw(st.lists(_TEXT, min_size=1, max_size=2)), **options)
 
 
+#: Amounts a caller may give wrong: any number of decimals, any size.
+_ANY_AMOUNT = st.decimals(min_value=-1000, max_value=100_000, places=3, allow_nan=False)
+
+
+@st.composite
+def given_lines(draw) -> Line:
+    """A line whose VAT or total may be given, right or wrong."""
+    line = draw(lines())
+    options = {}
+    if draw(st.booleans()):
+        options["vat_total"] = draw(_ANY_AMOUNT)
+    if draw(st.booleans()):
+        options["total"] = draw(_ANY_AMOUNT)
+    return attrs.evolve(line, **options) if options else line
+
+
 @st.composite
 def documents(draw):
     cls = draw(st.sampled_from([RetailReceipt, SalesInvoice, ServiceInvoice, CreditNote]))
@@ -283,3 +299,34 @@ def test_unknown_members_survive_from_json_to_json(document, unknown):
     data["Details"][0]["zzLot"] = [1, {"a": None}]
     again = to_json(from_json(data))
     assert again == data
+
+
+@settings(max_examples=200, deadline=None)
+@given(documents(), st.lists(given_lines(), max_size=3), st.booleans(), st.booleans())
+def test_a_typed_documents_problems_are_its_jsons(document, more, totals, paid):
+    """check of a typed document finds exactly what check of its JSON finds, whether its
+    amounts were computed (read no more: they hold by construction) or given, right or
+    wrong (lines' VAT and totals, summaries, payments)."""
+    options: dict = {"lines": [*document.lines, *more]}
+    if totals:
+        options["summaries"] = Summaries(
+            total_net_amount=Decimal("10.005"), total_vat_amount=2, total_gross_value=12
+        )
+    if paid:
+        options["payments"] = [PaymentMethod(3, "1.5"), PaymentMethod(7)]
+    document = attrs.evolve(document, **options)
+    assert check(document) == check(json.loads(serialize_document(document)))
+
+
+def test_a_copy_with_other_lines_keeps_the_totals_it_is_given_and_check_says_so():
+    """attrs.evolve(document, lines=...) keeps the first document's computed summaries:
+    check (of the copy, or of its JSON) finds they are not the new lines' totals."""
+    document = receipt()
+    copy = attrs.evolve(document, lines=[*document.lines, Line("Νερό", unit_price="0.50")])
+    assert copy.summaries == document.summaries
+    problems = check(copy)
+    assert {p.field for p in problems if p.is_error} == {
+        "Summaries.TotalNetAmount",
+        "Summaries.TotalVATAmount",
+    }
+    assert problems == check(json.loads(serialize_document(copy)))
