@@ -254,13 +254,13 @@ class InvalidDocumentError(ValidationError):
     .. versionadded:: 0.5.0
     """
 
-    def __init__(self, problems: Iterable[Problem]) -> None:
+    def __init__(self, problems: Iterable[Problem], *, subject: str = "the document") -> None:
         self.problems = tuple(problems)
         shown = "; ".join(str(problem) for problem in self.problems[:_SHOWN])
         more = len(self.problems) - _SHOWN
         if more > 0:
             shown += f"; and {more} more"
-        super().__init__(f"the provider would refuse the document: {shown}")
+        super().__init__(f"the provider would refuse {subject}: {shown}")
 
 
 #: Problems an :class:`InvalidDocumentError`'s message names (all are in ``problems``).
