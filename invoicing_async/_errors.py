@@ -246,7 +246,7 @@ class InvalidDocumentError(ValidationError):
     enters: a :class:`~invoicing_async.Deferral`'s sale (refused at the till, never
     queued), ``outbox.enqueue(..., check=True)``, and a document of
     :func:`invoicing_async.documents.checked` (its outcome in a batch). The message names
-    the first problems; :attr:`problems` has them all.
+    the first problems; ``problems`` has them all.
 
     :ivar problems: every :class:`~invoicing_async.documents.Problem` the check found
         that the provider refuses a document for (each an error, naming its field).

@@ -43,8 +43,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import attrs
 
-from . import _checked, _convert, _documents
-from ._amounts import VAT_RATES
+from . import _amounts, _checked, _convert, _documents, _problems
 from ._checked import Checked
 from ._doctypes import (
     Address,
@@ -60,7 +59,7 @@ from ._doctypes import (
     Summaries,
     VatAnalysis,
 )
-from ._problems import SOURCES, Problem, Severity
+from ._problems import Problem, Severity
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -90,6 +89,19 @@ __all__ = [
 ]
 
 _D = TypeVar("_D", bound=DocumentBase)
+
+#: The tax platform's VAT categories (a line's ``vat_category``, ``VatCategoryCode``) and
+#: their rates in percent: 1 24 %, 2 13 %, 3 6 %, 4 17 %, 5 9 %, 6 4 %, 7 0 %, 8 without
+#: VAT (0), 9 3 %, 10 4 %.
+#:
+#: .. versionadded:: 0.5.0
+VAT_RATES: dict[int, int] = _amounts.VAT_RATES
+
+#: Where each rule of :func:`check` comes from, by name: the texts a
+#: :attr:`Problem.source` holds.
+#:
+#: .. versionadded:: 0.5.0
+SOURCES: dict[str, str] = _problems.SOURCES
 
 
 def check(document: Any) -> list[Problem]:
