@@ -113,6 +113,18 @@ def _positioned(lines: Iterable[Line]) -> tuple[Line, ...]:
     return lines
 
 
+def _methods(methods: Iterable[PaymentMethod]) -> tuple[PaymentMethod, ...]:
+    return tuple(methods)
+
+
+def _analysis(rates: Iterable[VatAnalysis]) -> tuple[VatAnalysis, ...]:
+    return tuple(rates)
+
+
+def _marks(marks: Iterable[int]) -> tuple[int, ...]:
+    return tuple(marks)
+
+
 _LINE_NO = operator.attrgetter("line_no")
 _CATEGORY = operator.attrgetter("vat_category")
 _NET = operator.attrgetter("net_total")
@@ -187,7 +199,9 @@ class Line:
     total is their sum. Any of them given is kept as given (:func:`check
     <invoicing_async.documents.check>` says whether the provider would take it).
     Amounts and the quantity may be given as :class:`~decimal.Decimal`, ``int``, numeric
-    text or ``float`` (read by its shortest text: ``2.3`` is ``Decimal("2.3")``).
+    text or ``float`` (read by its shortest text: ``2.3`` is ``Decimal("2.3")``). The
+    amounts are computed when the line is made: a copy with another quantity or price
+    (``attrs.evolve``) keeps those it is given; make a new line instead.
 
     :raises ValueError: neither ``net_total`` nor ``unit_price`` is given, the VAT of an
         unknown category is not given, or an amount is not a number.
@@ -411,7 +425,7 @@ class DocumentBase:
     )
     #: How it is paid (``PaymentDetails.PaymentMethods``).
     payments: tuple[PaymentMethod, ...] = attrs.field(
-        metadata=wire("PaymentDetails.PaymentMethods"), default=(), converter=tuple
+        metadata=wire("PaymentDetails.PaymentMethods"), default=(), converter=_methods
     )
     #: ``CurrencyCode`` (``EUR``).
     currency: str | None = attrs.field(metadata=wire("CurrencyCode"), default=None)
@@ -424,7 +438,7 @@ class DocumentBase:
     vat_analysis: tuple[VatAnalysis, ...] = attrs.field(
         metadata=wire("VatAnalysis"),
         default=attrs.Factory(lambda document: VatAnalysis.of(document.lines), takes_self=True),
-        converter=tuple,
+        converter=_analysis,
     )
     #: Members the model does not name, sent as they are (``{"IAPRSignPolicy": 2}``);
     #: those of ``PaymentDetails`` and ``DistributionDetails`` under their own name
@@ -470,7 +484,7 @@ class CreditNote(DocumentBase):
 
     #: The marks of the invoices it credits (``CorrelatedInvoices``).
     correlated_invoices: tuple[int, ...] = attrs.field(
-        metadata=wire("CorrelatedInvoices"), default=(), converter=tuple
+        metadata=wire("CorrelatedInvoices"), default=(), converter=_marks
     )
 
 
