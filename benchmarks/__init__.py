@@ -18,6 +18,7 @@ sandbox_issuers   the sandbox holding 10,000 issuers: memory, documents/s vs 100
 telemetry         batch throughput with OpenTelemetry off, API only, SDK tracing and metrics
 issuers           ``IssuerPool``, 10,000 issuers x 5: token requests, memory, requests/s vs 1
 claims            outbox claims over 1 and 1,000 issuers vs format 2's; format 3 upgrade
+documents         a typed 25-line document + check vs the JSON by hand; a batch checked
 ================  ========================================================================
 
 Results go to ``benchmarks/RESULTS.rst`` and ``benchmarks/results.png``.
@@ -40,4 +41,5 @@ BENCHMARKS = [
     "telemetry",
     "issuers",
     "claims",
+    "documents",
 ]

@@ -42,7 +42,7 @@ nitpick_ignore_regex = [
     (
         "py:.*",
         (
-            r"(aiohttp|asyncio|attrs|collections|concurrent|contextlib|datetime|dt|enum"
+            r"(aiohttp|asyncio|attrs|collections|concurrent|contextlib|datetime|decimal|dt|enum"
             r"|os|pathlib|random|redis|ssl|types|typing|typing_extensions)(\..*)?"
         ),
     ),
@@ -58,7 +58,7 @@ nitpick_ignore_regex = [
         "py:class",
         (
             r"(bool|bytes|bytearray|memoryview|dict|float|int|list|str|tuple|set"
-            r"|frozenset|object|None|Exception|BaseException|Counter)"
+            r"|frozenset|object|None|Exception|BaseException|Counter|Decimal)"
         ),
     ),
     # Private names that public signatures use today; none of them is importable from a
@@ -70,6 +70,7 @@ nitpick_ignore_regex = [
     ("py:class", r"_typing\.Any"),  # typing.Any in invoicing_async.outbox (kept private)
     ("py:class", r"(invoicing_async\..*\.)?Algorithm"),  # the sandbox's key algorithms
     ("py:class", r"_[AT]"),  # type variables of the blocking clients: what they run, its result
+    ("py:class", r"(invoicing_async\.documents\.)?_D"),  # from_json's: the class asked for
     ("py:class", r"(invoicing_async\..*\.)?OutageMode"),  # the sandbox's outages
 ]
 

@@ -244,40 +244,9 @@ class Batch:
         iterable or callback raising, the journal's disk filling) cancels the others and
         the failure reaches the consumer, whatever queue was full at that moment.
         """
-        streaming = isinstance(documents, AsyncIterable)
-        chunk_size = 1 if streaming else self._chunk_size
-        # Without an executor, one task prepares every document on the loop (paced).
-        self._preparing = self._preparers or 1
-        self._chunks: asyncio.Queue[list[_Pending] | None] = asyncio.Queue(self._preparing)
-        self._lanes: Lanes[_Item] | OneLane[_Item]
-        if self._per_issuer:
-            self._lanes = Lanes(
-                max(self._workers * 16, _LOOKAHEAD),
-                limit=self._workers,
-                on_empty=self._lane_done,
-                keep_idle=_IDLE_ISSUERS,
-            )
-        else:  # one issuer: no turns to take; a document ready for each worker back
-            self._lanes = OneLane(2 * self._workers, limit=self._workers)
+        self._lanes = self._new_lanes()
         self._outbox: asyncio.Queue[Any] = asyncio.Queue(self._workers * 2)
-        # With a journal: one lookup (and one commit of sending records) for many
-        # documents; without, a few at a time.
-        if streaming:
-            read_size = 1
-        elif self._journal is not None:
-            read_size = max(chunk_size, _JOURNAL_READ)
-        else:
-            read_size = max(chunk_size, _READ)
-        preparers: list[asyncio.Future[None]]
-        if isinstance(documents, AsyncIterable) or self._journal is not None or self._preparers:
-            reader = asyncio.ensure_future(self._read_all(documents, read_size))
-            prepare = self._prepare if self._preparers else self._prepare_on_loop
-            preparers = [asyncio.ensure_future(prepare()) for _ in range(self._preparing)]
-        else:
-            # Nothing to ask a journal, nothing to prepare elsewhere: the task that
-            # prepares the documents takes them from the input itself (no reader).
-            reader = asyncio.ensure_future(self._prepare_ahead(iter(enumerate(documents))))
-            preparers = []
+        reader, preparers = self._readers(documents)
         self._telemetry = telemetry.BatchCall(
             "invoicing.batch" if self._options.trace else None, {}
         )
@@ -301,19 +270,84 @@ class Batch:
             self._interrupted()
             self._telemetry.close()
 
+    def _new_lanes(self) -> Lanes[_Item] | OneLane[_Item]:
+        if self._per_issuer:
+            return Lanes(
+                max(self._workers * 16, _LOOKAHEAD),
+                limit=self._workers,
+                on_empty=self._lane_done,
+                keep_idle=_IDLE_ISSUERS,
+            )
+        return OneLane(2 * self._workers, limit=self._workers)  # a document ready for each
+
+    def _readers(
+        self, documents: Iterable[Any] | AsyncIterable[Any]
+    ) -> tuple[asyncio.Future[None], list[asyncio.Future[None]]]:
+        """The task that reads the input, and the tasks that prepare (with an executor).
+
+        With a journal: one lookup (and one commit of sending records) for many
+        documents; without, a few at a time; an async iterable one at a time.
+        """
+        streaming = isinstance(documents, AsyncIterable)
+        chunk_size = 1 if streaming else self._chunk_size
+        self._preparing = self._preparers or 1
+        self._chunks: asyncio.Queue[list[_Pending] | None] = asyncio.Queue(self._preparing)
+        if streaming:
+            read_size = 1
+        elif self._journal is not None:
+            read_size = max(chunk_size, _JOURNAL_READ)
+        else:
+            read_size = max(chunk_size, _READ)
+        if self._preparers:  # an executor: a reader, and chunks prepared elsewhere
+            reader = asyncio.ensure_future(self._read_all(documents, read_size))
+            return reader, [asyncio.ensure_future(self._prepare()) for _ in range(self._preparing)]
+        if self._journal is None and not isinstance(documents, AsyncIterable):
+            # Nothing to ask a journal, nothing to prepare elsewhere: the task that
+            # prepares the documents takes them from the input itself.
+            return asyncio.ensure_future(self._prepare_ahead(iter(enumerate(documents)))), []
+        # One task reads, asks the journal a chunk ahead, and prepares.
+        return asyncio.ensure_future(self._read_and_prepare(documents, read_size)), []
+
     async def _read_all(self, documents: Iterable[Any] | AsyncIterable[Any], size: int) -> None:
-        read: list[tuple[int, Any]] = []
-        index = 0
-        async for document in _aiter(documents):
-            read.append((index, document))
-            index += 1
-            if len(read) >= size:
-                await self._dispatch(await self._read(read))
-                read = []
-        if read:
+        async for read in _chunks(documents, size):
             await self._dispatch(await self._read(read))
         for _ in range(self._preparing):
             await self._chunks.put(None)
+
+    async def _read_and_prepare(
+        self, documents: Iterable[Any] | AsyncIterable[Any], size: int
+    ) -> None:
+        """Read, look up in the journal and prepare on the loop, in one task.
+
+        From a plain iterable, the journal's answer for the next chunk (its writer
+        thread's round trip) is awaited while this one's documents are prepared. An
+        async iterable is never read ahead: its next document may be long in coming (an
+        outbox worker's next claim), and this one must not wait for it.
+        """
+        if self._journal is None or isinstance(documents, AsyncIterable):
+            async for read in _chunks(documents, size):
+                await self._prepare_items(await self._read(read))
+            return
+        ahead: asyncio.Future[list[_Pending | Outcome]] | None = None
+        try:
+            async for read in _chunks(documents, size):
+                looked_up = asyncio.ensure_future(self._read(read))
+                if ahead is not None:
+                    await self._prepare_items(await ahead)
+                ahead = looked_up
+            if ahead is not None:
+                await self._prepare_items(await ahead)
+                ahead = None
+        finally:
+            if ahead is not None and not ahead.done():
+                ahead.cancel()
+
+    async def _prepare_items(self, items: list[_Pending | Outcome]) -> None:
+        for item in items:
+            if isinstance(item, Outcome):  # settled already, or not to be sent: not recorded
+                await self._outbox.put(self._settled(item, None, record=False))
+            else:
+                await self._prepare_paced(item)
 
     async def _dispatch(self, items: list[_Pending | Outcome]) -> None:
         """Documents to prepare go on in chunks; outcomes known already are reported."""
@@ -323,7 +357,7 @@ class Batch:
                 await self._outbox.put(self._settled(item, None, record=False))
             else:
                 chunk.append(item)
-        size = self._chunk_size if self._preparers else _READ
+        size = self._chunk_size
         for start in range(0, len(chunk), size):
             await self._chunks.put(chunk[start : start + size])
 
@@ -334,12 +368,6 @@ class Batch:
             )
             for pending, body in zip(chunk, bodies, strict=True):
                 await self._enqueue(pending, body)
-
-    async def _prepare_on_loop(self) -> None:
-        """Prepare the documents the reader passes on, here on the loop (paced)."""
-        while (chunk := await self._chunks.get()) is not None:
-            for pending in chunk:
-                await self._prepare_paced(pending)
 
     async def _prepare_paced(self, pending: _Pending) -> None:
         """One document prepared on the loop, within the pacer's budget, and enqueued.
@@ -706,6 +734,22 @@ class _Issuer:
 #: Issuers whose lane (its limit, pause, breaker, budget) a batch keeps while it holds no
 #: document, and whose route it keeps: as many as a pool keeps idle issuers by default.
 _IDLE_ISSUERS = 10_000
+
+
+async def _chunks(
+    documents: Iterable[Any] | AsyncIterable[Any], size: int
+) -> AsyncIterator[list[tuple[int, Any]]]:
+    """``(index, document)`` pairs of the input, ``size`` at a time."""
+    read: list[tuple[int, Any]] = []
+    index = 0
+    async for document in _aiter(documents):
+        read.append((index, document))
+        index += 1
+        if len(read) >= size:
+            yield read
+            read = []
+    if read:
+        yield read
 
 
 async def _aiter(documents: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Any]:

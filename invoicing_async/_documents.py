@@ -1,7 +1,9 @@
 """A document's bytes and its identity.
 
-The library imposes no schema: a document is any JSON-serialisable mapping, or the exact
-bytes to send. Two questions are asked of it, and answered here only:
+The library imposes no schema: a document is any JSON-serialisable mapping, a typed
+document (:mod:`invoicing_async.documents`, turned into its JSON here), or the exact
+bytes to send; a document marked :class:`~._checked.Checked` is checked here too, where
+it is serialised. Two questions are asked of it, and answered here only:
 
 * :func:`serialize_document`: which bytes go on the wire (compact UTF-8 JSON, or the
   caller's own bytes unchanged);
@@ -33,7 +35,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import attrs
 
+from ._checked import Checked, require_valid
+from ._convert import document_to_json
+from ._doctypes import DocumentBase
+from ._doctypes import Party as DocumentParty
 from ._errors import DocumentTooLargeError, InvoicingError, ValidationError
+from ._fields import folded, tin
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -58,8 +65,9 @@ __all__ = [
     "utf8_size",
 ]
 
-#: What the library accepts as a document.
-Document = Mapping[str, Any] | bytes | bytearray | memoryview | str
+#: What the library accepts as a document: a mapping, a typed document, or its JSON (bytes
+#: are sent as they are); any of them marked to be checked first.
+Document = Mapping[str, Any] | DocumentBase | Checked | bytes | bytearray | memoryview | str
 
 
 def dumps(value: Any) -> bytes:
@@ -94,9 +102,7 @@ def serialize_document(document: Document, max_size: int | None = None) -> bytes
         check_size(document.nbytes if isinstance(document, memoryview) else len(document), max_size)
         return bytes(document)
     if not isinstance(document, (str, Mapping)):
-        raise ValidationError(
-            f"a document must be a mapping or bytes, not {type(document).__name__}"
-        )
+        return serialize_document(_plain(document), max_size)
     try:
         text = document if isinstance(document, str) else _ENCODER.encode(document)
         if max_size is not None and len(text) > max_size:
@@ -135,6 +141,27 @@ def serialize_document(document: Document, max_size: int | None = None) -> bytes
         del body
         check_size(size, max_size)
     return body
+
+
+def _plain(document: Any) -> Any:
+    """A typed or checked document as what is serialised: its JSON object (or bytes).
+
+    :raises InvalidDocumentError: a checked document the provider would refuse.
+    :raises ValidationError: anything else that is not a document.
+    """
+    if isinstance(document, Checked):
+        document = document.document
+        require_valid(document)
+        if not isinstance(document, DocumentBase):
+            return document
+    if isinstance(document, DocumentBase):
+        try:
+            return document_to_json(document)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"the document cannot be written as JSON: {exc}") from None
+    raise ValidationError(
+        f"a document must be a mapping, a typed document or bytes, not {type(document).__name__}"
+    )
 
 
 #: The largest document the client sends unless told otherwise (``max_document_size``),
@@ -231,6 +258,12 @@ def document_key(document: Document) -> str:
     ``DistributionDetails.InternalDocumentId`` when present (``id:…``), else issuer VAT,
     series and number (``doc:…``), else a SHA-256 of the serialised document
     (``sha256:…``). Never raises: a document that cannot be read has a content hash.
+
+    The fields are read as the provider reads them: names in any case
+    (``distributionDetails.internalDocumentId`` too), and the issuer's VAT number
+    without its country prefix (``EL123456783`` is the TIN ``123456783``).
+
+    .. versionchanged:: 0.5.0 field names in any case; the ``EL`` prefix dropped.
     """
     return describe(document)[0]
 
@@ -243,7 +276,7 @@ def describe(document: Any) -> tuple[str, Identity]:
         return "sha256:" + hashlib.sha256(repr(type(document)).encode()).hexdigest(), _NO_IDENTITY
 
 
-def _describe(document: Any) -> tuple[str, Identity]:
+def _describe(document: Any) -> tuple[str, Identity]:  # noqa: C901  (one hot path, inlined)
     data: Any = document
     if isinstance(document, (bytes, bytearray, memoryview, str)):
         raw = (
@@ -256,17 +289,53 @@ def _describe(document: Any) -> tuple[str, Identity]:
         except ValueError:
             return "sha256:" + hashlib.sha256(raw).hexdigest(), _NO_IDENTITY
     if not isinstance(data, Mapping):
-        return _content_key(data), _NO_IDENTITY
+        return _described_other(data)
+    # Read as the provider reads (_fields): names in any case, the VAT number's prefix
+    # dropped. Each exact name is tried inline first and searched for only when missing:
+    # a PascalCase document (read for every document of every batch) costs what it did.
     distribution = data.get("DistributionDetails")
-    internal = distribution.get("InternalDocumentId") if isinstance(distribution, Mapping) else None
-    series, number = data.get("Series"), data.get("Number")
-    issuer = data.get("Issuer")
-    vat = issuer.get("Vat") if isinstance(issuer, Mapping) else None
+    if distribution is None:
+        distribution = folded(data, "DistributionDetails")
+    internal = None
+    if type(distribution) is dict or isinstance(distribution, Mapping):
+        internal = distribution.get("InternalDocumentId")
+        if internal is None:
+            internal = folded(distribution, "InternalDocumentId")
+    series, number, issuer = data.get("Series"), data.get("Number"), data.get("Issuer")
+    if series is None or number is None or issuer is None:
+        series = folded(data, "Series") if series is None else series
+        number = folded(data, "Number") if number is None else number
+        issuer = folded(data, "Issuer") if issuer is None else issuer
+    vat = None
+    if type(issuer) is dict or isinstance(issuer, Mapping):
+        vat = issuer.get("Vat")
+        if vat is None:
+            vat = folded(issuer, "Vat")
+        if not (vat.__class__ is str and vat.isdigit()):
+            vat = tin(vat)
+    return _keyed(series, number, internal, vat, data)
+
+
+def _described_other(data: Any) -> tuple[str, Identity]:
+    """A document that is not a mapping: checked, typed, or no object at all."""
+    if isinstance(data, Checked):
+        return _describe(data.document)
+    if isinstance(data, DocumentBase):
+        issuer = data.issuer
+        vat = tin(issuer.vat) if isinstance(issuer, DocumentParty) else None
+        return _keyed(data.series, data.number, data.internal_id, vat, data)
+    return _content_key(data), _NO_IDENTITY
+
+
+def _keyed(
+    series: Any, number: Any, internal: Any, vat: str | None, data: Any
+) -> tuple[str, Identity]:
+    """The key and identity of a document whose fields these are (``data``: the document)."""
     identity = Identity(
         None if series is None else str(series),
         None if number is None else str(number),
         str(internal) if internal else None,
-        str(vat) if vat else None,
+        vat,
     )
     if internal:
         return f"id:{internal}", identity
@@ -276,6 +345,8 @@ def _describe(document: Any) -> tuple[str, Identity]:
 
 
 def _content_key(data: Any) -> str:
+    if isinstance(data, DocumentBase):
+        data = document_to_json(data)
     try:
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
@@ -326,7 +397,7 @@ class Submission:
     .. versionadded:: 0.3.0
     """
 
-    #: A JSON-serialisable mapping, or the exact bytes to send.
+    #: A JSON-serialisable mapping, a typed document, or the exact bytes to send.
     document: Document = attrs.field(repr=False)
     #: The document's identity, if the caller knows it (else the batch's ``key=``).
     key: str | None = None

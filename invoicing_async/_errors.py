@@ -8,7 +8,8 @@ Every failure the library reports derives from :class:`InvoicingError`::
     │   └── CredentialsError         the token endpoint refused the credentials: nothing sent
     ├── UnknownIssuerError           no credentials for a document's issuer: nothing sent
     ├── ValidationError              400 and other definite refusals; status None: refused locally
-    │   └── DocumentTooLargeError    larger than the limit (locally) or 413: .size, .limit
+    │   ├── DocumentTooLargeError    larger than the limit (locally) or 413: .size, .limit
+    │   └── InvalidDocumentError     the provider would refuse it (checked locally): .problems
     ├── DuplicateDocumentError       409: already transmitted; .result is the original record
     ├── ProviderTimeoutError         408: the tax authority's service did not answer in time
     ├── RateLimitError               429: .retry_after
@@ -35,9 +36,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
     from ._models import DocumentResult
+    from ._problems import Problem
 
 __all__ = [
     "MISSING_PROVIDER_KEY",
@@ -47,6 +49,7 @@ __all__ = [
     "DocumentTooLargeError",
     "DuplicateDocumentError",
     "ForeignRecordError",
+    "InvalidDocumentError",
     "InvoicingError",
     "LedgerError",
     "MalformedResponseError",
@@ -234,6 +237,34 @@ class DocumentTooLargeError(ValidationError):
         super().__init__(message, status=status, body=body)
         self.size = size
         self.limit = limit
+
+
+class InvalidDocumentError(ValidationError):
+    """The provider would refuse the document: found by checking it, before sending.
+
+    Raised (``status`` ``None``: nothing was sent) by a document checked where it
+    enters: a :class:`~invoicing_async.Deferral`'s sale (refused at the till, never
+    queued), ``outbox.enqueue(..., check=True)``, and a document of
+    :func:`invoicing_async.documents.checked` (its outcome in a batch). The message names
+    the first problems; ``problems`` has them all.
+
+    :ivar problems: every :class:`~invoicing_async.documents.Problem` the check found
+        that the provider refuses a document for (each an error, naming its field).
+
+    .. versionadded:: 0.5.0
+    """
+
+    def __init__(self, problems: Iterable[Problem], *, subject: str = "the document") -> None:
+        self.problems = tuple(problems)
+        shown = "; ".join(str(problem) for problem in self.problems[:_SHOWN])
+        more = len(self.problems) - _SHOWN
+        if more > 0:
+            shown += f"; and {more} more"
+        super().__init__(f"the provider would refuse {subject}: {shown}")
+
+
+#: Problems an :class:`InvalidDocumentError`'s message names (all are in ``problems``).
+_SHOWN = 5
 
 
 class DuplicateDocumentError(InvoicingError):

@@ -11,6 +11,10 @@ another private module; ``tests/unit/test_layout.py`` holds it to that, and hold
   (``invoicing_sandbox._pgp``) read messages with them: one definition of the wire for
   both ends, while the decryption code lives in the sandbox alone (the client never
   decrypts, and its wheel holds no decryption code).
+* Documents: the one reader of their fields (:mod:`._fields`: names in any case, the
+  ``EL`` prefix of a VAT number, numbers as text) and the one set of rules about them
+  (:mod:`._checks`, public as ``invoicing_async.documents.check``): the sandbox reads a
+  document and refuses it (400) exactly as ``check`` finds errors, naming the same field.
 * The ``INVOICING_*`` variable names a running sandbox hands to its clients.
 * The command: what a plugin's ``register(commands)`` and the ``demo`` use (``Commands``
   is a type, for annotations only). These are imported on first use: the command's
@@ -30,6 +34,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._checks import REQUIRED_FIELDS, check_digit, check_document, errors_of
 from ._credentials import read_credentials
 from ._env import (
     ENV_API_KEY,
@@ -39,6 +44,7 @@ from ._env import (
     ENV_PROVIDER_FINGERPRINT,
     ENV_PROVIDER_KEY,
 )
+from ._fields import field, first, path, tin
 from ._pgp import (
     AES_KEY_SIZES,
     CURVES,
@@ -64,6 +70,7 @@ from ._pgp import (
     packet,
     read_public_key,
 )
+from ._problems import Problem
 
 if TYPE_CHECKING:
     # The command's names: at run time each is imported on first use (``__getattr__``
@@ -85,9 +92,11 @@ __all__ = [
     "PK_ECDH",
     "PK_EDDSA",
     "PK_RSA",
+    "REQUIRED_FIELDS",
     "ArmorError",
     "Commands",
     "PacketError",
+    "Problem",
     "Progress",
     "PublicKey",
     "Reader",
@@ -99,18 +108,25 @@ __all__ = [
     "aes_cfb",
     "armor",
     "attach_progress",
+    "check_digit",
+    "check_document",
     "checksum16",
     "dearmor",
     "ecdh_kdf_param",
     "ecdh_kek",
     "encode_length",
+    "errors_of",
+    "field",
+    "first",
     "iter_packets",
     "key_hash_prefix",
     "mpi",
     "packet",
+    "path",
     "read_credentials",
     "read_public_key",
     "summary",
+    "tin",
     "write_record",
 ]
 

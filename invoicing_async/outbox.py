@@ -204,6 +204,7 @@ class PostgresOutbox(_Outbox):
         connection: typing.Any | None = None,
         key: Callable[[typing.Any], str] | None = None,
         issuer: str | None = None,
+        check: bool = False,
     ) -> list[str]:
         """Add documents to the outbox; returns their keys.
 
@@ -224,11 +225,20 @@ class PostgresOutbox(_Outbox):
         corrected after a refusal) is sent once the provider has refused the content
         in flight, and not at all if it accepted it (it holds the document then).
 
+        :param check: check each document first (:func:`invoicing_async.documents.check`):
+            if the provider would refuse one, nothing is enqueued.
+
+        Documents may be dicts, typed documents (:mod:`invoicing_async.documents`) or the
+        bytes to send.
+
+        :raises InvalidDocumentError: ``check``: a document the provider would refuse,
+            with its problems (nothing is enqueued).
         :raises ValidationError: a document cannot be serialised (nothing is enqueued).
 
         .. versionchanged:: 0.4.0 ``issuer``; entries are kept by issuer and key.
+        .. versionchanged:: 0.5.0 ``check``; typed documents.
         """
-        prepared = _ready(documents, encrypted=encrypted, key=key, issuer=issuer)
+        prepared = _ready(documents, encrypted=encrypted, key=key, issuer=issuer, check=check)
         await self._db.insert(prepared, connection)
         return [item.key for item in prepared]
 
@@ -303,6 +313,7 @@ class SqliteOutbox(_Outbox):
         connection: sqlite3.Connection | None = None,
         key: Callable[[typing.Any], str] | None = None,
         issuer: str | None = None,
+        check: bool = False,
     ) -> list[str]:
         """Add documents to the outbox; returns their keys (see :meth:`PostgresOutbox.enqueue`).
 
@@ -310,8 +321,9 @@ class SqliteOutbox(_Outbox):
             written in its current transaction, which you commit.
 
         .. versionchanged:: 0.4.0 ``issuer``.
+        .. versionchanged:: 0.5.0 ``check``.
         """
-        prepared = _ready(documents, encrypted=encrypted, key=key, issuer=issuer)
+        prepared = _ready(documents, encrypted=encrypted, key=key, issuer=issuer, check=check)
         if connection is not None:
             _insert(connection, prepared)
         else:

@@ -29,7 +29,7 @@ import json
 import typing
 import urllib.parse
 
-from . import _models
+from . import _fields, _models
 
 if typing.TYPE_CHECKING:  # the module's namespace holds only its public names
     from collections.abc import Callable, Mapping
@@ -110,17 +110,24 @@ def offline_qr_url(
     ``{issuerTin}-{customerTin}-{series}-{number}-{dateIssued}-{totalAmount}-{internalId}{api_key}``:
     the portal can tell the receipt is genuine, and the API key itself is never written.
 
-    The values are read from the document's provider fields: ``Issuer.Vat`` and
-    ``CounterParty.Vat`` (with their country's VAT prefix, ``EL`` for ``GR``; the
-    customer's is blank when absent), ``CounterParty.Name``, ``InvoiceType``,
-    ``Series``, ``Number``, ``DateIssued`` (a date is midnight), ``Summaries.
-    TotalGrossValue`` / ``TotalNetValue`` / ``TotalVatAmount`` (two decimals, none for a
-    whole amount) and ``DistributionDetails.InternalDocumentId``.
+    The values are read from the document's provider fields, as the provider reads them
+    (names in any case, amounts as numbers or numeric text): ``Issuer.Vat`` and
+    ``CounterParty.Vat`` (with their country's VAT prefix: ``EL`` for the issuer, and
+    for a customer whose ``CountryCode`` is ``GR``; the customer's is blank when
+    absent), ``CounterParty.RegisteredName`` (or ``Name``), ``InvoiceTypeCode`` (or
+    ``InvoiceType``), ``Series``, ``Number``, ``DateIssued`` (a date is midnight),
+    ``Summaries.TotalGrossValue`` / ``TotalNetAmount`` (or ``TotalNetValue``) /
+    ``TotalVATAmount`` (two decimals, none for a whole amount) and
+    ``DistributionDetails.InternalDocumentId``.
 
     :param document: the document as stored (a mapping, or its JSON bytes).
     :param portal_url: the provider's portal, e.g. ``https://portal.example.com``.
     :param api_key: the API key the signature is keyed with.
     :raises ValueError: a field the url needs is missing or unreadable.
+
+    .. versionchanged:: 0.5.0 names in any case; the provider's names
+       (``InvoiceTypeCode``, ``TotalNetAmount``, ``RegisteredName``) first; the issuer's
+       TIN always with ``EL``.
     """
     return _signed_url(document, portal_url, lambda text: _sha1(text + api_key))
 
@@ -136,21 +143,22 @@ def _signed_url(
     data = json.loads(document) if isinstance(document, (bytes, str)) else document
     if not isinstance(data, collections.abc.Mapping):
         raise ValueError("the document is not a JSON object")  # noqa: TRY004  (data, not type)
+    # Read as the provider reads (_fields): names in any case, numbers as text or not.
     issuer, party = _mapping(data, "Issuer"), _mapping(data, "CounterParty")
     summaries = _mapping(data, "Summaries")
     distribution = _mapping(data, "DistributionDetails")
     fields = {
         "issuerTin": _vat(issuer, required=True),
         "customerTin": _vat(party, required=False),
-        "customerName": str(party.get("Name") or ""),
-        "invoiceType": _required(data, "InvoiceType"),
-        "series": _required(data, "Series"),
-        "number": _required(data, "Number"),
-        "dateIssued": _date(_required(data, "DateIssued")),
-        "totalAmount": _amount(summaries, "TotalGrossValue"),
-        "totalNetAmount": _amount(summaries, "TotalNetValue"),
-        "totalVatAmount": _amount(summaries, "TotalVatAmount"),
-        "internalId": _required(distribution, "InternalDocumentId"),
+        "customerName": str(_fields.first(party, _NAMES) or ""),
+        "invoiceType": _required(data, _TYPES),
+        "series": _required(data, ("Series",)),
+        "number": _required(data, ("Number",)),
+        "dateIssued": _date(_required(data, ("DateIssued",))),
+        "totalAmount": _amount(summaries, _GROSS),
+        "totalNetAmount": _amount(summaries, _NET),
+        "totalVatAmount": _amount(summaries, _VAT),
+        "internalId": _required(distribution, ("InternalDocumentId",)),
     }
     signed = "-".join(
         fields[name]
@@ -161,32 +169,57 @@ def _signed_url(
     return f"{portal_url.rstrip('/')}/TransmissionFailure?{query}"
 
 
+#: Each value and the names it is read from, the provider's own first (see
+#: ``docs/guides/documents.rst``): the type's code is ``InvoiceTypeCode`` (older documents
+#: hold it in ``InvoiceType``), the net total ``TotalNetAmount`` (myDATA's name
+#: ``TotalNetValue`` is read too), a party's name ``RegisteredName`` (or ``Name``).
+_TYPES = ("InvoiceTypeCode", "InvoiceType")
+_NAMES = ("RegisteredName", "Name")
+_GROSS = ("TotalGrossValue",)
+_NET = ("TotalNetAmount", "TotalNetValue")
+_VAT = ("TotalVATAmount",)
+
+
 def _sha1(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()  # noqa: S324  (the provider's algorithm)
 
 
 def _mapping(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    value = data.get(name)
+    value = _fields.field(data, name)
     return value if isinstance(value, collections.abc.Mapping) else {}
 
 
-def _required(data: Mapping[str, Any], name: str) -> str:
-    value = data.get(name)
+def _required(data: Mapping[str, Any], names: tuple[str, ...]) -> str:
+    value = _fields.first(data, names)
     if value is None or value == "":
-        raise ValueError(f"the offline QR needs the document's {name}")
+        raise ValueError(f"the offline QR needs the document's {names[0]}")
     return str(value)
 
 
 def _vat(party: Mapping[str, Any], *, required: bool) -> str:
-    vat = str(party.get("Vat") or "")
-    if not vat:
+    """A party's VAT number with its country's prefix (``EL`` for Greece).
+
+    The issuer's is always Greek (the provider's documents are the Greek tax
+    platform's): its TIN gets ``EL``, written with the prefix or not. A customer's gets
+    the prefix of its ``CountryCode`` (the party's own, or its address's).
+    """
+    text = str(_fields.field(party, "Vat") or "").strip()
+    if not text:
         if required:
             raise ValueError("the offline QR needs the document's Issuer.Vat")
         return ""
-    if vat[:2].isalpha():
-        return vat
-    country = str(party.get("Country") or "").upper()
-    return _VAT_PREFIX.get(country, country) + vat
+    if required:
+        digits = _fields.tin(text) or text
+        return "EL" + digits if digits.isdigit() else text
+    if text[:2].isalpha():
+        return text
+    address = _mapping(party, "Address")
+    country = str(
+        _fields.first(party, ("CountryCode", "Country"))
+        or _fields.field(address, "CountryCode")
+        or ""
+    ).upper()
+    return _VAT_PREFIX.get(country, country) + text
 
 
 def _date(text: str) -> str:
@@ -197,14 +230,10 @@ def _date(text: str) -> str:
     return issued.strftime("%Y%m%d%H%M%S")
 
 
-def _amount(summaries: Mapping[str, Any], name: str) -> str:
-    value = summaries.get(name)
-    try:
-        amount = decimal.Decimal(str(value))
-    except (decimal.InvalidOperation, ValueError):
-        raise ValueError(f"the offline QR needs the document's Summaries.{name}") from None
-    if not amount.is_finite():
-        raise ValueError(f"Summaries.{name} is not a finite amount")
+def _amount(summaries: Mapping[str, Any], names: tuple[str, ...]) -> str:
+    amount = _fields.number(_fields.first(summaries, names))
+    if amount is None:
+        raise ValueError(f"the offline QR needs the document's Summaries.{names[0]}")
     if amount == amount.to_integral_value():
         return str(amount.quantize(decimal.Decimal(1)))
     return str(amount.quantize(decimal.Decimal("0.01"), rounding=decimal.ROUND_HALF_UP))

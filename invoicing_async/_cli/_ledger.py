@@ -25,6 +25,7 @@ from invoicing_async._retry import RetryPolicy
 from invoicing_async.outbox import LedgerEntry, PostgresOutbox, open_outbox
 from invoicing_async.telemetry import serve_metrics
 
+from ._checking import add_check, report
 from ._common import (
     DEFAULT_CONCURRENCY,
     UsageError,
@@ -105,16 +106,27 @@ async def _existing(args: argparse.Namespace) -> AsyncIterator[Ledger | Postgres
 
 async def _enqueue(args: argparse.Namespace) -> int:
     documents = []
+    refused = 0
+    check = args.check or args.skip_invalid
     for source, document in read(args.documents or ["-"]):
         if isinstance(document, Unreadable):
             raise UsageError(f"{source}: {document.why}: nothing was enqueued")
+        if check and report(source, document):
+            refused += 1
+            continue
         documents.append(document)
+    if refused and not args.skip_invalid:
+        raise UsageError(
+            f"{refused} document(s) the provider would refuse: nothing was enqueued "
+            "(--skip-invalid enqueues the others)"
+        )
     if not documents:
         raise UsageError("no documents: nothing to enqueue")
     async with _outbox(args) as outbox:
         keys = await outbox.enqueue(documents, encrypted=not args.json, issuer=args.issuer)
-    print(f"enqueued {len(keys)} document(s)", file=sys.stderr)
-    return 0
+    skipped = f", {refused} skipped: the provider would refuse them" if refused else ""
+    print(f"enqueued {len(keys)} document(s){skipped}", file=sys.stderr)
+    return 1 if refused else 0
 
 
 async def _status(args: argparse.Namespace) -> int:
@@ -349,12 +361,14 @@ def register(commands: Commands) -> None:
         "enqueue",
         help="add documents to the outbox",
         description="Add documents to the outbox (created if missing); a worker sends "
-        "them. Nothing is enqueued if any input is not a document.",
+        "them. Nothing is enqueued if any input is not a document, nor, with --check, if "
+        "the provider would refuse one (unless --skip-invalid).",
     )
     enqueue.add_argument(
         "documents", nargs="*", metavar="SOURCE", help="JSON / JSON Lines files, directories, -"
     )
     enqueue.add_argument("--json", action="store_true", help="send them to /Invoice/json")
+    add_check(enqueue, skip=True)
     _issuer_option(enqueue, "whose documents they are (default: each one's Issuer.Vat)")
     _ledger_option(enqueue)
     enqueue.set_defaults(handler=_enqueue)

@@ -27,7 +27,9 @@ from invoicing_async._errors import (
 from invoicing_async._ledger._sqlite_ledger import Ledger
 from invoicing_async._outcomes import Outcome, OutcomeStatus
 from invoicing_async._retry import RetryPolicy
+from invoicing_async.documents import checked
 
+from ._checking import add_check, report
 from ._common import (
     DEFAULT_CONCURRENCY,
     DeprecatedOption,
@@ -126,6 +128,7 @@ def register(commands: Commands) -> None:
     options.add_argument(
         "--no-progress", action="store_true", help="no progress line, even on a terminal"
     )
+    add_check(options)
     submit.set_defaults(handler=_submit)
 
 
@@ -179,12 +182,16 @@ def _documents(
     output: IO[str],
     tally: Tally,
     max_size: int,
+    *,
+    check: bool = False,
 ) -> Iterator[Any]:
     """The documents to send; entries that are not are reported and recorded here.
 
     An unreadable entry is ``rejected`` (a document over the limit with
     :class:`~invoicing_async.DocumentTooLargeError`); input the deadline left unread
-    is ``not_sent``.
+    is ``not_sent``. With ``check``, each document's problems are said with its source,
+    and one the provider would refuse goes to the batch marked ``checked``: refused
+    there, never sent, its outcome recorded (in the ledger too) like any refusal.
     """
     sent = 0
     for position, (source, value) in enumerate(entries):
@@ -196,7 +203,7 @@ def _documents(
         else:
             sources[sent] = (position, source)
             sent += 1
-            yield value
+            yield checked(value) if check and report(source, value) else value
 
 
 def _refused(position: int, source: Source, value: Unreadable | NotRead, max_size: int) -> Outcome:
@@ -288,7 +295,9 @@ async def _submit(args: argparse.Namespace) -> int:
                 provider_key=key, ssl=ssl, max_document_size=args.max_document_size,
             ) as client:  # fmt: skip
                 stream = client.submit_stream(
-                    _documents(entries, positions, output, tally, args.max_document_size),
+                    _documents(
+                        entries, positions, output, tally, args.max_document_size, check=args.check
+                    ),
                     concurrency=args.concurrency,
                     encrypted=not args.json,
                     ledger=args.ledger,

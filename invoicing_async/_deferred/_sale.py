@@ -31,6 +31,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from invoicing_async import _telemetry as telemetry
+from invoicing_async._checked import require_valid
 from invoicing_async._decision import deferral, last_answer
 from invoicing_async._documents import Prepared, SendOptions, describe, serialize_document
 from invoicing_async._errors import InvoicingError
@@ -240,6 +241,9 @@ class Deferral:
         :param budget: this sale's budget in seconds (default: the deferral's).
         :returns: the provider's record, or a :class:`DeferredReceipt` once the
             document is durable in the outbox.
+        :raises InvalidDocumentError: the provider would refuse the document (its
+            errors, by :func:`invoicing_async.documents.check`): raised before anything
+            is sent or stored, so that no receipt is printed for it.
         :raises DuplicateDocumentError: the provider held the document before this call.
         :raises InvoicingError: a definite refusal (400, a foreign record, refused
             credentials, no provider key): never deferred.
@@ -247,6 +251,9 @@ class Deferral:
         """
         engine = self._engine
         engine.ensure_usable()
+        # A sale the provider would refuse is refused here, at the till: before any
+        # receipt, never queued (the rules live in _checked, the client's one set).
+        require_valid(document)
         await self.start()
         budget = self._budget if budget is None else budget
         loop = asyncio.get_running_loop()

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from invoicing_async._checked import require_valid
 from invoicing_async._documents import describe, serialize_document
 from invoicing_async._errors import InvoicingError, ValidationError
 from invoicing_async._journal import Ref
@@ -75,16 +76,22 @@ def ready(
     encrypted: bool,
     key: Callable[[Any], str] | None,
     issuer: str | None = None,
+    check: bool = False,
 ) -> list[Ready]:
     """Serialise every document; a document that cannot be serialised raises.
 
     Each is keyed (``key``, else :func:`~invoicing_async.document_key`) and belongs to
-    ``issuer``, else to the issuer its ``Issuer.Vat`` names.
+    ``issuer``, else to the issuer its ``Issuer.Vat`` names. With ``check``, each is
+    checked first (:func:`invoicing_async.documents.check`'s errors).
 
+    :raises InvalidDocumentError: a document the provider would refuse (``check``),
+        naming its position (nothing is enqueued).
     :raises ValidationError: naming the document's position (nothing is enqueued).
     """
     out: list[Ready] = []
     for index, document in enumerate(documents):
+        if check:
+            require_valid(document, subject=f"document {index}")
         try:
             body = serialize_document(document)
         except InvoicingError as exc:  # it cannot be serialised (or is too large)

@@ -152,6 +152,8 @@ class LedgerFile:
         # Resolved when the commit of the latest hand-over is done (commits are in order:
         # everything handed over before it is committed then too).
         self._in_transit: asyncio.Future[None] | None = None
+        #: Callers of :meth:`wait_durable`, by the commit they wait for.
+        self._waiters: dict[asyncio.Future[None], list[asyncio.Future[None]]] = {}
         self._deferred = False  # a hand-over waits for the commit in transit
 
     @property
@@ -231,6 +233,29 @@ class LedgerFile:
             return self._commit_soon()
         in_transit = self._in_transit
         return None if in_transit is None or in_transit.done() else in_transit
+
+    async def wait_durable(self) -> None:
+        """Return once everything queued so far is committed (at once if it is).
+
+        Each caller waits on a future of its own, resolved with the others' in one pass
+        when the commit is done: no shield per caller, and a caller cancelled cancels
+        nobody else's wait.
+        """
+        committed = self.durable()
+        if committed is None:
+            return
+        waiters = self._waiters.get(committed)
+        if waiters is None:
+            waiters = self._waiters[committed] = []
+            committed.add_done_callback(self._wake)
+        waiter: asyncio.Future[None] = committed.get_loop().create_future()
+        waiters.append(waiter)
+        await waiter
+
+    def _wake(self, committed: asyncio.Future[None]) -> None:
+        error = None if committed.cancelled() else committed.exception()
+        for waiter in self._waiters.pop(committed, ()):
+            _settle(waiter, None, error)
 
     def post(self, operation: Callable[[sqlite3.Connection], object]) -> None:
         """Queue a write; it is committed with the next group. Never blocks."""

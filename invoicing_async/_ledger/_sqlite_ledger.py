@@ -278,16 +278,13 @@ class Ledger:
         lost are at most those in flight, one per worker, never a backlog of outcomes
         that waited for company.
         """
-        committed: asyncio.Future[None] | None
         if self._marked.pop(ref, None) is None:
             committed = self._file.write_durable(_SENDING, [(ref.key, ref.issuer, time.time())])
+            if not committed.done():
+                await asyncio.shield(committed)
+            committed.result()
         else:  # its record went ahead (see _will_send): what was queued since goes now
-            committed = self._file.durable()
-        if committed is None:
-            return
-        if not committed.done():
-            await asyncio.shield(committed)
-        committed.result()
+            await self._file.wait_durable()
 
     def _unmark(self) -> None:
         """Remove the records of documents marked by :meth:`_will_send` but never sent."""

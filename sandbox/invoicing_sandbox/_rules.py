@@ -1,11 +1,17 @@
 """The provider's rules about documents, as pure functions.
 
-What the service checks in a document (the fields it requires and their shapes; the
-issuer's VAT number against the API key), what it derives from one (the tax
+What the service checks in a document (the fields it requires and their shapes, its
+amounts; the issuer's VAT number against the API key), what it derives from one (the tax
 authority's ``uid``, the result record), how a cancellation names its document, and the
-shape of an issuer's TIN. A document's identity for duplicate detection is the library's
-own rule, :func:`invoicing_async.document_key`, so that
-``sandbox.committed[document_key(doc)]`` finds what a client sent.
+shape of an issuer's TIN.
+
+The service reads a document as ASP.NET binds JSON (names in any case, the issuer's VAT
+number with or without ``EL``), and the rules of a document's fields are the client's
+own (``invoicing_async.documents.check``): both are the client's, through its seam, so
+that the sandbox refuses exactly what ``check`` reports as an error, naming the same
+field. A document's identity for duplicate detection is the library's own rule,
+:func:`invoicing_async.document_key`, so that ``sandbox.committed[document_key(doc)]``
+finds what a client sent.
 """
 
 from __future__ import annotations
@@ -13,14 +19,24 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import math
 import re
 import uuid
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from invoicing_async import DocumentResult, result_from_dict
+from invoicing_async._for_sandbox import (
+    REQUIRED_FIELDS,
+    Problem,
+    check_digit,
+    errors_of,
+    field,
+    first,
+    path,
+    tin,
+)
+from invoicing_async._for_sandbox import (
+    check_document as rules_of,
+)
 
 from ._replies import Reply, error_reply
 from ._wire import dumps, format_timestamp, parse_timestamp
@@ -31,7 +47,6 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_DEPTH",
     "REQUIRED_FIELDS",
-    "FieldError",
     "build_record",
     "cancellation_mark",
     "check_document",
@@ -45,14 +60,6 @@ __all__ = [
 _DATE_RE = re.compile(r"\d{4}-\d\d-\d\d")
 
 
-@attrs.frozen
-class FieldError:
-    """One problem with a document field, as the 400 body lists it."""
-
-    field: str
-    message: str
-
-
 def random_tin(rng: random.Random) -> str:
     """A 9-digit TIN whose last digit is a valid check digit (the Greek AFM rule)."""
     return with_check_digit("".join(str(rng.randrange(10)) for _ in range(8)))
@@ -60,8 +67,7 @@ def random_tin(rng: random.Random) -> str:
 
 def with_check_digit(digits: str) -> str:
     """8 digits and their check digit (the Greek AFM rule): a valid 9-digit TIN."""
-    total = sum(int(d) << (8 - i) for i, d in enumerate(digits))
-    return digits + str(total % 11 % 10)
+    return digits + check_digit(digits)
 
 
 def _reject_constant(name: str) -> Any:
@@ -128,111 +134,22 @@ def _deeper_than(document: Any, limit: int) -> bool:
     return False
 
 
-def _number_like(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def check_document(document: dict[str, Any], *, require: bool = True) -> list[Problem]:
+    """The provider's validation: the problems it refuses a document for (400).
 
-
-def _check_date(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return "must be an ISO 8601 date or date-time string"
-    try:
-        _issue_datetime(value)
-    except ValueError:
-        return "must be an ISO 8601 date or date-time"
-    return None
-
-
-def _check_key(value: Any) -> str | None:
-    if (isinstance(value, str) and value.strip()) or (
-        isinstance(value, int) and not isinstance(value, bool)
-    ):
-        return None
-    return "must be a non-empty string or an integer"
-
-
-def _check_type(value: Any) -> str | None:
-    return None if isinstance(value, str) else "must be a string"
-
-
-def _check_details(value: Any) -> str | None:
-    return None if isinstance(value, list) and value else "must be a non-empty list"
-
-
-def _check_object(value: Any) -> str | None:
-    return None if isinstance(value, dict) else "must be an object"
-
-
-def _check_gross(value: Any) -> str | None:
-    if _number_like(value) and math.isfinite(value) and value >= 0:
-        return None
-    return "must be a non-negative number"
-
-
-def _check_total(value: Any) -> str | None:
-    if _number_like(value) and math.isfinite(value):
-        return None
-    return "must be a number"
-
-
-# (path, check): a dotted path names a member of an object. Required unless lenient.
-_CHECKS: tuple[tuple[str, Any], ...] = (
-    ("Issuer", _check_object),
-    ("Issuer.Vat", _check_key),
-    ("Series", _check_key),
-    ("Number", _check_key),
-    ("DateIssued", _check_date),
-    ("InvoiceType", _check_type),
-    ("Details", _check_details),
-    ("Summaries", _check_object),
-    ("Summaries.TotalNetValue", _check_total),
-    ("Summaries.TotalVatAmount", _check_total),
-    ("Summaries.TotalGrossValue", _check_gross),
-)
-
-#: The fields the provider requires in every document, as dotted paths.
-REQUIRED_FIELDS = tuple(path for path, _check in _CHECKS)
-
-
-def _missing(container: dict[str, Any], name: str) -> str:
-    """Why ``name`` is missing: ``is required``, naming a key that differs only in case."""
-    near = [key for key in container if isinstance(key, str) and key.lower() == name.lower()]
-    if near:
-        return f"is required (found {near[0]!r}: field names are case-sensitive)"
-    return "is required"
-
-
-def check_document(document: dict[str, Any], *, require: bool = True) -> list[FieldError]:
-    """The provider's validation: the required fields, each with its shape.
-
-    With ``require=False`` (a lenient sandbox) a field is checked only when present.
-    A member of an object that is missing or not an object is not looked for. The
-    issuer's VAT number is compared with the API key separately (:func:`issuer_vat`),
-    because the service answers a mismatch with 401, not 400.
+    The client's rules (its ``documents.check``), errors only: a warning is never a
+    refusal. With ``require=False`` (a lenient sandbox) a field is checked only when
+    present. The issuer's VAT number is compared with the API key separately
+    (:func:`issuer_vat`), because the service answers a mismatch with 401, not 400: its
+    TIN is not checked again here.
     """
-    errors: list[FieldError] = []
-    for path, check in _CHECKS:
-        parent_name, _, name = path.rpartition(".")
-        parent = document.get(parent_name) if parent_name else document
-        if not isinstance(parent, dict):
-            continue
-        if name not in parent:
-            if require:
-                errors.append(FieldError(path, _missing(parent, name)))
-            continue
-        problem = check(parent[name])
-        if problem:
-            errors.append(FieldError(path, problem))
-    return errors
+    return errors_of(rules_of(document, require=require, issuer_known=True))
 
 
 def issuer_vat(document: dict[str, Any]) -> str | None:
-    """``Issuer.Vat`` as text, when present."""
-    issuer = document.get("Issuer")
-    if isinstance(issuer, dict):
-        vat = issuer.get("Vat")
-        if vat is not None and vat != "":
-            return str(vat).strip()
-    return None
+    """The TIN ``Issuer.Vat`` names (any case; ``EL`` dropped), when present."""
+    vat = tin(path(document, "Issuer", "Vat"))
+    return None if vat is None else vat.strip()
 
 
 def _issue_datetime(text: str) -> dt.datetime:
@@ -251,12 +168,13 @@ def invoice_uid(document: dict[str, Any]) -> str:
 
     ``{vat}-{yyyy-MM-dd}-{branch}-{type}-{series}-{number}``, as the authority documents
     it (``999999999-2020-10-22-0-1.1-A-2``); a missing field counts as empty, a missing
-    branch as 0.
+    branch as 0. The type is the code (``InvoiceTypeCode``, else ``InvoiceType``), the
+    branch ``BranchCode`` (else ``Branch``).
     """
-    issuer = document.get("Issuer")
-    branch = issuer.get("Branch", 0) if isinstance(issuer, dict) else 0
+    issuer = field(document, "Issuer")
+    branch = first(issuer, ("BranchCode", "Branch")) if isinstance(issuer, dict) else 0
     date = ""
-    issued = document.get("DateIssued")
+    issued = field(document, "DateIssued")
     if isinstance(issued, str):
         try:
             date = _issue_datetime(issued).date().isoformat()
@@ -266,9 +184,9 @@ def invoice_uid(document: dict[str, Any]) -> str:
         issuer_vat(document) or "",
         date,
         _text(0 if branch is None else branch),
-        _text(document.get("InvoiceType")),
-        _text(document.get("Series")),
-        _text(document.get("Number")),
+        _text(first(document, ("InvoiceTypeCode", "InvoiceType"))),
+        _text(field(document, "Series")),
+        _text(field(document, "Number")),
     )
     return hashlib.sha1("-".join(parts).encode("utf-8"), usedforsecurity=False).hexdigest().upper()
 
@@ -298,7 +216,7 @@ def build_record(
     signature = derived(b"signature")[:20].hex().upper()
     authentication_code = derived(b"authentication")[:20].hex().upper()
     unique_id = str(uuid.UUID(bytes=derived(b"uuid")[:16], version=4))
-    issued = document.get("DateIssued")
+    issued = field(document, "DateIssued")
     date_issued = now
     if isinstance(issued, str):
         try:
@@ -307,14 +225,10 @@ def build_record(
             date_issued = now
     # The record carries milliseconds only: what a client parses back must compare equal.
     date_issued = date_issued.replace(microsecond=date_issued.microsecond // 1000 * 1000)
-    distribution = document.get("DistributionDetails")
-    internal_id = (
-        str(distribution["InternalDocumentId"])
-        if isinstance(distribution, dict) and distribution.get("InternalDocumentId")
-        else identity
-    )
+    internal = path(document, "DistributionDetails", "InternalDocumentId")
+    internal_id = str(internal) if internal else identity
     url = f"{domain}/v/{signature}"
-    series, number = document.get("Series"), document.get("Number")
+    series, number = field(document, "Series"), field(document, "Number")
     # The record as the service writes it (its own writer, not the client's reader).
     wire: dict[str, Any] = {
         "success": True,

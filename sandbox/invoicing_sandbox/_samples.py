@@ -1,9 +1,13 @@
 """Realistic sample invoices, for the demo, benchmarks and users' own tests.
 
-Documents follow the provider's PascalCase shape (``Issuer.Vat``, ``Series``, ``Number``,
-``DateIssued``, ``InvoiceType``, ``Details[]``, ``Summaries``, ``DistributionDetails``),
-with Greek text and amounts that add up, so they exercise UTF-8 and realistic sizes
-(about 830 bytes plus 316 per line: 10 lines is ~4 KB, 23 lines ~8 KB).
+Documents follow the provider's PascalCase shape, with the names its published samples
+write (``Issuer.Vat``, ``Series``, ``Number``, ``DateIssued``, ``InvoiceTypeCode``,
+``Details[]`` with ``NetTotal`` / ``VATTotal`` / ``VatCategoryCode``, ``Summaries`` with
+``TotalNetAmount`` / ``TotalVATAmount`` / ``TotalGrossValue``, ``PaymentDetails``,
+``DistributionDetails``), with Greek text and amounts that add up (each line's VAT its
+net at 24 %, rounded per line), so they pass ``invoicing_async.documents.check`` without
+a warning and exercise UTF-8 and realistic sizes (about 900 bytes plus 340 per line:
+10 lines is ~4.3 KB, 23 lines ~8.6 KB).
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import datetime as dt
 import random
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
+
+from invoicing_async._for_sandbox import check_digit
 
 __all__ = ["SANDBOX_CLIENT_ID", "sample_invoice", "sample_invoices"]
 
@@ -56,6 +62,9 @@ def sample_invoice(
     ``issuer_vat=env.client_id``.
 
     .. versionchanged:: 0.2.0 the default issuer is the sandbox's default client.
+    .. versionchanged:: 0.5.0 the names the provider's samples write (``NetTotal``,
+       ``TotalNetAmount``, ``InvoiceTypeCode``, ``PaymentDetails`` …) and a customer's
+       TIN with a valid check digit.
     """
     rng = random.Random(f"{seed}:{issuer_vat}:{series}:{number}")
     issued = issued or dt.date(2026, 11, 22)
@@ -70,52 +79,67 @@ def sample_invoice(
         vat_total += vat
         details.append(
             {
-                "LineNumber": line,
-                "ItemCode": f"SKU-{rng.randint(10000, 99999)}",
-                "ItemDescription": name,
+                "LineNo": line,
+                "Code": f"SKU-{rng.randint(10000, 99999)}",
+                "Descriptions": [name],
+                "MeasurementUnitCode": 1,
                 "Quantity": float(quantity),
-                "MeasurementUnit": 1,
                 "UnitPrice": float(Decimal(price)),
-                "NetValue": _money(net),
-                "VatCategory": 1,
-                "VatAmount": _money(vat),
-                "IncomeClassification": [
-                    {
-                        "ClassificationType": "E3_561_001",
-                        "ClassificationCategory": "category1_1",
-                        "Amount": _money(net),
-                    }
-                ],
+                "NetTotal": _money(net),
+                "VATTotal": _money(vat),
+                "Total": _money(net + vat),
+                "VatCategoryCode": 1,
+                "IncomeClassification": {
+                    "ClassificationTypeCode": "E3_561_001",
+                    "ClassificationCategoryCode": "category1_1",
+                    "Amount": _money(net),
+                },
             }
         )
     city = _CITIES[rng.randrange(len(_CITIES))]
+    customer = "".join(str(rng.randrange(10)) for _ in range(8))
     return {
         "Issuer": {
             "Vat": issuer_vat,
-            "Country": "GR",
-            "Branch": branch,
-            "Name": "Παράδειγμα Εμπορική Α.Ε.",
-            "Address": {"Street": "Ερμού", "Number": "25", "PostalCode": "10563", "City": "Αθήνα"},
+            "RegisteredName": "Παράδειγμα Εμπορική Α.Ε.",
+            "BranchCode": branch,
+            "Address": {
+                "CountryCode": "GR",
+                "Street": "Ερμού",
+                "Number": "25",
+                "Postal": "10563",
+                "City": "Αθήνα",
+            },
         },
         "CounterParty": {
-            "Vat": f"{rng.randint(100000000, 999999999)}",
-            "Country": "GR",
-            "Branch": 0,
-            "Name": f"Πελάτης {number} Ο.Ε.",
-            "Address": {"Street": "Τσιμισκή", "Number": "12", "PostalCode": "54624", "City": city},
+            "Vat": customer + check_digit(customer),
+            "RegisteredName": f"Πελάτης {number} Ο.Ε.",
+            "Address": {
+                "CountryCode": "GR",
+                "Street": "Τσιμισκή",
+                "Number": "12",
+                "Postal": "54624",
+                "City": city,
+            },
         },
         "Series": series,
         "Number": number,
         "DateIssued": issued.isoformat(),
-        "InvoiceType": "1.1",
-        "Currency": "EUR",
-        "PaymentMethods": [
-            {"Type": 3, "Amount": _money(net_total + vat_total), "PaymentMethodInfo": "Κάρτα"}
-        ],
+        "InvoiceTypeCode": "1.1",
+        "CurrencyCode": "EUR",
+        "PaymentDetails": {
+            "PaymentMethods": [
+                {
+                    "PaymentMethodTypeCode": 7,
+                    "PaymentMethodType": "Κάρτα",
+                    "Amount": _money(net_total + vat_total),
+                }
+            ]
+        },
         "Details": details,
         "Summaries": {
-            "TotalNetValue": _money(net_total),
-            "TotalVatAmount": _money(vat_total),
+            "TotalNetAmount": _money(net_total),
+            "TotalVATAmount": _money(vat_total),
             "TotalWithheldAmount": 0.0,
             "TotalFeesAmount": 0.0,
             "TotalStampDutyAmount": 0.0,
@@ -123,10 +147,7 @@ def sample_invoice(
             "TotalDeductionsAmount": 0.0,
             "TotalGrossValue": _money(net_total + vat_total),
         },
-        "DistributionDetails": {
-            "InternalDocumentId": f"{issuer_vat}-{series}-{number}",
-            "Email": f"customer{number}@example.invalid",
-        },
+        "DistributionDetails": {"InternalDocumentId": f"{issuer_vat}-{series}-{number}"},
     }
 
 

@@ -97,16 +97,22 @@ class Sandbox:
     :param revoke_tokens_on_issue: issuing a token revokes the client's earlier ones.
     :param require_fields: refuse (400, with the provider's list of field errors) a
         document missing a field the provider requires: ``Issuer.Vat``, ``Series``,
-        ``Number``, ``DateIssued``, ``InvoiceType``, ``Details`` (not empty) and
-        ``Summaries`` with ``TotalNetValue``, ``TotalVatAmount`` and ``TotalGrossValue``.
-        ``False`` checks fields only when present (and the issuer's VAT against the API
-        key only when there is one): for tests that send odd documents on purpose.
+        ``Number``, ``DateIssued``, ``InvoiceTypeCode``, ``Details`` (not empty) and
+        ``Summaries`` with ``TotalNetAmount``, ``TotalVATAmount`` and
+        ``TotalGrossValue``. The rules (and those of the amounts) are the client's
+        :func:`invoicing_async.documents.check`: a document is refused for its errors,
+        names read in any case. ``False`` checks fields only when present (and the
+        issuer's VAT against the API key only when there is one): for tests that send odd
+        documents on purpose.
     :param issuers: more issuers of the default environment, ``{tin: api_key}`` (see
         :meth:`add_issuers`, and :func:`~invoicing_sandbox.sandbox_issuers` to make many).
 
     .. versionadded:: 0.1.0
     .. versionchanged:: 0.3.0 required fields are enforced; ``require_fields``.
     .. versionchanged:: 0.4.0 ``issuers``.
+    .. versionchanged:: 0.5.0 documents read in any case, the ``EL`` prefix of the
+       issuer's VAT number accepted, the provider's names (``InvoiceTypeCode``,
+       ``TotalNetAmount``, ``TotalVATAmount``) and the client's rules of amounts.
     """
 
     def __init__(

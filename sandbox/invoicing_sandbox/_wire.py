@@ -10,7 +10,10 @@ The identity rule is the one the API documents and :func:`invoicing_async.docume
 implements too: ``DistributionDetails.InternalDocumentId`` (``id:…``), else issuer VAT,
 series and number (``doc:…``), else a SHA-256 of the document's canonical JSON
 (``sha256:…``). Tests find what a client sent with
-``sandbox.committed[document_key(document)]``.
+``sandbox.committed[document_key(document)]``. The fields themselves are read as the
+service binds them (names in any case, the VAT number's ``EL`` prefix dropped), with the
+one reader of documents the client's seam gives: how the provider reads a field is a
+fact about the provider, written once; which fields make the identity is written here.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import hashlib
 import json
 import re
 from typing import Any
+
+from invoicing_async._for_sandbox import field, path, tin
 
 __all__ = ["document_identity", "dumps", "format_timestamp", "parse_timestamp"]
 
@@ -75,15 +80,11 @@ def format_timestamp(value: dt.datetime) -> str:
 def document_identity(document: Any) -> str:
     """The identity the service detects duplicates by (see the module docstring)."""
     if isinstance(document, dict):
-        distribution = document.get("DistributionDetails")
-        internal = (
-            distribution.get("InternalDocumentId") if isinstance(distribution, dict) else None
-        )
+        internal = path(document, "DistributionDetails", "InternalDocumentId")
         if internal:
             return f"id:{internal}"
-        issuer = document.get("Issuer")
-        vat = issuer.get("Vat") if isinstance(issuer, dict) else None
-        series, number = document.get("Series"), document.get("Number")
+        vat = tin(path(document, "Issuer", "Vat"))
+        series, number = field(document, "Series"), field(document, "Number")
         if vat and series is not None and number is not None:
             return f"doc:{vat}/{series}/{number}"
     canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -95,3 +95,15 @@ def test_quick_bulk_benchmark_exits_0_and_checks_throughput_lag_and_ledger(tmp_p
     assert "bulk: library ÷ raw floor throughput" in results
     assert "bulk: library lag p99 ÷ raw floor's" in results
     assert "bulk: journaled ÷ unjournaled stream" in results
+
+
+def test_quick_documents_benchmark_exits_0_and_checks_its_two_targets(tmp_path):
+    """`python -m benchmarks --quick --only documents` exits 0 (the typed receipt and its
+    hand-built JSON are the same valid document) and writes both targets: the typed
+    document and its check against the JSON by hand, a checked batch against one
+    unchecked.
+    """
+    results = _quick("documents", tmp_path)
+    assert "typed + check - dict, 25 lines" in results
+    assert "checked ÷ unchecked batch" in results
+    assert "to_json() of the typed document" in results

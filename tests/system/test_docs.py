@@ -46,6 +46,7 @@ EXECUTED = {
     "operating.py",
     "json_logging.py",
     "many_issuers.py",
+    "documents.py",
 }
 
 
@@ -75,6 +76,24 @@ async def test_many_issuers_example_sends_for_every_shop_and_refuses_a_stranger(
     from the vault once and one token each; an issuer without a key is refused before
     any request."""
     await load("many_issuers").main()
+
+
+async def test_documents_example_builds_checks_and_sends_the_four_documents(capsys):
+    """The four typed documents are accepted as their JSON and read back equal; each
+    common mistake is an error of check and a 400 of the sandbox naming the same
+    fields; the guide shows the JSON and the problems the example prints."""
+    import json  # noqa: PLC0415
+
+    example = load("documents")
+    await example.main()
+    printed = capsys.readouterr().out
+    page = (DOCS / "guides" / "documents.rst").read_text(encoding="utf-8")
+    shown = page.split(".. code-block:: json\n", 1)[1].split("\n\n\n", 1)[0]
+    assert json.loads(shown) == example.to_json(example.retail_receipt(17))
+    problems = page.split(".. code-block:: text\n", 1)[1].split("\n\n", 1)[0]
+    assert problems.strip()
+    for line in problems.strip().splitlines():
+        assert line.strip() in printed, line
 
 
 async def test_operations_example_cancels_once_and_signs_once():

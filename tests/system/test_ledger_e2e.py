@@ -76,6 +76,7 @@ async def test_a_400_is_final_for_that_content_only(tmp_path):
     ledger = tmp_path / "batch.db"
     async with Sandbox(key_algorithm="cv25519") as sb:
         documents = sample_invoices(3, issuer_vat=sb.client_id, lines=1)
+        gross = documents[1]["Summaries"]["TotalGrossValue"]
         documents[1]["Summaries"]["TotalGrossValue"] = -1
         with instant_retries():
             async with client(sb) as c:
@@ -86,7 +87,7 @@ async def test_a_400_is_final_for_that_content_only(tmp_path):
                 assert sent(sb, start) == []
                 assert again[1].status is OutcomeStatus.REJECTED
                 assert again[1].attempts == 0
-                documents[1]["Summaries"]["TotalGrossValue"] = 12.4
+                documents[1]["Summaries"]["TotalGrossValue"] = gross
                 fixed = await c.submit_many(documents, encrypted=False, ledger=ledger)
         assert [o.status for o in fixed] == [OutcomeStatus.ACCEPTED] * 3
         assert fixed[1].attempts == 1

@@ -23,6 +23,7 @@ async def test_worker_drains_the_outbox_with_one_truthful_outcome_each(outbox):
     await outbox.setup()
     async with Sandbox(key_algorithm="cv25519") as sb:
         documents = sample_invoices(30, issuer_vat=sb.client_id, lines=1)
+        gross = documents[7]["Summaries"]["TotalGrossValue"]
         documents[7]["Summaries"]["TotalGrossValue"] = -1
         keys = await outbox.enqueue(documents[:20])
         keys += await outbox.enqueue(documents[20:], encrypted=False)
@@ -48,7 +49,7 @@ async def test_worker_drains_the_outbox_with_one_truthful_outcome_each(outbox):
         # The same refused content enqueued again stays refused; corrected, it is sent.
         await outbox.enqueue([documents[7]])
         assert (await outbox.status(keys[7])).status is OutcomeStatus.REJECTED
-        documents[7]["Summaries"]["TotalGrossValue"] = 12.4
+        documents[7]["Summaries"]["TotalGrossValue"] = gross
         await outbox.enqueue([documents[7]])
         assert (await outbox.status(keys[7])).status == PENDING
         with instant_retries():
@@ -99,11 +100,12 @@ async def test_a_corrected_invoice_enqueued_while_in_flight_is_sent_after_the_re
     corrected content is sent and accepted (a refusal is final for its content only)."""
     async with Sandbox(key_algorithm="cv25519") as sb:
         [invoice] = sample_invoices(1, issuer_vat=sb.client_id, lines=1)
+        gross = invoice["Summaries"]["TotalGrossValue"]
         invoice["Summaries"]["TotalGrossValue"] = -1
         [key] = await outbox.enqueue([invoice], encrypted=False)
 
         async def correct():
-            invoice["Summaries"]["TotalGrossValue"] = 12.4
+            invoice["Summaries"]["TotalGrossValue"] = gross
             await outbox.enqueue([invoice], encrypted=False)
             assert (await outbox.status(key)).status == "in_flight"
 

@@ -152,7 +152,7 @@ async def test_enqueued_again_a_parked_document_stays_parked_unless_changed(outb
         await outbox.enqueue([document])
         assert (await outbox.status(key)).status == PARKED
         sb.poison(key, None)
-        document["Summaries"]["TotalGrossValue"] = 12.4
+        document["AdditionalDetails"] = {"Remarks": "corrected"}  # changed content
         await outbox.enqueue([document])
         entry = await outbox.status(key)
         assert entry.status == PENDING

@@ -140,7 +140,7 @@ def test_offline_qr_url_has_the_documented_fields_and_signature():
     party, summaries = document["CounterParty"], document["Summaries"]
     assert fields["issuerTin"] == "EL" + document["Issuer"]["Vat"]  # Greece's VAT prefix
     assert fields["customerTin"] == "EL" + party["Vat"]
-    assert fields["customerName"] == party["Name"]
+    assert fields["customerName"] == party["RegisteredName"]
     assert fields["invoiceType"] == "1.1"
     assert (fields["series"], fields["number"]) == ("A", "3")
     assert fields["dateIssued"] == "20261122000000"

@@ -144,3 +144,45 @@ async def everything(client: InvoicingClient, invoice: dict[str, object]) -> Non
 def test_mypy_strict_accepts_the_operations(tmp_path):
     """The named operations, their results and Safety pass mypy --strict in user code."""
     _mypy_strict(tmp_path, OPERATIONS_SNIPPET)
+
+
+DOCUMENTS_SNIPPET = """
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+from invoicing_async import DocumentResult, InvoicingClient
+from invoicing_async.documents import (
+    Line, Party, PaymentMethod, Problem, RetailReceipt, SalesInvoice, check, checked,
+    from_json, to_json,
+)
+
+
+async def sell(client: InvoicingClient, number: int) -> DocumentResult:
+    receipt = RetailReceipt(
+        issuer=Party(vat="EL123456783"), series="A", number=number,
+        issued=dt.datetime(2026, 11, 22, 10, 15),
+        lines=[Line("Espresso", quantity=2, unit_price="2.50"), Line(["a", "b"], net_total=1)],
+        payments=[PaymentMethod(7)],
+    )
+    net: Decimal = receipt.lines[0].net_total + receipt.summaries.total_gross_value
+    problems: list[Problem] = check(receipt)
+    print(net, problems, to_json(receipt)["Series"])
+    await client.submit_many([checked(receipt)])
+    return await client.submit_secure(receipt)
+
+
+def read(data: dict[str, object]) -> SalesInvoice:
+    return from_json(data, SalesInvoice)
+"""
+
+
+def test_mypy_strict_accepts_typed_documents(tmp_path):
+    """Typed documents as the guide builds them pass mypy --strict: a line takes text,
+    numbers and decimals, its computed amounts are Decimal, ``from_json`` of a class
+    gives that class, and a typed document goes where a dict goes."""
+    _mypy_strict(tmp_path, DOCUMENTS_SNIPPET)
+    wrong = DOCUMENTS_SNIPPET + "\n\nbad: str = Line('x', unit_price=1).vat_total\n"
+    with pytest.raises(AssertionError, match="Incompatible types in assignment"):
+        _mypy_strict(tmp_path, wrong)

@@ -30,6 +30,7 @@ from invoicing_async import (
     DocumentResult,
     DuplicateDocumentError,
     ForeignRecordError,
+    InvalidDocumentError,
     InvoicingClient,
     OutcomeStatus,
     ProviderKeyError,
@@ -319,14 +320,14 @@ async def test_definite_refusals_raise_and_are_never_deferred(sb, tmp_path):
     """400, a foreign record, a 409 of a document held before, refused credentials and
     a missing provider key raise as they do today: nothing is stored."""
     path = tmp_path / "till.db"
-    broken = sample_invoice(7)
-    broken["Summaries"]["TotalGrossValue"] = -1
     async with (
         client_for(sb, retry=SALE_RETRY) as client,
         Deferral(client, path, budget=5.0, **FAST) as till,
     ):
-        with pytest.raises(ValidationError):
-            await till.submit_or_defer(broken)
+        sb.script(Fault.status(400))  # a refusal of the provider's that no rule foresaw
+        with pytest.raises(ValidationError) as refused_400:
+            await till.submit_or_defer(sample_invoice(7))
+        assert refused_400.value.status == 400
         sb.script(Fault.foreign_record(), *[Fault.foreign_record()] * 5)
         with pytest.raises(ForeignRecordError):
             await till.submit_or_defer(sample_invoice(8))
@@ -352,6 +353,48 @@ async def test_definite_refusals_raise_and_are_never_deferred(sb, tmp_path):
             await till.submit_or_defer(sample_invoice(11))
     async with SqliteOutbox(path) as box:
         assert await box.counts() == {}
+
+
+def _would_be_refused(number: int) -> dict:
+    """A sale whose first line's VAT is not its net at 24 % (a POS rounding bug)."""
+    sale = sample_invoice(number, lines=2)
+    sale["Details"][0]["VATTotal"] += 0.05
+    return sale
+
+
+async def test_a_sale_the_provider_would_refuse_is_refused_at_the_till_through_an_outage(
+    sb, tmp_path
+):
+    """The provider refuses connections: a valid sale is deferred as before (a receipt
+    with the offline QR, durable, then committed once the provider is back), but a sale
+    the provider would refuse raises InvalidDocumentError at once, naming the field:
+    before any receipt, never queued, no request made for it. When the provider
+    answers again, such a sale still raises before any request."""
+    path = tmp_path / "till.db"
+    outcomes = Outcomes()
+    async with (
+        client_for(sb) as client,
+        Deferral(
+            client, path, portal_url="https://portal.invalid", on_outcome=outcomes, **FAST
+        ) as till,
+    ):
+        receipt = await refused(sb, client, till, 31)  # deferred as before
+        assert receipt.offline_qr_url is not None
+        sent = len(sb.requests)
+        with pytest.raises(InvalidDocumentError) as caught:
+            await till.submit_or_defer(_would_be_refused(32))
+        assert caught.value.status is None
+        assert caught.value.problems[0].field == "Details[0].VATTotal"
+        assert (await till.refresh_backlog()).count == 1  # only the valid sale waits
+        async with SqliteOutbox(path) as box:
+            assert await box.status(document_key(_would_be_refused(32))) is None
+        await sb.set_outage(None)
+        assert (await outcomes.wait(1))[receipt.key].outcome.status is OutcomeStatus.ACCEPTED
+        with pytest.raises(InvalidDocumentError):
+            await till.submit_or_defer(_would_be_refused(33))
+    bad = {document_key(_would_be_refused(n)) for n in (32, 33)}
+    assert not {r.identity for r in sb.requests[sent:]} & bad  # never sent
+    assert sb.commit_count == 1
 
 
 async def test_while_the_provider_is_down_a_bad_document_still_raises(sb, tmp_path):

@@ -13,6 +13,7 @@ import pytest
 MODULES = [
     "invoicing_async",
     "invoicing_async.blocking",
+    "invoicing_async.documents",
     "invoicing_async.outbox",
     "invoicing_async.qr",
     "invoicing_async.redis",

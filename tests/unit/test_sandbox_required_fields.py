@@ -1,7 +1,9 @@
 """The sandbox refuses documents the provider would refuse: required fields, over HTTP.
 
 Each test talks to a running sandbox over real loopback HTTP, with the real client or a
-raw request (to read the provider's 400 body itself).
+raw request (to read the provider's 400 body itself). The provider reads names in any
+case (its samples write ``Issuer`` and ``issuer``), so a lower-case name is the field,
+not a missing one: the VAT check applies to it all the same.
 """
 
 from __future__ import annotations
@@ -9,9 +11,10 @@ from __future__ import annotations
 import copy
 
 import pytest
+from providersamples import camel
 from sandboxtools import client_for, invoice, raw
 
-from invoicing_async import ValidationError, document_key
+from invoicing_async import AuthenticationError, document_key
 from invoicing_sandbox import Sandbox, sample_invoice
 
 #: Every field the sandbox requires, as the docs list them.
@@ -21,11 +24,11 @@ REQUIRED = (
     "Series",
     "Number",
     "DateIssued",
-    "InvoiceType",
+    "InvoiceTypeCode",
     "Details",
     "Summaries",
-    "Summaries.TotalNetValue",
-    "Summaries.TotalVatAmount",
+    "Summaries.TotalNetAmount",
+    "Summaries.TotalVATAmount",
     "Summaries.TotalGrossValue",
 )
 
@@ -60,20 +63,24 @@ async def test_a_document_that_is_not_an_invoice_is_refused():
         assert sb.commit_count == 0
 
 
-async def test_lower_case_issuer_is_refused_and_cannot_skip_the_vat_check():
-    """An invoice with `issuer` instead of `Issuer`, of another issuer's VAT number, is
-    refused (400 naming `Issuer` and the key found), not accepted with the VAT-vs-API-key
-    check skipped."""
+async def test_lower_case_names_are_read_and_cannot_skip_the_vat_check():
+    """An invoice with ``issuer`` instead of ``Issuer`` is read as the provider reads it
+    (it was refused: "field names are case-sensitive"): of another issuer's VAT number it
+    is a 401, not accepted with the VAT-vs-API-key check skipped; of the client's own, it
+    is committed, and so is one written in camelCase throughout."""
     async with Sandbox(key_algorithm="cv25519") as sb:
         document = sample_invoice(1, issuer_vat="094019245")
         document["issuer"] = document.pop("Issuer")
         async with client_for(sb) as client:
-            with pytest.raises(ValidationError) as caught:
+            with pytest.raises(AuthenticationError) as caught:
                 await client.submit_json(document)
-        assert caught.value.status == 400
-        assert "Issuer: is required (found 'issuer'" in caught.value.message
-        assert "case-sensitive" in caught.value.message
-        assert sb.commit_count == 0
+            assert caught.value.status == 401
+            assert sb.commit_count == 0
+            own = invoice(sb, 1)
+            own["issuer"] = own.pop("Issuer")
+            assert (await client.submit_json(own)).mark is not None
+            assert (await client.submit_json(camel(invoice(sb, 2)))).mark is not None
+        assert sb.commit_count == 2
 
 
 async def test_each_required_field_is_required():
@@ -96,7 +103,7 @@ async def test_fields_must_have_their_shape():
     async with Sandbox(key_algorithm="cv25519") as sb:
         cases = {
             "Details": ("Details", [], "must be a non-empty list"),
-            "Summaries.TotalVatAmount": ("Summaries", "TotalVatAmount", "must be a number"),
+            "Summaries.TotalVATAmount": ("Summaries", "TotalVATAmount", "must be a number"),
             "Issuer.Vat": ("Issuer", "Vat", "must be a non-empty string or an integer"),
         }
         for path, (parent, member, message) in cases.items():

@@ -256,7 +256,7 @@ async def test_no_secret_and_no_document_content_in_any_span_event_or_metric(sb,
     marker = "CONTENT-THAT-MUST-NOT-LEAK"
     documents = [sample_invoice(n) for n in range(1, 6)]
     for document in documents:
-        document["CounterParty"]["Name"] = marker
+        document["CounterParty"]["RegisteredName"] = marker
     documents[3]["Summaries"]["TotalGrossValue"] = -1
     delivered = asyncio.Event()
     with otel() as t, instant_retries():
@@ -275,7 +275,7 @@ async def test_no_secret_and_no_document_content_in_any_span_event_or_metric(sb,
                 await client.cancel_delivery_note(payload={"note": marker})
             await sb.set_outage("refuse")
             sale = sample_invoice(9)
-            sale["CounterParty"]["Name"] = marker
+            sale["CounterParty"]["RegisteredName"] = marker
             assert isinstance(await till.submit_or_defer(sale), DeferredReceipt)
             await sb.set_outage(None)
             await asyncio.wait_for(delivered.wait(), 60)

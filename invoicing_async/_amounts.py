@@ -1,0 +1,504 @@
+"""The rules about a document's amounts: cents, VAT rates, totals.
+
+The tax platform the provider reports to (myDATA) keeps amounts in euro and cents, a
+line's VAT at its category's rate of its net (rounded per line), and the summaries the
+totals of the lines. Amounts are compared in whole cents (integers): a float is read by
+its shortest text, so ``12.400000000000002`` is not twelve euro forty but an amount with
+more than two decimals. A difference of one cent is accepted where amounts are compared,
+as the tax platform accepts it.
+
+What is checked, and how sure it is (:class:`~._problems.Severity`):
+
+* each amount is a number with at most two decimals (error);
+* a line's ``VATTotal`` is its ``NetTotal`` at the rate of its ``VatCategoryCode``
+  (error; an unknown category is a warning);
+* ``Summaries.TotalNetAmount`` / ``TotalVATAmount`` are the totals of the lines' (error),
+  ``TotalGrossValue`` their sum (error; a warning when other taxes, withheld amounts or
+  deductions take part: their signs are the platform's, not checked here);
+* a line's ``Total`` is its net plus its VAT, and the payment methods add up to the
+  gross value (warnings: the provider may not compare them).
+"""
+
+from __future__ import annotations
+
+import decimal
+from collections.abc import Mapping
+from typing import Any
+
+from ._fields import field, first, number
+from ._problems import SOURCES, Problem, Severity
+
+__all__ = ["VAT_RATES", "cents", "check", "format_cents", "shape", "vat_of"]
+
+#: The tax platform's VAT categories (``VatCategoryCode``) and their rates, in percent:
+#: 24 %, 13 %, 6 %, 17 %, 9 %, 4 %, 0 %, records without VAT, and the 3 % and 4 % of the
+#: islands' reduced rates.
+VAT_RATES: dict[int, int] = {1: 24, 2: 13, 3: 6, 4: 17, 5: 9, 6: 4, 7: 0, 8: 0, 9: 3, 10: 4}
+
+#: Summary totals other than net and VAT, with the sign each takes in the gross value.
+_OTHER_TOTALS = (
+    ("TotalWithheldAmount", -1),
+    ("TotalFeesAmount", 1),
+    ("TotalStampDutyAmount", 1),
+    ("TotalOtherTaxesAmount", 1),
+    ("TotalDeductionsAmount", -1),
+)
+#: A line's own amounts of other taxes: when one is not zero, its ``Total`` is not
+#: compared with net plus VAT.
+_LINE_OTHERS = (
+    "WithheldAmount",
+    "FeesAmount",
+    "StampDutyAmount",
+    "OtherTaxesAmount",
+    "DeductionsAmount",
+)
+#: The names a line's net and VAT are read from: the provider's, then myDATA's.
+_NET = ("NetTotal", "NetValue")
+_VAT = ("VATTotal", "VatAmount")
+_TOTAL = ("Total",)
+_AMOUNT = ("Amount",)
+_NOT_A_NUMBER = "must be a number"
+_CENT = decimal.Decimal("0.01")
+
+
+def cents(value: Any) -> int | str:
+    """An amount in whole cents, or why it is not one (``must be a number`` …)."""
+    kind = value.__class__
+    if kind is float and value - value == 0 and -1e13 < value < 1e13:
+        # A float has at most two decimals (by its shortest text) exactly when the cents
+        # it rounds to, divided back, are the float itself: no text is made.
+        amount = round(value * 100)
+        return amount if amount / 100 == value else _too_fine(repr(value))
+    if kind is int:
+        return value * 100  # type: ignore[no-any-return]
+    amount = number(value)
+    if amount is None:
+        return _NOT_A_NUMBER
+    try:
+        rounded = amount.quantize(_CENT)
+    except decimal.InvalidOperation:  # more digits than an amount has
+        return _NOT_A_NUMBER
+    if amount != rounded:
+        return _too_fine(str(value).strip())
+    return int(rounded * 100)
+
+
+def _too_fine(text: str) -> str:
+    return f"has more than two decimals ({text}): round it to the cent"
+
+
+def shape(value: Any) -> str | None:
+    """``must be a number`` unless ``value`` is a number (or numeric text)."""
+    kind = value.__class__
+    if kind is float:
+        return None if value - value == 0 else _NOT_A_NUMBER  # NaN and infinities are not
+    if kind is int or (kind is decimal.Decimal and value.is_finite()):
+        return None
+    return _NOT_A_NUMBER if number(value) is None else None
+
+
+def format_cents(amount: int) -> str:
+    """Cents as euro text: ``4729`` is ``47.29``."""
+    sign = "-" if amount < 0 else ""
+    whole, part = divmod(abs(amount), 100)
+    return f"{sign}{whole}.{part:02d}"
+
+
+def vat_of(net: int, rate: int) -> int:
+    """The VAT, in cents, of ``net`` cents at ``rate`` percent: rounded half up, per line."""
+    product = net * rate
+    return (product + 50) // 100 if product >= 0 else -((-product + 50) // 100)
+
+
+class _Totals:
+    """The lines' totals, as far as every line could be read."""
+
+    __slots__ = ("aliases", "complete", "net", "vat")
+
+    def __init__(self) -> None:
+        self.net = self.vat = 0
+        self.complete = True
+        self.aliases: set[str] = set()
+
+
+def check(
+    details: list[Any],
+    summaries: Mapping[str, Any] | None,
+    document: Mapping[str, Any],
+    problems: list[Problem],
+    *,
+    lines_hold: bool = False,
+) -> None:
+    """Append the problems of the amounts of ``details``, ``summaries`` and payments.
+
+    :param lines_hold: the lines hold every rule of a line, and the summaries are their
+        totals: the lines are not read (see :func:`~._checks.check_document`).
+    """
+    totals = _Totals()
+    written = None if lines_hold else _as_written(details)
+    if written is not None:
+        totals.net, totals.vat = written
+    for index, line in enumerate(details if written is None and not lines_hold else ()):
+        if not isinstance(line, Mapping):
+            problems.append(
+                Problem(f"Details[{index}]", "must be an object", source=SOURCES["shape"])
+            )
+            totals.complete = False
+            continue
+        _line(index, line, totals, totals.aliases, problems)
+    gross = None
+    if summaries is not None:
+        compared = details and not lines_hold
+        gross = _summaries(summaries, totals if compared else None, details, problems)
+    _payments(document, gross, problems)
+
+
+def _amount(
+    container: Mapping[str, Any],
+    where: Any,
+    names: tuple[str, ...],
+    problems: list[Problem],
+    aliases: set[str] | None = None,
+) -> int | None:
+    """The amount read from the first of ``names`` (its problem appended), or ``None``.
+
+    ``where`` is the container's path, or the index of a line (its path made only for a
+    problem).
+    """
+    name = names[0]
+    value = container.get(name)
+    if value is None:
+        value, name = _read(container, names)
+        if value is None:
+            return None
+    amount = cents(value)
+    if amount.__class__ is int and name is names[0]:
+        return amount
+    path = f"{_path(where)}.{names[0]}"
+    if isinstance(amount, str):
+        source = SOURCES["shape"] if amount == _NOT_A_NUMBER else SOURCES["cents"]
+        problems.append(Problem(path, amount, source=source))
+        return None
+    if name != names[0] and aliases is not None and name not in aliases:
+        aliases.add(name)
+        problems.append(
+            Problem(
+                path,
+                f"read from {name!r} (in every line that has it): the provider's "
+                f"samples name it {names[0]!r} (rename it, so that the provider "
+                "reads it)",
+                Severity.WARNING,
+                SOURCES["names"],
+            )
+        )
+    return amount
+
+
+def _read(container: Mapping[str, Any], names: tuple[str, ...]) -> tuple[Any, str]:
+    """The first of ``names`` ``container`` has in any case, and which; ``(None, "")``."""
+    for name in names:
+        value = field(container, name)
+        if value is not None:
+            return value, name
+    return None, ""
+
+
+def _path(where: Any) -> str:
+    return f"Details[{where}]" if where.__class__ is int else str(where)
+
+
+class _Payment(int):
+    """The index of a payment method: its path, made only for a problem."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return f"PaymentDetails.PaymentMethods[{int(self)}]"
+
+
+def _as_written(details: list[Any]) -> tuple[int, int] | None:  # noqa: C901, PLR0912  (a hot loop, inlined)
+    """The lines' net and VAT totals in cents, if every line holds every rule of a line.
+
+    The common case, checked at the cost of a few lookups a line: each written as the
+    samples write one (amounts as numbers: floats as JSON has them, or decimals as a
+    typed document has them; the category's code). ``None``: some line is to be looked
+    at closer, rule by rule.
+    """
+    head = details[0] if details else None
+    if head.__class__ is dict and head.get("NetTotal").__class__ is decimal.Decimal:
+        return _decimals_as_written(details)
+    net_sum = vat_sum = 0
+    for line in details:
+        if line.__class__ is not dict:
+            return None
+        get = line.get
+        net, vat, total = get("NetTotal"), get("VATTotal"), get("Total")
+        if net.__class__ is float and vat.__class__ is float:
+            # A float has at most two decimals (by its shortest text) exactly when the
+            # cents it rounds to, divided back, are the float itself (in the cents' range).
+            if not (-1e13 < net < 1e13 and -1e13 < vat < 1e13):  # NaN, infinite, too large
+                return None
+            net_cents, vat_cents = round(net * 100), round(vat * 100)
+            if net_cents / 100 != net or vat_cents / 100 != vat:
+                return None
+        else:
+            amounts = _cents_all(net, vat, None)
+            if amounts is None:
+                return None
+            net_cents, vat_cents, _ = amounts
+        code = get("VatCategoryCode")
+        rate = VAT_RATES.get(code) if code.__class__ is int else None
+        if rate is None:
+            return None
+        product = net_cents * rate  # vat_of, inlined
+        expected = (product + 50) // 100 if product >= 0 else -((50 - product) // 100)
+        if not -1 <= vat_cents - expected <= 1:
+            return None
+        if total is not None:
+            if total.__class__ is float and -1e13 < total < 1e13:
+                total_cents = round(total * 100)
+                if total_cents / 100 != total:
+                    return None
+            else:
+                whole = _whole(total)
+                if whole is None:
+                    return None
+                total_cents = whole
+            if not -1 <= total_cents - net_cents - vat_cents <= 1:
+                return None
+        net_sum += net_cents
+        vat_sum += vat_cents
+    return net_sum, vat_sum
+
+
+def _decimals_as_written(details: list[Any]) -> tuple[int, int] | None:
+    """:func:`_as_written` of a typed document's lines: its amounts are decimals."""
+    net_sum = vat_sum = 0
+    for line in details:
+        if line.__class__ is not dict:
+            return None
+        get = line.get
+        net_text, vat_text, total_text = get("NetTotal"), get("VATTotal"), get("Total")
+        if net_text.__class__ is not decimal.Decimal or vat_text.__class__ is not decimal.Decimal:
+            return None
+        hundreds, vat_hundreds = net_text * 100, vat_text * 100
+        net, vat = int(hundreds), int(vat_hundreds)
+        code = get("VatCategoryCode")
+        rate = VAT_RATES.get(code) if code.__class__ is int else None
+        if net != hundreds or vat != vat_hundreds or rate is None:
+            return None
+        if abs(vat - vat_of(net, rate)) > 1:
+            return None
+        if total_text is not None and total_text != net_text + vat_text:
+            total = _whole(total_text)
+            if total is None or abs(total - net - vat) > 1:
+                return None
+        net_sum += net
+        vat_sum += vat
+    return net_sum, vat_sum
+
+
+def _cents_all(net: Any, vat: Any, total: Any) -> tuple[int, int, int | None] | None:
+    """The cents of a line's net, VAT and (optional) total, or ``None``.
+
+    Each must be a number with at most two decimals: all floats (a float has at most two
+    decimals, by its shortest text, exactly when the cents it rounds to, divided back,
+    are the float itself), all decimals, or any of ints and floats.
+    """
+    kind = net.__class__
+    if kind is vat.__class__ and (total is None or total.__class__ is kind):
+        if kind is float:
+            if not (-1e13 < net < 1e13 and -1e13 < vat < 1e13):  # NaN, infinite, too large
+                return None
+            net_cents, vat_cents = round(net * 100), round(vat * 100)
+            if net_cents / 100 != net or vat_cents / 100 != vat:
+                return None
+            if total is None:
+                return net_cents, vat_cents, None
+            if not -1e13 < total < 1e13 or round(total * 100) / 100 != total:
+                return None
+            return net_cents, vat_cents, round(total * 100)
+        if kind is decimal.Decimal:  # a typed document's amounts (finite)
+            hundreds = (net * 100, vat * 100, total * 100 if total is not None else None)
+            whole = (
+                int(hundreds[0]),
+                int(hundreds[1]),
+                int(hundreds[2]) if hundreds[2] is not None else None,
+            )
+            return whole if whole == hundreds else None
+    amounts = (_whole(net), _whole(vat), None if total is None else _whole(total))
+    if amounts[0] is None or amounts[1] is None or (total is not None and amounts[2] is None):
+        return None
+    return amounts  # type: ignore[return-value]
+
+
+def _whole(value: Any) -> int | None:
+    if value.__class__ is decimal.Decimal:
+        if not value.is_finite():
+            return None
+        hundreds = value * 100
+        whole = int(hundreds)
+        return whole if whole == hundreds else None
+    if value.__class__ is int:
+        return value * 100
+    if value.__class__ is float and -1e13 < value < 1e13:
+        cents = round(value * 100)
+        return cents if cents / 100 == value else None
+    return None
+
+
+def _line(
+    index: int,
+    line: Mapping[str, Any],
+    totals: _Totals,
+    aliases: set[str],
+    problems: list[Problem],
+) -> None:
+    net = _amount(line, index, _NET, problems, aliases)
+    vat = _amount(line, index, _VAT, problems, aliases)
+    total = _amount(line, index, _TOTAL, problems)
+    if net is None or vat is None:
+        totals.complete = False
+        for names, amount in ((_NET, net), (_VAT, vat)):
+            if amount is None and first(line, names) is None:
+                problems.append(
+                    Problem(
+                        f"{_path(index)}.{names[0]}",
+                        "is missing: the provider reads a line's amounts from NetTotal "
+                        "and VATTotal",
+                        Severity.WARNING,
+                        SOURCES["unsure"],
+                    )
+                )
+        return
+    totals.net += net
+    totals.vat += vat
+    _rate(index, line, net, vat, problems)
+    if (
+        total is not None
+        and abs(total - net - vat) > 1
+        and not any(field(line, name) for name in _LINE_OTHERS)
+    ):
+        problems.append(
+            Problem(
+                f"{_path(index)}.Total",
+                f"is not NetTotal plus VATTotal ({format_cents(net + vat)})",
+                Severity.WARNING,
+                SOURCES["unsure"],
+            )
+        )
+
+
+def _rate(index: int, line: Mapping[str, Any], net: int, vat: int, problems: list[Problem]) -> None:
+    code = line.get("VatCategoryCode")
+    if code is None:
+        code = field(line, "VatCategoryCode")
+        if code is None:
+            return
+    if code.__class__ is int:
+        rate = VAT_RATES.get(code)
+    else:
+        category = number(code)
+        whole = category is not None and category % 1 == 0
+        rate = VAT_RATES.get(int(category)) if whole else None  # type: ignore[arg-type]
+    if rate is None:
+        problems.append(
+            Problem(
+                f"{_path(index)}.VatCategoryCode",
+                f"is not one of the tax platform's VAT categories (1 to 10): {str(code)[:20]!r}",
+                Severity.WARNING,
+                SOURCES["unsure"],
+            )
+        )
+        return
+    expected = vat_of(net, rate)
+    if abs(vat - expected) > 1:
+        problems.append(
+            Problem(
+                f"{_path(index)}.VATTotal",
+                f"is not the net at the category's rate: {rate}% of {format_cents(net)} "
+                f"is {format_cents(expected)}",
+                source=SOURCES["rates"],
+            )
+        )
+
+
+def _summaries(
+    summaries: Mapping[str, Any],
+    totals: _Totals | None,
+    details: list[Any],
+    problems: list[Problem],
+) -> int | None:
+    """Check the summary totals against the lines'; the gross value, if readable."""
+    silent: list[Problem] = []  # the shapes of the required ones are reported already
+    net = _amount(summaries, "Summaries", ("TotalNetAmount", "TotalNetValue"), silent)
+    vat = _amount(summaries, "Summaries", ("TotalVATAmount",), silent)
+    gross = _amount(summaries, "Summaries", ("TotalGrossValue",), silent)
+    problems.extend(p for p in silent if p.source != SOURCES["shape"])
+    others = 0
+    simple = True
+    for name, sign in _OTHER_TOTALS if len(summaries) > 3 else ():  # more than the three
+        value = summaries.get(name)
+        if value == 0 and value.__class__ in (float, int):  # most often: written as zero
+            continue
+        amount = _amount(summaries, "Summaries", (name,), problems)
+        if amount:
+            others += sign * amount
+            simple = False
+    if totals is not None and totals.complete:
+        for name, given, summed, lines in (
+            ("TotalNetAmount", net, totals.net, "NetTotal"),
+            ("TotalVATAmount", vat, totals.vat, "VATTotal"),
+        ):
+            if given is not None and abs(given - summed) > 1:
+                # Informative lines may not count: then it is not sure (looked for only now).
+                sure = not any(_informative(line) for line in details)
+                problems.append(
+                    Problem(
+                        f"Summaries.{name}",
+                        f"is not the total of the lines' {lines} ({format_cents(summed)})",
+                        Severity.ERROR if sure else Severity.WARNING,
+                        SOURCES["totals"] if sure else SOURCES["unsure"],
+                    )
+                )
+    if gross is not None and net is not None and vat is not None:
+        expected = net + vat + others
+        if abs(gross - expected) > 1:
+            problems.append(
+                Problem(
+                    "Summaries.TotalGrossValue",
+                    f"is not TotalNetAmount plus TotalVATAmount"
+                    f"{'' if simple else ' and the other totals'} ({format_cents(expected)})",
+                    Severity.ERROR if simple else Severity.WARNING,
+                    SOURCES["totals"] if simple else SOURCES["unsure"],
+                )
+            )
+    return gross
+
+
+def _informative(line: Any) -> bool:
+    return isinstance(line, Mapping) and field(line, "IsInformative") is True
+
+
+def _payments(document: Mapping[str, Any], gross: int | None, problems: list[Problem]) -> None:
+    details = field(document, "PaymentDetails")
+    methods = field(details, "PaymentMethods") if isinstance(details, Mapping) else None
+    if not isinstance(methods, list) or not methods:
+        return
+    paid: int | None = 0
+    for index, method in enumerate(methods):
+        amount = (
+            _amount(method, _Payment(index), _AMOUNT, problems)
+            if method.__class__ is dict or isinstance(method, Mapping)
+            else None
+        )
+        paid = None if amount is None or paid is None else paid + amount
+    if paid is not None and gross is not None and abs(paid - gross) > 1:
+        problems.append(
+            Problem(
+                "PaymentDetails.PaymentMethods",
+                f"add up to {format_cents(paid)}, not TotalGrossValue ({format_cents(gross)})",
+                Severity.WARNING,
+                SOURCES["unsure"],
+            )
+        )

@@ -1,0 +1,54 @@
+"""``--check``: documents checked against the provider's rules before they are sent.
+
+The command reads documents with their source (file and line); each problem
+:func:`invoicing_async.documents.check` finds is said on stderr as
+``invoicing-async: FILE:LINE: FIELD: MESSAGE`` (a warning says so and never refuses).
+``submit --check`` sends none of the documents with errors (each gets its ``rejected``
+record, with :class:`~invoicing_async.InvalidDocumentError`'s problems) and the others
+as before; ``outbox enqueue --check`` enqueues none of the input if one has errors,
+unless ``--skip-invalid``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import IO, TYPE_CHECKING, Any
+
+from invoicing_async._checked import problems_of
+from invoicing_async._problems import Severity
+
+if TYPE_CHECKING:
+    from ._input import Source
+
+__all__ = ["add_check", "report"]
+
+
+def add_check(group: Any, *, skip: bool = False) -> None:
+    """Add ``--check`` (and ``--skip-invalid``) to a parser or a group of its options."""
+    group.add_argument(
+        "--check",
+        action="store_true",
+        help="check each document against the provider's rules first: every problem is "
+        "said with its file, line and field; a document the provider would refuse is "
+        + ("not enqueued" if skip else "not sent (rejected, its problems in its record)"),
+    )
+    if skip:
+        group.add_argument(
+            "--skip-invalid",
+            action="store_true",
+            help="with --check: enqueue the valid documents, skipping those with errors "
+            "(default: enqueue nothing if one has errors); implies --check",
+        )
+
+
+def report(source: Source, document: Any, stream: IO[str] | None = None) -> bool:
+    """Say each problem of ``document`` on ``stream`` (stderr); whether one is an error."""
+    out = sys.stderr if stream is None else stream
+    refused = False
+    for problem in problems_of(document):
+        error = problem.severity is Severity.ERROR
+        refused = refused or error
+        label = "" if error else "warning: "
+        where = f"{problem.field}: " if problem.field else ""
+        print(f"invoicing-async: {source}: {label}{where}{problem.message}", file=out)
+    return refused

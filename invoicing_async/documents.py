@@ -1,0 +1,165 @@
+"""Documents as the provider writes them, typed and checked before they leave.
+
+Typed documents for what POS and ERP software send most: :class:`RetailReceipt`
+(``11.1``), :class:`SalesInvoice` (``1.1``), :class:`ServiceInvoice` (``2.1``) and
+:class:`CreditNote` (``5.1``), with their :class:`Party` (issuer, customer), their
+:class:`Line` s, :class:`PaymentMethod` s, :class:`Summaries` and :class:`VatAnalysis`.
+Amounts are :class:`~decimal.Decimal`; a line's net, VAT and total, the summaries and
+the VAT analysis are computed from the lines, with the tax platform's rounding (to the
+cent, half up, per line), unless given::
+
+    from invoicing_async.documents import Line, Party, PaymentMethod, RetailReceipt
+
+    receipt = RetailReceipt(
+        issuer=Party(vat="EL123456783"),
+        series="A", number=17, issued="2026-11-22T10:15:00",
+        lines=[Line("Espresso", quantity=2, unit_price="2.50")],
+        payments=[PaymentMethod(7)],          # POS; its amount is the gross value
+        internal_id="till-1/A/17",
+    )
+    await client.submit_secure(receipt)       # as a dict would be
+
+Every document method takes a typed document as it takes a ``dict`` (submit, batches,
+deferred sales, outboxes). :func:`to_json` gives the provider's JSON (PascalCase names,
+as its samples write them), :func:`from_json` reads it back (names in any case); members
+the model does not name are kept in ``extra``, unchanged both ways.
+
+:func:`check` finds what the provider would answer with a 400, as :class:`Problem` s
+naming the field (``Details[0].VATTotal``), each an error or a warning (a rule the
+provider may not enforce), each saying where its rule comes from; a dict, a typed
+document or JSON bytes alike. The sandbox refuses with the same rules. :func:`checked`
+marks a document to be checked where it is sent: a batch's document that would be
+refused ends refused, unsent, with an :class:`~invoicing_async.InvalidDocumentError`::
+
+    problems = check(receipt)                         # [] when it is fine
+    outcomes = await client.submit_many(map(checked, invoices))
+
+.. versionadded:: 0.5.0
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+import attrs
+
+from . import _amounts, _checked, _convert, _documents, _problems
+from ._checked import Checked
+from ._doctypes import (
+    Address,
+    Classification,
+    CreditNote,
+    DocumentBase,
+    Line,
+    Party,
+    PaymentMethod,
+    RetailReceipt,
+    SalesInvoice,
+    ServiceInvoice,
+    Summaries,
+    VatAnalysis,
+)
+from ._problems import Problem, Severity
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "SOURCES",
+    "VAT_RATES",
+    "Address",
+    "Checked",
+    "Classification",
+    "CreditNote",
+    "DocumentBase",
+    "Line",
+    "Party",
+    "PaymentMethod",
+    "Problem",
+    "RetailReceipt",
+    "SalesInvoice",
+    "ServiceInvoice",
+    "Severity",
+    "Summaries",
+    "VatAnalysis",
+    "check",
+    "checked",
+    "from_json",
+    "to_json",
+]
+
+_D = TypeVar("_D", bound=DocumentBase)
+
+#: The tax platform's VAT categories (a line's ``vat_category``, ``VatCategoryCode``) and
+#: their rates in percent: 1 24 %, 2 13 %, 3 6 %, 4 17 %, 5 9 %, 6 4 %, 7 0 %, 8 without
+#: VAT (0), 9 3 %, 10 4 %.
+#:
+#: .. versionadded:: 0.5.0
+VAT_RATES: dict[int, int] = _amounts.VAT_RATES
+
+#: Where each rule of :func:`check` comes from, by name: the texts a
+#: :attr:`Problem.source` holds.
+#:
+#: .. versionadded:: 0.5.0
+SOURCES: dict[str, str] = _problems.SOURCES
+
+
+def check(document: Any) -> list[Problem]:
+    """Every problem the provider would find in ``document``, in the rules' order.
+
+    :param document: a mapping (in any case), a typed document, or its JSON (bytes or
+        text).
+    :returns: the problems: those whose :attr:`~Problem.severity` is
+        :attr:`Severity.ERROR` the provider refuses the document for (the sandbox
+        answers each with a 400 naming the same field); warnings never refuse. ``[]``
+        when there is none.
+
+    .. versionadded:: 0.5.0
+    """
+    return _checked.problems_of(document)
+
+
+def checked(document: Any) -> Any:
+    """``document`` marked to be checked where it is sent (a ``Submission``'s too).
+
+    Its identity is the document's. When it is serialised to be sent (a single call,
+    a batch, a deferred sale), a document the provider would refuse raises
+    :class:`~invoicing_async.InvalidDocumentError` instead: in a batch, its outcome is
+    refused and nothing is sent; the other documents go on. ``map(checked, documents)``
+    checks a batch.
+
+    .. versionadded:: 0.5.0
+    """
+    if isinstance(document, _documents.Submission):
+        return attrs.evolve(document, document=checked(document.document))
+    if isinstance(document, Checked):
+        return document
+    return Checked(document)
+
+
+def to_json(document: DocumentBase) -> dict[str, Any]:
+    """The provider's JSON of a typed document: a ``dict`` of its samples' names.
+
+    Computed values are written (``NetTotal``, ``Summaries``, ``VatAnalysis``, a line's
+    ``LineNo`` its position unless given), ``None`` fields left out, and each object's
+    ``extra`` members written as they are.
+
+    .. versionadded:: 0.5.0
+    """
+    return _convert.document_to_json(document)
+
+
+@overload
+def from_json(data: Mapping[str, Any], cls: type[_D]) -> _D: ...
+@overload
+def from_json(data: Mapping[str, Any], cls: None = None) -> DocumentBase: ...
+def from_json(data: Mapping[str, Any], cls: type[DocumentBase] | None = None) -> DocumentBase:
+    """The typed document of the provider's JSON (names in any case).
+
+    :param cls: the class to read it as; default: the one its ``InvoiceTypeCode`` names
+        (``11.1``, ``1.1``, ``2.1``, ``5.1``).
+    :raises ValueError: ``data`` is not such a document, or names another type.
+
+    .. versionadded:: 0.5.0
+    """
+    return _convert.document_from_json(data, cls)
