@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from . import _telemetry as telemetry
+from ._checked import Checked
 from ._decision import End, Shared
 from ._delivery import Delivery
 from ._documents import (
@@ -119,6 +120,9 @@ class BatchOptions:
     key: Callable[[Any], str] = document_key
     #: The largest document sent, in bytes (``None``: the client's limit).
     max_document_size: int | None = None
+    #: Each document is checked before it is sent (:func:`invoicing_async.documents.check`'s
+    #: errors): one the provider would refuse ends ``rejected``, unsent.
+    check: bool = False
     #: A span for the batch, its documents' under it; ``False``: each document's span
     #: starts a trace of its own (an outbox worker's batch, which may never end).
     trace: bool = True
@@ -488,6 +492,8 @@ class Batch:
             options = send_options(document, options)
             key, issuer = document.key, document.issuer
             document = document.document
+        if self._options.check and not isinstance(document, Checked):
+            document = Checked(document)
         try:
             if key is None and self._options.key is document_key:
                 key, identity = describe(document)

@@ -242,6 +242,7 @@ class Submitter:
         time_stamp: dt.datetime | str | None = None,
         key: Callable[[Any], str] = document_key,
         max_document_size: int | None = None,
+        check: bool = False,
     ) -> AsyncGenerator[Outcome, None]:
         """Submit documents with bounded concurrency, yielding outcomes as they settle.
 
@@ -273,6 +274,10 @@ class Submitter:
         :param max_document_size: the largest document sent, in bytes (default: the
             client's): a larger one ends ``rejected`` with
             :class:`~invoicing_async.DocumentTooLargeError`, and the others go on.
+        :param check: check each document before it is sent (the errors of
+            :func:`invoicing_async.documents.check`): one the provider would refuse ends
+            ``rejected`` with :class:`~invoicing_async.InvalidDocumentError`, unsent, and
+            the others go on (as :func:`invoicing_async.documents.checked` does for one).
 
         Close the generator (``async with contextlib.aclosing(...)``) to stop early: the
         workers are cancelled and documents in flight are recorded as unknown.
@@ -280,6 +285,7 @@ class Submitter:
         .. versionchanged:: 0.3.0 ``ledger`` (``journal`` is deprecated);
            :class:`~invoicing_async.Submission` inputs.
         .. versionchanged:: 0.4.0 ``journal`` is removed; ``max_document_size``.
+        .. versionchanged:: 0.5.0 ``check``.
         """
         engine = self._engine
         options = BatchOptions(
@@ -290,6 +296,7 @@ class Submitter:
             on_progress=on_progress,
             key=key,
             max_document_size=max_document_size,
+            check=check,
         )
         async with contextlib.AsyncExitStack() as stack:
             journal: Journal | None = None

@@ -15,11 +15,25 @@ import pytest
 from providersamples import SAMPLE_TIN, retail_receipt
 from sandboxtools import raw
 
-from invoicing_async import InvoicingClient
+from invoicing_async import (
+    InvalidDocumentError,
+    InvoicingClient,
+    IssuerPool,
+    OutcomeStatus,
+    document_key,
+)
 from invoicing_async.documents import Severity, check
 from invoicing_sandbox import Sandbox
 
 API_KEY = "api-key-of-the-samples-issuer"
+
+
+def client_of(sb: Sandbox) -> InvoicingClient:
+    return InvoicingClient(sb.base_url, SAMPLE_TIN, API_KEY, provider_key=sb.provider_key)
+
+
+def pool_of(sb: Sandbox) -> IssuerPool:
+    return IssuerPool(sb.base_url, {SAMPLE_TIN: API_KEY}, provider_key=sb.provider_key)
 
 
 def _two_lines() -> dict:
@@ -137,3 +151,27 @@ async def test_warnings_never_refuse(sb):
     }
     status, body = await _post(sb, document)
     assert status == 201, body
+
+
+@pytest.mark.parametrize("make", [client_of, pool_of])
+async def test_a_batch_with_check_sends_none_the_provider_would_refuse(make):
+    """``submit_many(..., check=True)`` (a client's and a pool's: one definition) ends a
+    document the provider would refuse ``rejected`` with the check's typed error, before
+    any request, and sends the others; without ``check`` the same document reaches the
+    provider and comes back refused."""
+    good, bad = retail_receipt(), retail_receipt()
+    bad["Series"] = "B"
+    _vat_not_at_the_rate(bad)
+    async with (
+        Sandbox(issuers={SAMPLE_TIN: API_KEY}, key_algorithm="cv25519") as sb,
+        make(sb) as sender,
+    ):
+        checked = await sender.submit_many([good, bad], encrypted=False, check=True)
+        assert [o.status for o in checked] == [OutcomeStatus.ACCEPTED, OutcomeStatus.REJECTED]
+        assert isinstance(checked[1].error, InvalidDocumentError)
+        assert checked[1].attempts == 0
+        assert {r.identity for r in sb.requests if r.identity} == {document_key(good)}
+        [unchecked] = await sender.submit_many([bad], encrypted=False)
+    assert unchecked.status is OutcomeStatus.REJECTED
+    assert unchecked.error is not None
+    assert unchecked.error.status == 400
