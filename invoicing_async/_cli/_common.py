@@ -18,6 +18,7 @@ from invoicing_async._client import InvoicingClient
 from invoicing_async._credentials import (
     ENV_CREDENTIALS_FILE,
     ENV_CREDENTIALS_RESOLVER,
+    CredentialsFile,
     issuer_credentials,
 )
 from invoicing_async._env import (
@@ -163,7 +164,7 @@ def add_credentials(
 
 def issuers(
     args: argparse.Namespace, *, environ: dict[str, str] | None = None
-) -> dict[str, str] | Resolver | None:
+) -> CredentialsFile | Resolver | None:
     """Many issuers' credentials (``--credentials`` or the variables), or ``None``.
 
     See :mod:`invoicing_async._credentials`; an unreadable file or resolver is a
@@ -179,7 +180,7 @@ def issuers(
 
 def sender(
     found: Settings,
-    credentials: dict[str, str] | Resolver | None,
+    credentials: CredentialsFile | Resolver | None,
     **options: Any,
 ) -> InvoicingClient | IssuerPool:
     """What sends: a pool of the issuers' ``credentials`` when given, else the client."""
@@ -229,7 +230,11 @@ def key_and_tls(
     key = None
     if not json_only:
         if not found.provider_key:
-            raise UsageError("missing --provider-key or $INVOICING_PROVIDER_KEY (or use --json)")
+            raise UsageError(
+                f"missing the provider's public key: documents are encrypted to it; give "
+                f"--provider-key FILE or ${ENV_PROVIDER_KEY} (the provider publishes it; "
+                "'invoicing-async key FILE' checks a key file)"
+            )
         key = ProviderKey.from_file(found.provider_key, fingerprint=found.fingerprint)
     try:
         return key, ssl_context(found.ca_file)

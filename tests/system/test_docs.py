@@ -10,6 +10,7 @@ survive the package's internal moves.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import re
 import subprocess
@@ -22,6 +23,7 @@ from helpers import script_with_ctrl_c
 
 import invoicing_async
 from invoicing_async import InvoicingError, OutcomeStatus, ProviderKeyError, document_key
+from invoicing_async._cli._main import _build
 from invoicing_async.testing import instant_retries
 from invoicing_sandbox import Fault, Sandbox, sample_invoice
 
@@ -190,9 +192,7 @@ async def test_pos_backend_reports_refused_credentials_as_502(pos):
     assert sandbox.commit_count == 0
 
 
-async def test_pos_backend_reports_a_key_the_provider_cannot_decrypt_for_as_503(
-    caplog, tmp_path
-):
+async def test_pos_backend_reports_a_key_the_provider_cannot_decrypt_for_as_503(caplog, tmp_path):
     """The backend encrypts to a key the provider does not hold (it rotated its key): the
     till is told to retry later (503) and an operator is told (an ERROR line), never
     asked to fix the invoice (422); nothing is committed."""
@@ -527,3 +527,47 @@ def test_readme_numbers_cite_their_benchmark():
     assert bullets
     for bullet in bullets:
         assert re.search(r"python -m benchmarks --only \w+", bullet), bullet
+
+
+def _options_of(parser: argparse.ArgumentParser) -> set[str]:
+    """Every option string of ``parser`` and of its subcommands' parsers."""
+    found: set[str] = set()
+    for action in parser._actions:
+        found.update(action.option_strings)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _options_of(sub)
+    return found
+
+
+#: ``invoicing-async COMMAND ...`` up to the end of the inline literal or the line.
+_COMMAND_LINE = re.compile(r"invoicing-async((?: [^`\n]*)?)")
+
+
+def test_every_option_the_docs_name_is_an_option_of_its_command():
+    """Wherever the README, the pages, the examples or a docstring of the package write
+    ``invoicing-async COMMAND ... --option``, the command has that option (the
+    many-issuers guide named ``sandbox --issuers-file``, an option that never existed)."""
+    parser, commands = _build()
+    options = {
+        name: _options_of(sub) | _options_of(parser) for name, sub in commands.choices.items()
+    }
+    sources = [
+        ROOT / "README.rst",
+        *PAGES,
+        *EXAMPLES.glob("*.py"),
+        *(ROOT / "invoicing_async").rglob("*.py"),
+        *(ROOT / "sandbox" / "invoicing_sandbox").rglob("*.py"),
+    ]
+    wrong = []
+    for source in sources:
+        for tail in _COMMAND_LINE.findall(source.read_text(encoding="utf-8")):
+            words = [w.strip("'\",.;:()") for w in tail.split()]
+            command = next((w for w in words if w and not w.startswith("-")), None)
+            if command not in options:
+                continue
+            named = {w.split("=", 1)[0] for w in words if re.fullmatch(r"--[a-z][\w-]*(=.*)?", w)}
+            wrong += [
+                f"{source.relative_to(ROOT)}: {command} {o}" for o in named - options[command]
+            ]
+    assert wrong == []
