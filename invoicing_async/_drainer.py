@@ -135,7 +135,7 @@ class _SqliteQueue(Queue):
 
 class _PostgresQueue(Queue):
     def __init__(self, outbox: Any, store: PostgresStore) -> None:
-        super().__init__(PostgresDeferrals(store), "PostgresOutbox(...)")
+        super().__init__(PostgresDeferrals(store), repr(outbox))  # names no password
         self._outbox = outbox
         self._store = store
 

@@ -45,6 +45,7 @@ from ._engine import engine_of as _engine_of
 from ._ledger._enqueue import ready as _ready
 from ._ledger._entry import IN_FLIGHT, PARKED, PENDING, LedgerEntry
 from ._ledger._postgres_outbox import PostgresStore as _PostgresStore
+from ._ledger._postgres_outbox import described as _described
 from ._ledger._sqlite_ledger import Ledger as _Ledger
 from ._ledger._sqlite_ledger import file_of as _file_of
 from ._ledger._sqlite_ledger import let_go as _let_go
@@ -178,9 +179,14 @@ class PostgresOutbox(_Outbox):
 
     def __init__(self, dsn: str, *, pool_size: int = 4) -> None:
         self._db = _PostgresStore(dsn, pool_size=pool_size)
+        self._name = _described(dsn)
 
     def __repr__(self) -> str:
-        return "PostgresOutbox(...)"  # the DSN may hold a password
+        """Which database: user, host, port and database; never the password.
+
+        Also the outbox's name on its gauges (``invoicing.outbox``).
+        """
+        return f"PostgresOutbox({self._name!r})"
 
     async def setup(self) -> None:
         """Create (or migrate) the table and its indexes; every worker may call it."""

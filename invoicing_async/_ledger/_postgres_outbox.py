@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
+import urllib.parse
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from invoicing_async._errors import LedgerError
@@ -60,7 +62,7 @@ if TYPE_CHECKING:
 
     from ._enqueue import Ready
 
-__all__ = ["TABLE", "PostgresStore"]
+__all__ = ["TABLE", "PostgresStore", "described"]
 
 T = TypeVar("T")
 
@@ -195,6 +197,32 @@ _FORGET = _in_id_order(
     _WHOSE,
     f"DELETE FROM {TABLE} AS o USING locked WHERE o.id = locked.id RETURNING o.id",  # noqa: S608
 )
+
+
+#: What of a key/value DSN names the database (never ``password`` nor ``passfile``).
+_NAMING = ("host", "hostaddr", "port", "dbname", "user")
+_KEY_VALUE = re.compile(r"(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|\S*)")
+
+
+def described(dsn: str) -> str:
+    """Which database ``dsn`` names, without its password: user, host, port, database.
+
+    A URL keeps its scheme, user, host, port and path (no password, no query: a query
+    may hold ``password=`` or ``sslpassword=``); a ``key=value`` string keeps the keys of
+    :data:`_NAMING`. What cannot be read is not shown.
+    """
+    if "://" in dsn:
+        scheme = dsn.partition("://")[0]
+        try:
+            parts = urllib.parse.urlsplit(dsn)
+            host, port = parts.hostname or "", parts.port
+        except ValueError:  # a port that is no number, a bracket left open
+            return f"{scheme}://..."
+        user = f"{parts.username}@" if parts.username else ""
+        host = f"[{host}]" if ":" in host else host
+        return f"{scheme}://{user}{host}{f':{port}' if port else ''}{parts.path}"
+    pairs = dict(_KEY_VALUE.findall(dsn))
+    return " ".join(f"{key}={pairs[key]}" for key in _NAMING if key in pairs)
 
 
 def _driver() -> Any:
