@@ -141,12 +141,37 @@ async def test_a_small_issuer_enqueued_after_a_large_backlog_is_not_served_after
         assert commits[: last_small + 1].count(large) < 500, commits[: last_small + 1].count(large)
 
 
+class DrainerHold:
+    """Holds a till's drainer: the SQLite outbox's one-worker lock, taken by another
+    worker object before the till opens, makes the drainer wait ("another worker sends
+    from it"); once let go, its next pass sends what waits."""
+
+    def __init__(self, path) -> None:
+        self._other = SqliteOutbox(path)
+        self._held = False
+
+    async def __aenter__(self) -> DrainerHold:
+        await self._other._store()  # the lock of the one worker that sends
+        self._held = True
+        return self
+
+    async def let_go(self) -> None:
+        if self._held:
+            self._held = False
+            await self._other._unlock()
+            await self._other.close()
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.let_go()
+
+
 async def test_a_till_of_many_shops_defers_each_shops_sale_under_its_own_identity(tmp_path):
     """A Deferral over a pool, the provider refusing connections: two shops sell an
     invoice with the same key; both are deferred, each receipt names its shop and
     carries an offline QR signed with that shop's API key; the outbox holds two
-    entries. Once the provider is back the one drainer sends both, and each deferred
-    outcome is its own shop's record."""
+    entries, pending (the test holds the drainer meanwhile: its probes cannot claim one
+    before they are counted). Once the provider is back and the drainer let go, the one
+    drainer sends both, and each deferred outcome is its own shop's record."""
     issuers = sandbox_issuers(2)
     a, b = issuers
     delivered: dict[str, DeferredOutcome] = {}
@@ -161,12 +186,13 @@ async def test_a_till_of_many_shops_defers_each_shops_sale_under_its_own_identit
         Sandbox(key_algorithm="cv25519", issuers=issuers) as sb,
         pool_of(sb, issuers) as pool,
     ):
-        outbox = SqliteOutbox(tmp_path / "till.db")
+        path = tmp_path / "till.db"
+        outbox = SqliteOutbox(path)
         till = Deferral(
             pool, outbox, budget=5.0, portal_url=PORTAL, on_outcome=on_outcome,
             probe_delay=0.02, probe_max_delay=0.05, poll=0.05,
         )  # fmt: skip
-        async with till:
+        async with DrainerHold(path) as hold, till:
             await sb.set_outage("refuse")
             receipts = [await till.submit_or_defer(shared(tin)) for tin in (a, b)]
             assert all(isinstance(r, DeferredReceipt) for r in receipts)
@@ -176,6 +202,7 @@ async def test_a_till_of_many_shops_defers_each_shops_sale_under_its_own_identit
                 assert receipt.offline_qr_url == expected
             assert await outbox.counts() == {PENDING: 2}
             await sb.set_outage(None)
+            await hold.let_go()
             await asyncio.wait_for(both.wait(), 60)
         for tin in (a, b):
             assert delivered[tin].outcome.status is OutcomeStatus.ACCEPTED
