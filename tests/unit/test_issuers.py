@@ -7,10 +7,12 @@ and when the resolver is asked. Through real HTTP in test_pool.py.
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
 from invoicing_async import RetryPolicy, TokenCache, UnknownIssuerError
+from invoicing_async._credentials import CredentialsFile
 from invoicing_async._issuers import Issuers
 from invoicing_async._transport import Transport
 
@@ -115,3 +117,99 @@ async def test_an_async_resolver_is_asked_once_for_concurrent_first_uses():
     channels = await asyncio.gather(*(pool.acquire(A) for _ in range(20)))
     assert asked == [A]
     assert len({id(channel) for channel in channels}) == 1
+
+
+class RefusingCache(TokenCache):
+    """A token cache whose refusals the test decides: the credentials of ``refused``
+    digests count as refused by the token endpoint."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused: set[str] = set()
+
+    def _refused(self, key) -> bool:
+        return key.secret_digest in self.refused
+
+
+async def test_a_refused_issuer_is_resolved_again_at_most_once_per_recheck_and_a_new_key_is_used():
+    """An issuer whose credentials the token endpoint refused is resolved again at its
+    next use once ``recheck_refused`` seconds have passed since it was last resolved,
+    not before; the resolver's same key keeps the channel (and what its token cache
+    knows), another key gives the issuer a new channel; an issuer not refused is never
+    asked about again."""
+    clock = Clock()
+    vault = dict(KEYS)
+    asked = []
+
+    def resolver(tin):
+        asked.append(tin)
+        return vault.get(tin)
+
+    cache = RefusingCache()
+    pool = Issuers(
+        "https://provider.example", resolver, transport=Transport(), token_cache=cache,
+        token_retry=RetryPolicy(), recheck_refused=30, clock=clock,
+    )  # fmt: skip
+    first = await pool.acquire(A)
+    pool.release(await pool.acquire(B))
+    cache.refused.add(first.tokens.key.secret_digest)  # A's key refused
+    clock.now += 29
+    assert await pool.acquire(A) is first  # not yet
+    clock.now += 1
+    assert await pool.acquire(A) is first  # asked again: the same key
+    assert asked == [A, B, A]
+    vault[A] = "a-rotated-key"
+    clock.now += 10
+    assert await pool.acquire(A) is first  # 10 s since it was asked: not again yet
+    clock.now += 20
+    rotated = await pool.acquire(A)
+    assert rotated is not first
+    assert rotated.tokens.key.secret_digest != first.tokens.key.secret_digest
+    pool.release(await pool.acquire(B))
+    assert asked == [A, B, A, A]  # B, never refused, was not asked again
+
+
+async def test_reload_has_every_issuer_resolved_again_at_its_next_use():
+    """``reload()`` (SIGHUP): every issuer, refused or not, is resolved again at its
+    next use (a changed key gives a new channel, the same key keeps it), and an issuer
+    the resolver did not know is asked about again at once."""
+    vault = dict(KEYS)
+    asked = []
+
+    def resolver(tin):
+        asked.append(tin)
+        return vault.get(tin)
+
+    pool = issuers(resolver, forget_unknown=3600)
+    a, b = await pool.acquire(A), await pool.acquire(B)
+    with pytest.raises(UnknownIssuerError):
+        await pool.acquire("800000099")
+    vault[A], vault["800000099"] = "a-rotated-key", "a-new-shop"
+    revision = pool.revision
+    pool.reload()
+    assert pool.revision > revision
+    assert await pool.acquire(A) is not a
+    assert await pool.acquire(B) is b
+    assert (await pool.acquire("800000099")).client_id == "800000099"
+    assert asked == [A, B, "800000099", A, B, "800000099"]
+
+
+async def test_a_credentials_file_replaced_is_read_again_by_refresh(tmp_path):
+    """A pool over a credentials file: ``refresh()`` sees the file replaced (an atomic
+    rename) and bumps the revision, so that every issuer is resolved again from the
+    new file at its next use; an unchanged file changes nothing."""
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps({A: "old-key"}), encoding="utf-8")
+    path.chmod(0o600)
+    pool = issuers(CredentialsFile(path))
+    old = await pool.acquire(A)
+    revision = pool.refresh()
+    assert pool.refresh() == revision  # unchanged
+    new = tmp_path / "keys.new"
+    new.write_text(json.dumps({A: "new-key"}), encoding="utf-8")
+    new.chmod(0o600)
+    new.replace(path)
+    assert pool.refresh() > revision
+    fresh = await pool.acquire(A)
+    assert fresh is not old
+    assert fresh.tokens.key.secret_digest != old.tokens.key.secret_digest
