@@ -99,7 +99,10 @@ def read_credentials(path: str | Path) -> dict[str, str]:
         shown = problems[:_LISTED]
         if len(problems) > _LISTED:
             shown.append(f"and {len(problems) - _LISTED} more")
-        raise ValueError(f"the credentials file {source}: " + "; ".join(shown))
+        said = "; ".join(shown)
+        raise ValueError(
+            f"the credentials file {source}{' ' if said[:5] == 'line ' else ': '}{said}"
+        )
     if not found:
         raise ValueError(f"the credentials file {source} names no issuer")
     _warn_if_shared(source)

@@ -104,6 +104,7 @@ WITH RECURSIVE issuers AS (
         ORDER BY available_at, id LIMIT 1
     ) AS h
     WHERE i.issuer IS NOT NULL  -- the recursion's end, never an issuer
+        AND i.issuer <> ALL($4::text[])  -- issuers whose documents wait for an operator
 ), served AS MATERIALIZED (
     SELECT issuer FROM heads ORDER BY available_at, id LIMIT $1
 ), share AS (
@@ -115,6 +116,7 @@ WITH RECURSIVE issuers AS (
     ) AS f
 ), stale AS (
     SELECT id FROM {TABLE} WHERE state = 'in_flight' AND lease_until < now()
+        AND issuer <> ALL($4::text[])
     ORDER BY lease_until LIMIT $1 FOR UPDATE SKIP LOCKED
 ), chosen AS (
     (SELECT id FROM fresh ORDER BY available_at, id LIMIT $1) UNION SELECT id FROM stale LIMIT $1
@@ -403,8 +405,10 @@ class PostgresStore:
 
     # --- the worker's side ----------------------------------------------------------------
 
-    async def claim(self, limit: int, lease: str, seconds: float) -> list[Claim]:
-        rows = await self._fetch(_CLAIM, limit, lease, float(seconds))
+    async def claim(
+        self, limit: int, lease: str, seconds: float, skip: Sequence[str] = ()
+    ) -> list[Claim]:
+        rows = await self._fetch(_CLAIM, limit, lease, float(seconds), list(skip))
         return [
             make_claim(
                 row["id"],
@@ -446,11 +450,24 @@ class PostgresStore:
     async def release(self, leases: Sequence[str], delay: float) -> None:
         await self._fetch(_RELEASE, list(leases), float(delay))
 
-    async def remaining(self) -> int:
+    async def remaining(self, skip: Sequence[str] = ()) -> int:
         rows = await self._fetch(
-            f"SELECT count(*) FROM {TABLE} WHERE state IN ('pending', 'in_flight')"  # noqa: S608
+            f"SELECT count(*) FROM {TABLE} WHERE state IN ('pending', 'in_flight') "  # noqa: S608
+            "AND issuer <> ALL($1::text[])",
+            list(skip),
         )
         return int(rows[0][0])
+
+    async def waiting(self, issuers: Sequence[str]) -> dict[str, int]:
+        rows = await self._fetch(
+            f"SELECT issuer, count(*) FROM {TABLE} WHERE issuer = ANY($1::text[]) "  # noqa: S608
+            "AND state IN ('pending', 'in_flight') GROUP BY issuer",
+            list(issuers),
+        )
+        return {str(row[0]): int(row[1]) for row in rows}
+
+    async def ping(self) -> None:
+        await self.run(lambda connection: connection.fetchval("SELECT 1"))
 
     async def parked(self) -> int:
         rows = await self._fetch(f"SELECT count(*) FROM {TABLE} WHERE state = $1", PARKED)  # noqa: S608
