@@ -51,20 +51,27 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
+    "ENV_LEDGER",
     "DeprecatedOption",
     "UsageError",
+    "add_concurrency",
     "add_credentials",
     "add_verbosity",
     "attach_progress",
     "configure_logging",
     "issuers",
     "key_and_tls",
+    "ledger_url",
+    "parked_hint",
     "sender",
     "settings",
+    "shown_url",
     "verbosity",
 ]
 
 LIBRARY_LOGGER = "invoicing_async"
+#: The ledger or outbox (a SQLite file or a ``postgresql://`` URL) when ``--ledger`` is not given.
+ENV_LEDGER = "INVOICING_LEDGER"
 #: Documents in flight by default: the library's own default (``submit_stream``,
 #: ``run_worker``), so the command and the code behave the same.
 DEFAULT_CONCURRENCY = 32
@@ -102,6 +109,17 @@ def add_verbosity(parser: argparse.ArgumentParser) -> None:
         action="count",
         default=argparse.SUPPRESS,
         help="log what happens: -v retries and requests (INFO), -vv everything (DEBUG)",
+    )
+
+
+def add_concurrency(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--concurrency N``: documents in flight, the library's default by default."""
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        metavar="N",
+        help=f"documents in flight ({DEFAULT_CONCURRENCY})",
     )
 
 
@@ -176,6 +194,32 @@ def issuers(
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def ledger_url(args: argparse.Namespace) -> str:
+    """The ledger or outbox ``--ledger`` (or ``$INVOICING_LEDGER``) names."""
+    url: str | None = args.ledger or os.environ.get(ENV_LEDGER)
+    if not url:
+        raise UsageError(f"missing --ledger or {ENV_LEDGER} (a SQLite file or postgresql:// URL)")
+    return url
+
+
+def shown_url(url: str) -> str:
+    """An outbox's URL without a password (a command line to copy is printed)."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, place = rest.rpartition("@")
+    if not sep or not at or ":" not in credentials:
+        return url
+    return f"{scheme}://{credentials.split(':', 1)[0]}:***@{place}"
+
+
+def parked_hint(parked: int, url: str) -> str:
+    """What to do about parked entries, in words."""
+    return (
+        f"{parked} parked entr{'y' if parked == 1 else 'ies'} need attention: see "
+        f"'invoicing-async ledger show --status parked --ledger {shown_url(url)}', send them "
+        "again with 'ledger retry --status parked'"
+    )
 
 
 def sender(

@@ -231,10 +231,11 @@ async def test_no_arguments_on_a_terminal_does_not_wait(sandbox):
 
 
 async def test_ctrl_c_says_how_to_resume_and_the_rerun_replays_the_ledger(sandbox, tmp_path):
-    """Ctrl-C mid-run: exit 130, a summary whose counts add up to the documents read
-    (with an outcome, in flight ones included as the ledger recorded them, and not
-    started), and how to resume; the same command again takes from the ledger exactly
-    what the first run settled for good, and commits every invoice exactly once."""
+    """Ctrl-C mid-run (its requests held past the ``--grace`` a stop gives them): exit
+    130, a summary whose counts add up to the documents read (with an outcome, in flight
+    ones included as the ledger recorded them, and not started), and how to resume; the
+    same command again takes from the ledger exactly what the first run settled for
+    good, and commits every invoice exactly once."""
     # Four requests pass, then the provider holds them: the batch is certainly still
     # running when Ctrl-C arrives (a latency only hoped it would be).
     sandbox.hold(after=4)
@@ -242,7 +243,7 @@ async def test_ctrl_c_says_how_to_resume_and_the_rerun_replays_the_ledger(sandbo
     source = tmp_path / "docs.jsonl"
     source.write_text("".join(json.dumps(d) + "\n" for d in docs))
     ledger, output = tmp_path / "run.db", tmp_path / "out.jsonl"
-    args = ("submit", "--json", "--concurrency", "2", str(source),
+    args = ("submit", "--json", "--concurrency", "2", str(source), "--grace", "0.5",
             "--ledger", str(ledger), "--output", str(output))  # fmt: skip
     interrupt = threading.Event()
 
