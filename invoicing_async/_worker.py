@@ -201,7 +201,9 @@ async def _round(
     cancelled = False
     try:
         cancelled = await _until_asked(consume, stop)
-        if not consume.done():  # asked to stop: the requests out may end
+        # Asked to stop: the requests out may end; unless asked twice already (``stop``
+        # set, then cancelled before this round saw it): then at once.
+        if not consume.done() and not (cancelled and stop.is_set()):
             claims.stop()
             cancelled = await _ending(consume, claims, grace) or cancelled
     finally:

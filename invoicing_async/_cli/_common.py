@@ -70,6 +70,7 @@ __all__ = [
 ]
 
 LIBRARY_LOGGER = "invoicing_async"
+ENV_CREDENTIALS_RECHECK = "INVOICING_CREDENTIALS_RECHECK"
 #: The ledger or outbox (a SQLite file or a ``postgresql://`` URL) when ``--ledger`` is not given.
 ENV_LEDGER = "INVOICING_LEDGER"
 #: Documents in flight by default: the library's own default (``submit_stream``,
@@ -163,7 +164,18 @@ def add_credentials(
                 "names: FILE holds a JSON object {TIN: API key} or CSV lines TIN,API key "
                 f"(default: ${ENV_CREDENTIALS_FILE}, or the resolver named by "
                 f"${ENV_CREDENTIALS_RESOLVER}=package.module:function); --client-id and "
-                "the API key are then not needed"
+                "the API key are then not needed. A file is read again when it changes, "
+                "and on SIGHUP"
+            ),
+        )
+        group.add_argument(
+            "--credentials-recheck",
+            type=float,
+            metavar="SECONDS",
+            help=(
+                "when the provider refuses an issuer's API key, ask the resolver (or the "
+                "file) for it again after SECONDS, doubling while it stays refused "
+                f"(default: ${ENV_CREDENTIALS_RECHECK}, else 30)"
             ),
         )
     if provider_key:
@@ -225,12 +237,35 @@ def parked_hint(parked: int, url: str) -> str:
 def sender(
     found: Settings,
     credentials: CredentialsFile | Resolver | None,
+    *,
+    args: argparse.Namespace | None = None,
     **options: Any,
 ) -> InvoicingClient | IssuerPool:
-    """What sends: a pool of the issuers' ``credentials`` when given, else the client."""
+    """What sends: a pool of the issuers' ``credentials`` when given, else the client.
+
+    ``args``: the pool's ``--credentials-recheck`` (or its variable).
+    """
     if credentials is not None:
+        if args is not None:
+            options["recheck_refused"] = _recheck(args)
         return IssuerPool(str(found.base_url), credentials, **options)
     return InvoicingClient(str(found.base_url), str(found.client_id), str(found.api_key), **options)
+
+
+def _recheck(args: argparse.Namespace) -> float:
+    """The seconds ``--credentials-recheck`` (or its variable) gives; 30 by default."""
+    value = getattr(args, "credentials_recheck", None)
+    if value is None:
+        text = os.environ.get(ENV_CREDENTIALS_RECHECK, "").strip()
+        try:
+            value = float(text) if text else 30.0
+        except ValueError:
+            raise UsageError(
+                f"${ENV_CREDENTIALS_RECHECK}={text!r} is not a number of seconds"
+            ) from None
+    if not value >= 0:
+        raise UsageError("--credentials-recheck must be 0 seconds or more")
+    return float(value)
 
 
 def settings(

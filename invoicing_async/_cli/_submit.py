@@ -280,7 +280,7 @@ async def _submit(args: argparse.Namespace) -> int:
             async with (
                 token_cache(args) as cache,
                 sender(
-                    found, credentials, provider_key=key, ssl=ssl,
+                    found, credentials, args=args, provider_key=key, ssl=ssl,
                     max_document_size=args.max_document_size, token_cache=cache,
                 ) as client,
             ):  # fmt: skip

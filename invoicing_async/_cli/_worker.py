@@ -88,7 +88,7 @@ async def _worker(args: argparse.Namespace) -> int:
     outbox = open_outbox(url)
     stop = asyncio.Event()
     async with token_cache(args) as cache, contextlib.AsyncExitStack() as stack:
-        client = sender(found, credentials, provider_key=key, ssl=ssl, token_cache=cache)
+        client = sender(found, credentials, args=args, provider_key=key, ssl=ssl, token_cache=cache)
         await stack.enter_async_context(client)
         stack.push_async_callback(outbox.close)
         work: asyncio.Future[dict[OutcomeStatus, int]] | None = None

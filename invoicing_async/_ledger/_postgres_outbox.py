@@ -73,6 +73,10 @@ _ATTEMPTS = 5
 #: the database is there, or will be, but not now. Class 08 (connection exceptions) too.
 _UNAVAILABLE = frozenset({"57P01", "57P02", "57P03", "53300"})
 
+#: The database refuses the worker: its role or password (class 28), a permission
+#: (insufficient_privilege), a database that does not exist (invalid_catalog_name).
+_REFUSED = frozenset({"42501", "3D000"})
+
 #: The table's format (:mod:`._schema`).
 SCHEMA_VERSION = POSTGRES_VERSION
 #: Seconds an upgrade of the table waits for a lock before it gives up and says why.
@@ -563,6 +567,8 @@ def _failure(
     reason = "unavailable" if transient else otherwise
     if sqlstate == _LOCK_NOT_AVAILABLE:
         reason = "locked"
+    elif sqlstate.startswith("28") or sqlstate in _REFUSED:
+        reason = "refused"
     if isinstance(error, asyncpg.InternalClientError):  # see the module docstring
         return LedgerError(
             f"{what}: the connection was lost (the server ended the session; asyncpg: {error})",
