@@ -282,7 +282,7 @@ _WHY = {
     "attempts": "no attempts left",
     "budget": "the batch's retry budget ran out",
     "deadline": "the deadline passed",
-    "stop": "the batch stopped",
+    "stop": "its issuer's documents stopped",
     "decisive": "an answer that decides at once",
     "no re-sends": "re-sending after an ambiguous failure is off (resend_ambiguous=False)",
     "at most once": "{safety} is not re-sent after a failure that may have been processed",

@@ -139,6 +139,7 @@ async def run_worker(
                 claims, batch, blocked, size=concurrency, poll=poll,
                 stop_when_empty=stop_when_empty, pause=pause, grace=grace, stop=stop,
             )  # fmt: skip
+            blocked.observe(batch)  # what it stopped after its feed ended
             empty = (
                 stop_when_empty
                 and batch.stopped is None

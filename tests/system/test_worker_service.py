@@ -13,6 +13,7 @@ generous bounds.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import os
@@ -26,7 +27,7 @@ import pytest
 from sandboxtools import until
 
 from invoicing_async.outbox import IN_FLIGHT, PENDING, PostgresOutbox, SqliteOutbox
-from invoicing_sandbox import Sandbox, sample_invoice, sample_invoices, sandbox_issuers
+from invoicing_sandbox import Fault, Sandbox, sample_invoice, sample_invoices, sandbox_issuers
 
 #: Generous: a safety net for a stuck process, never a measure.
 LONG = 120
@@ -305,3 +306,191 @@ async def test_a_key_rotated_in_the_credentials_file_is_used_without_a_restart(t
         assert key not in worker.said
     async with SqliteOutbox(path) as outbox:
         assert await outbox.counts() == {"accepted": 12}
+
+
+VAULT = '''"""A vault of API keys, as a platform's resolver reads it: a JSON file, read each time."""
+import json, os
+
+
+def api_key_of(tin):
+    with open(os.environ["VAULT_FILE"], encoding="utf-8") as vault:
+        return json.load(vault).get(tin)
+'''
+
+
+@pytest.mark.parametrize("how", ["after its recheck", "on SIGHUP"])
+async def test_a_key_rotated_in_the_resolvers_vault_is_used_without_a_restart(tmp_path, how):
+    """The same with ``INVOICING_CREDENTIALS_RESOLVER`` (a vault the worker cannot watch):
+    once the new key is in the vault, the worker asks the resolver again, after
+    ``--credentials-recheck`` (its wait, doubling while the key stays refused) or at
+    once on ``SIGHUP``, and sends the shop's documents with the new key, in the same
+    process."""
+    issuers = sandbox_issuers(3)
+    shop, *others = issuers
+    path = tmp_path / "outbox.db"
+    await outbox_of(path, issuers, 4)
+    vault = tmp_path / "vault.json"
+    vault.write_text(json.dumps(issuers), encoding="utf-8")
+    (tmp_path / "shopvault.py").write_text(VAULT, encoding="utf-8")
+    recheck = "0.2" if how == "after its recheck" else "3600"
+    async with Sandbox(key_algorithm="cv25519", issuers=issuers) as sb:
+        key_file = sb.write_public_key(tmp_path / "provider.asc")
+        sb.rotate_issuer(shop, "the-shops-new-key")
+        env = environment(
+            sb, key_file, INVOICING_CREDENTIALS_RESOLVER="shopvault:api_key_of",
+            VAULT_FILE=str(vault), PYTHONPATH=str(tmp_path),
+        )  # fmt: skip
+        async with running(env, "--ledger", str(path), "--credentials-recheck", recheck) as worker:
+            await worker.saying(rf"issuer {shop}'s documents wait")
+            await until(lambda: all(sb.issuer_stats(t).commits == 4 for t in others))
+            vault.write_text(json.dumps({**issuers, shop: "the-shops-new-key"}), encoding="utf-8")
+            if how == "on SIGHUP":
+                worker.signal(signal.SIGHUP)
+            await asyncio.wait_for(until(lambda: sb.issuer_stats(shop).commits == 4), LONG)
+            worker.signal(signal.SIGTERM)
+            assert await worker.ended() == 0, worker.said
+    assert "the-shops-new-key" not in worker.said
+    async with SqliteOutbox(path) as outbox:
+        assert await outbox.counts() == {"accepted": 12}
+
+
+# --- a drain that ends ---------------------------------------------------------------------
+
+
+async def test_until_empty_with_one_refused_shop_ends_with_3_naming_it(tmp_path):
+    """``--until-empty`` over three shops, one whose key the provider refuses: the other
+    shops' invoices are sent, then the worker ends (it does not wait for an operator)
+    with exit status 3 and a summary naming the refused shop, how many of its entries
+    wait and why; the warning names the shop, not "the batch". Its entries stay pending,
+    sent with a corrected key by a later run (before: the drain never ended)."""
+    issuers = sandbox_issuers(3)
+    shop, *others = issuers
+    path = tmp_path / "outbox.db"
+    await outbox_of(path, issuers, 4)
+    credentials = tmp_path / "keys.json"
+    write_atomically(credentials, json.dumps(issuers))
+    async with Sandbox(key_algorithm="cv25519", issuers=issuers) as sb:
+        key_file = sb.write_public_key(tmp_path / "provider.asc")
+        sb.revoke_issuer(shop)
+        env = environment(sb, key_file)
+        args = ("--ledger", str(path), "--credentials", str(credentials), "--until-empty")
+        async with running(env, *args) as worker:
+            assert await worker.ended() == 3, worker.said
+        assert all(sb.issuer_stats(t).commits == 4 for t in others)
+        assert re.search(rf"issuer {shop}: 4 entries wait: CredentialsError: ", worker.said)
+        assert re.search(rf"WARNING .*issuer {shop}'s documents wait", worker.said)
+        assert re.search(r"worker done: (\d+ not_sent, )?8 accepted", worker.said), worker.said
+        assert "the batch stopped" not in worker.said
+        assert not any(key in worker.said for key in issuers.values())
+        async with SqliteOutbox(path) as outbox:
+            assert await outbox.counts() == {"accepted": 8, PENDING: 4}
+        sb.restore_issuer(shop)
+        async with running(env, *args) as again:
+            assert await again.ended() == 0, again.said
+        assert sb.issuer_stats(shop).commits == 4
+
+
+async def test_until_empty_with_only_parked_entries_left_ends_with_3(tmp_path):
+    """A drain whose only leftovers are parked (poison) entries ends with exit status 3
+    too, saying how many are parked and how to send them again."""
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        key_file = sb.write_public_key(tmp_path / "provider.asc")
+        path = tmp_path / "outbox.db"
+        documents = sample_invoices(3, issuer_vat=sb.client_id, lines=1)
+        async with SqliteOutbox(path) as outbox:
+            keys = await outbox.enqueue(documents)
+        sb.poison(keys[0], Fault.status(500))
+        async with running(
+            own_env(sb, key_file), "--ledger", str(path), "--until-empty", "--max-rounds", "1"
+        ) as worker:
+            assert await worker.ended() == 3, worker.said
+    assert "1 parked entry need attention" in worker.said
+    assert re.search(r"worker done: .*2 accepted", worker.said), worker.said
+
+
+# --- tokens shared by a fleet ----------------------------------------------------------------
+
+
+async def test_three_cli_workers_with_a_token_store_fetch_one_token_per_issuer(
+    tmp_path, postgres_dsn, redis_url
+):
+    """Three ``worker`` processes over one PostgreSQL outbox of 60 shops, each given
+    ``--token-store`` (the suite's Redis; its values encrypted with the key of
+    ``INVOICING_TOKEN_STORE_KEY``): every invoice committed once, and at most one token
+    request per shop for the whole fleet (before: the command had no such option, and
+    each process fetched the token of every shop it sent for)."""
+    issuers = sandbox_issuers(60)
+    credentials = tmp_path / "keys.json"
+    write_atomically(credentials, json.dumps(issuers))
+    async with Sandbox(key_algorithm="cv25519", issuers=issuers) as sb:
+        key_file = sb.write_public_key(tmp_path / "provider.asc")
+        async with PostgresOutbox(postgres_dsn) as outbox:
+            for n in range(3):
+                await outbox.enqueue([sample_invoice(n, issuer_vat=t, lines=1) for t in issuers])
+        sb.hold()  # the fleet starts together: nothing is answered before all three ask
+        env = environment(
+            sb, key_file, INVOICING_TOKEN_STORE_KEY=base64.b64encode(bytes(range(32))).decode()
+        )
+        args = ("--ledger", postgres_dsn, "--credentials", str(credentials), "--until-empty",
+                "--token-store", redis_url, "--concurrency", "8")  # fmt: skip
+        async with (
+            running(env, *args) as one,
+            running(env, *args) as two,
+            running(env, *args) as three,
+        ):
+            await sb.wait_held(6)
+            sb.release()
+            for worker in (one, two, three):
+                assert await worker.ended() == 0, worker.said
+    assert sb.commit_count == 180
+    assert all(held.commits == 1 for held in sb.committed.values())
+    per_issuer = {tin: sb.issuer_stats(tin).token_requests for tin in issuers}
+    assert max(per_issuer.values()) == 1, per_issuer
+    shares = [int(re.search(r"worker done: (\d+) accepted", w.said)[1]) for w in (one, two, three)]
+    assert sum(shares) == 180
+
+
+# --- health --------------------------------------------------------------------------------
+
+
+async def probe(url: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as session, session.get(url) as answer:
+        return answer.status, await answer.text()
+
+
+async def test_readyz_turns_unready_while_the_database_is_down(
+    tmp_path, postgres_server, postgres_dsn
+):
+    """A worker serving ``--metrics-port``: ``/readyz`` is 200 while its database
+    answers, 503 naming the outbox database while it is down (``/healthz`` stays 200:
+    the worker is alive, only not ready), 200 again once it is up; 503 "stopping" after
+    SIGTERM, until it ends."""
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        key_file = sb.write_public_key(tmp_path / "provider.asc")
+        async with PostgresOutbox(postgres_dsn) as outbox:
+            await outbox.setup()
+        sb.hold()
+        async with running(
+            own_env(sb, key_file), "--ledger", postgres_dsn, "--metrics-port", "0",
+            "--grace", "60",
+        ) as worker:  # fmt: skip
+            found = await worker.saying(r"probes: (http://\S+/healthz), (http://\S+/readyz)")
+            healthz, readyz = found[1], found[2]
+            assert await probe(readyz) == (200, "ready\n")
+            await asyncio.to_thread(postgres_server.stop)
+            try:
+                status, said = await probe(readyz)
+                assert status == 503
+                assert said.startswith("the outbox database does not answer")
+                assert await probe(healthz) == (200, "ok\n")
+            finally:
+                await asyncio.to_thread(postgres_server.start)
+            async with PostgresOutbox(postgres_dsn) as outbox:
+                await outbox.enqueue(sample_invoices(1, issuer_vat=sb.client_id, lines=1))
+            await sb.wait_held(1)  # the worker answers, and sends again
+            assert await probe(readyz) == (200, "ready\n")
+            worker.signal(signal.SIGTERM)
+            await worker.saying("SIGTERM: stopping")
+            assert await probe(readyz) == (503, "stopping\n")
+            sb.release()
+            assert await worker.ended() == 0, worker.said
