@@ -494,3 +494,26 @@ async def test_readyz_turns_unready_while_the_database_is_down(
             assert await probe(readyz) == (503, "stopping\n")
             sb.release()
             assert await worker.ended() == 0, worker.said
+
+
+async def test_a_worker_whose_token_store_is_down_at_start_sends_everything(tmp_path, redis_server):
+    """Redis is down when the worker starts (a fleet starts in any order): the worker
+    says once that the token store is unavailable, fetches its own tokens meanwhile and
+    sends every invoice; exit 0. No invoice waits for Redis."""
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        key_file = sb.write_public_key(tmp_path / "provider.asc")
+        path = tmp_path / "outbox.db"
+        async with SqliteOutbox(path) as outbox:
+            await outbox.enqueue(sample_invoices(10, issuer_vat=sb.client_id, lines=1))
+        redis_server.stop()
+        try:
+            async with running(
+                own_env(sb, key_file), "--ledger", str(path), "--until-empty",
+                "--token-store", redis_server.url,
+            ) as worker:  # fmt: skip
+                assert await worker.ended() == 0, worker.said
+        finally:
+            redis_server.start()
+    assert worker.said.count("the Redis token store is unavailable") == 1, worker.said
+    assert "worker done: 10 accepted" in worker.said
+    assert sb.commit_count == 10
