@@ -49,9 +49,9 @@ class MetricsServer:
     .. versionchanged:: 0.5.0 ``/healthz`` and ``/readyz`` beside the metrics.
     """
 
-    def __init__(self, server: WSGIServer, thread: threading.Thread) -> None:
-        self._server = server
-        self._thread = thread
+    def __init__(self, server: Any, thread: Any) -> None:
+        self._server: WSGIServer = server
+        self._thread: threading.Thread = thread
 
     def __repr__(self) -> str:
         return f"<MetricsServer {self.url}>"
@@ -97,7 +97,10 @@ class MetricsServer:
 
 
 def serve_metrics(
-    port: int, host: str = "127.0.0.1", *, ready: Ready | None = None
+    port: int,
+    host: str = "127.0.0.1",
+    *,
+    ready: Callable[[], Awaitable[str | None]] | None = None,
 ) -> MetricsServer:
     """Serve the process's metrics for Prometheus on ``host:port`` (``0``: any free port).
 
