@@ -290,7 +290,7 @@ async def test_a_worker_asked_to_stop_lets_its_requests_end_and_puts_back_the_re
 async def test_a_worker_cancelled_twice_stops_at_once(tmp_path):
     """Cancelled while the provider holds its requests, a worker with a long grace
     waits for them; cancelled again, it cuts them off at once (well within the grace)
-    and puts back what it holds."""
+    and puts back what it holds. Asked to stop (``stop``) and cancelled at once, too."""
     async with Sandbox(key_algorithm="cv25519") as sb, SqliteOutbox(tmp_path / "o.db") as outbox:
         await outbox.enqueue(sample_invoices(4, issuer_vat=sb.client_id, lines=1))
         sb.hold()
@@ -304,6 +304,17 @@ async def test_a_worker_cancelled_twice_stops_at_once(tmp_path):
             worker.cancel()
             await asyncio.sleep(0)
             assert not worker.done()  # graceful: waiting for the held requests
+            worker.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(worker, 60)
+            assert await outbox.counts() == {PENDING: 4}
+            # Asked by ``stop``, then cancelled before the worker saw the first: at once.
+            stop = asyncio.Event()
+            worker = asyncio.ensure_future(
+                outbox.run_worker(client, concurrency=2, poll=0.02, grace=3600, stop=stop)
+            )
+            await sb.wait_held(4)
+            stop.set()
             worker.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await asyncio.wait_for(worker, 60)
