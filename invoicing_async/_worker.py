@@ -283,10 +283,10 @@ async def _stopping(store: Store, blocked: _Blocked) -> None:
     waiting = await store.waiting(blocked.skipped()) if blocked.skipped() else {}
     for issuer, count in sorted(waiting.items()):
         log.warning(
-            "outbox worker stops: %d entr%s of issuer %s wait: %s",
+            "outbox worker stops: %d entr%s of %s wait: %s",
             count,
             "y" if count == 1 else "ies",
-            issuer,
+            f"issuer {issuer}" if issuer else "no issuer",
             blocked.why(issuer),
             extra={"invoicing.issuer": issuer},
         )
@@ -401,12 +401,14 @@ class _Blocked:
 
     def outcome(self, outcome: Outcome) -> None:
         """An outcome: an issuer without credentials waits; one that answered goes on."""
-        issuer = outcome.issuer
-        if issuer is None or self._issuers is None:
+        if self._issuers is None:
             return
-        if isinstance(outcome.error, UnknownIssuerError) and issuer not in self._seen:
-            self._seen.add(issuer)
-            self._stopped(issuer, outcome.error)
+        # A document naming no issuer is stored with none (""), and waits as one.
+        issuer = outcome.issuer or ""
+        if isinstance(outcome.error, UnknownIssuerError):
+            if issuer not in self._seen:
+                self._seen.add(issuer)
+                self._stopped(issuer, outcome.error)
         elif outcome.status in _ANSWERED and self._waiting.pop(issuer, None) is not None:
             log.info(
                 "outbox worker: issuer %s's documents are sent again",
@@ -461,9 +463,9 @@ class _Blocked:
         wait.until = _now() + seconds
         log.log(
             logging.WARNING if first else logging.INFO,  # INFO after every new try
-            "outbox worker: issuer %s's documents wait: %s; tried again in %.0f s, or as "
-            "soon as its credentials change (a credentials file replaced, SIGHUP)",
-            issuer,
+            "outbox worker: %s wait: %s; tried again in %.0f s, or as soon as the "
+            "credentials change (a credentials file replaced, SIGHUP)",
+            f"issuer {issuer}'s documents" if issuer else "documents that name no issuer",
             error,
             seconds,
             extra={"invoicing.issuer": issuer},

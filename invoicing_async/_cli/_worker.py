@@ -148,7 +148,7 @@ async def _waiting(outbox: PostgresOutbox | SqliteOutbox, url: str) -> list[str]
     try:
         for status in (PENDING, IN_FLIGHT):
             async for entry in outbox.entries(status):
-                counted = issuers.setdefault(entry.issuer or "?", [0, None])
+                counted = issuers.setdefault(entry.issuer or "", [0, None])
                 counted[0] += 1
                 if entry.outcome is not None and entry.outcome.error is not None:
                     counted[1] = entry.outcome.error
@@ -156,7 +156,8 @@ async def _waiting(outbox: PostgresOutbox | SqliteOutbox, url: str) -> list[str]
     except LedgerError as exc:
         return [f"what waits in the outbox cannot be read: {exc.message}"]
     lines = [
-        f"issuer {issuer}: {count} entr{'y' if count == 1 else 'ies'} wait: "
+        f"{f'issuer {issuer}' if issuer else 'no issuer'}: {count} "
+        f"entr{'y' if count == 1 else 'ies'} wait: "
         + (_reason(error) if error is not None else "not sent yet")
         for issuer, (count, error) in sorted(issuers.items(), key=lambda item: -item[1][0])
     ]

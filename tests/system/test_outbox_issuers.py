@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 
 import pytest
 
@@ -277,3 +278,29 @@ async def test_200_shops_sales_through_an_outage_each_resolve_to_their_own_recor
             assert outcome.result == held_record(sb, tin)
         for tin, record in direct.items():
             assert record == held_record(sb, tin)
+
+
+async def test_a_pool_worker_stopping_when_empty_leaves_what_it_has_no_key_for(outbox, caplog):
+    """A worker over a pool that has no credentials for one issuer, with an entry whose
+    document names no issuer: it sends every other entry and then stops (before: it
+    claimed and put back those entries every round, and never stopped), leaving them
+    pending for an operator; one WARNING names the issuer, one the documents naming
+    none, and when it stops, how many of each wait."""
+    issuers = sandbox_issuers(3)
+    a, b, stranger = issuers
+    nameless = sample_invoice(9, issuer_vat=a, lines=1)
+    del nameless["Issuer"]["Vat"]
+    caplog.set_level(logging.WARNING, logger="invoicing_async.ledger")
+    async with Sandbox(key_algorithm="cv25519", issuers=issuers) as sb:
+        for tin in issuers:
+            await outbox.enqueue([sample_invoice(n, issuer_vat=tin, lines=1) for n in range(2)])
+        await outbox.enqueue([nameless])
+        async with pool_of(sb, {a: issuers[a], b: issuers[b]}) as pool:
+            counts = await drain(outbox, pool)
+    assert counts == {OutcomeStatus.ACCEPTED: 4, OutcomeStatus.NOT_SENT: 3}
+    assert await outbox.counts() == {"accepted": 4, PENDING: 3}
+    said = [r.getMessage() for r in caplog.records if r.name == "invoicing_async.ledger"]
+    assert sum(f"issuer {stranger}'s documents wait" in line for line in said) == 1, said
+    assert sum("documents that name no issuer wait" in line for line in said) == 1, said
+    assert any(f"2 entries of issuer {stranger} wait" in line for line in said), said
+    assert any("1 entry of no issuer wait" in line for line in said), said
