@@ -55,6 +55,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from . import _telemetry as telemetry
@@ -380,7 +381,9 @@ class _Blocked:
         self._issuers = channels if isinstance(channels, Issuers) else None
         self._recheck = self._issuers.recheck_refused if self._issuers is not None else 0.0
         self._revision = self._issuers.revision if self._issuers is not None else 0
-        self._waiting: dict[str, _Wait] = {}
+        # Kept with the client or pool: a drainer's passes (one run each) and the workers
+        # of one pool wait for the same issuers, each told once.
+        self._waiting = _WAITING.setdefault(engine, {})
         self._seen: set[str | None] = set()  # the current batch's stopped issuers
         self._batch: Batch | None = None
         self._stops = 0  # how many issuers the current batch had stopped when looked at
@@ -474,3 +477,7 @@ class _Blocked:
 
 def _now() -> float:
     return asyncio.get_running_loop().time()
+
+
+#: The issuers that wait, by the engine (client or pool) whose workers wait for them.
+_WAITING: weakref.WeakKeyDictionary[Engine, dict[str, _Wait]] = weakref.WeakKeyDictionary()
