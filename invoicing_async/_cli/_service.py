@@ -26,7 +26,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from invoicing_async._tokencache import TokenCache
 
@@ -34,7 +34,7 @@ from ._input import UsageError
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import AsyncIterator, Callable, Iterator
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -94,7 +94,7 @@ class Signals:
         return 128 + int(self.received or signal.SIGTERM)
 
     @contextlib.contextmanager
-    def installed(self) -> Any:
+    def installed(self) -> Iterator[Signals]:
         """Handle the signals on the running loop for the block (where it can)."""
         loop = asyncio.get_running_loop()
         installed = []
