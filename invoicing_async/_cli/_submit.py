@@ -62,8 +62,8 @@ def register(commands: Commands) -> None:
             "files, or standard input, with bounded concurrency and safe retries. One JSON "
             "line per input entry is written (outcome, source file and line); a summary and "
             "a progress line go to stderr. SIGTERM or SIGINT stops it gracefully: nothing "
-            "more is read, the documents in flight may end within --grace seconds, then the "
-            "summary says how to resume; a second signal stops it at once. Exit status: 0 "
+            "more is read, the documents read already may end within --grace seconds, then "
+            "the summary says how to resume; a second signal stops it at once. Exit status: 0 "
             "all accepted, 1 some not, 2 bad usage or no documents, 130 interrupted (SIGINT, "
             "Ctrl-C), 143 stopped by SIGTERM."
         ),
