@@ -74,7 +74,7 @@ class Reloadable(Protocol):
 
 
 class _Slot:
-    __slots__ = ("channel", "checked", "revision", "used", "users")
+    __slots__ = ("channel", "checked", "distrusted", "revision", "used", "users")
 
     def __init__(self, channel: Channel, used: float, revision: int) -> None:
         self.channel = channel
@@ -84,6 +84,8 @@ class _Slot:
         self.revision = revision
         #: When the resolver was last asked for it.
         self.checked = used
+        #: The provider refused its requests (401/403): resolve it again when due.
+        self.distrusted = False
 
 
 class Issuers:
@@ -161,6 +163,17 @@ class Issuers:
         slot = self._slots.get(issuer)
         return slot is not None and slot.channel.tokens.refused()
 
+    def distrust(self, issuer: str) -> None:
+        """The provider refused ``issuer``'s requests (a batch stopped its documents).
+
+        Its credentials are resolved again at its next use once ``recheck_refused``
+        seconds have passed, as those the token endpoint refused: a key revoked while
+        its tokens still lived is replaced too.
+        """
+        slot = self._slots.get(issuer)
+        if slot is not None:
+            slot.distrusted = True
+
     def reload(self) -> None:
         """Resolve every issuer again at its next use: keys were rotated (``SIGHUP``).
 
@@ -233,7 +246,8 @@ class Issuers:
         """Whether to ask the resolver again: reloaded since, or its key refused."""
         if slot.revision != self._revision:
             return True
-        return slot.channel.tokens.refused() and self._clock() - slot.checked >= self._recheck
+        refused = slot.distrusted or slot.channel.tokens.refused()
+        return refused and self._clock() - slot.checked >= self._recheck
 
     async def _renewed(self, issuer: str, slot: _Slot) -> _Slot | None:
         """The resolver asked again about ``issuer``: its slot, a new one, or ``None``.
@@ -242,7 +256,7 @@ class Issuers:
         old key's token forgotten; its users finish with it). An issuer the resolver no
         longer knows loses its slot: the caller resolves it anew, and is refused.
         """
-        slot.revision, slot.checked = self._revision, self._clock()
+        slot.revision, slot.checked, slot.distrusted = self._revision, self._clock(), False
         try:
             channel = await self._resolved(issuer)
         except UnknownIssuerError:

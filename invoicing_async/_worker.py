@@ -457,6 +457,8 @@ class _Blocked:
         return due
 
     def _stopped(self, issuer: str, error: InvoicingError) -> None:
+        if self._issuers is not None:
+            self._issuers.distrust(issuer)  # its credentials resolved again when tried
         wait = self._waiting.get(issuer)
         first = wait is None
         if wait is None:

@@ -213,3 +213,31 @@ async def test_a_credentials_file_replaced_is_read_again_by_refresh(tmp_path):
     fresh = await pool.acquire(A)
     assert fresh is not old
     assert fresh.tokens.key.secret_digest != old.tokens.key.secret_digest
+
+
+async def test_a_distrusted_issuer_is_resolved_again_once_its_recheck_is_due():
+    """An issuer whose requests the provider refused while its token still lived (a key
+    revoked, answered 401 with a valid token: a batch stopped its documents, and the
+    worker says so with ``distrust``) is resolved again like one whose token request was
+    refused: at its next use once ``recheck_refused`` seconds passed, a new key giving a
+    new channel; after that it is trusted again."""
+    clock = Clock()
+    vault = dict(KEYS)
+    asked = []
+
+    def resolver(tin):
+        asked.append(tin)
+        return vault.get(tin)
+
+    pool = issuers(resolver, recheck_refused=30, clock=clock)
+    first = await pool.acquire(A)
+    pool.distrust(A)
+    pool.distrust("800000099")  # an issuer it does not keep: nothing to do
+    vault[A] = "a-rotated-key"
+    assert await pool.acquire(A) is first  # not due yet
+    clock.now += 30
+    rotated = await pool.acquire(A)
+    assert rotated is not first
+    clock.now += 60
+    assert await pool.acquire(A) is rotated  # trusted again: not asked again
+    assert asked == [A, A]
