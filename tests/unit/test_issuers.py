@@ -28,6 +28,18 @@ class Clock:
         return self.now
 
 
+class Vault:
+    """A resolver over ``keys`` that notes every TIN it is asked about."""
+
+    def __init__(self, keys=KEYS) -> None:
+        self.keys = dict(keys)
+        self.asked: list[str] = []
+
+    def __call__(self, tin: str) -> str | None:
+        self.asked.append(tin)
+        return self.keys.get(tin)
+
+
 def issuers(resolver=KEYS, **kwargs) -> Issuers:
     kwargs.setdefault("clock", Clock())
     return Issuers(
@@ -45,11 +57,8 @@ async def test_an_idle_issuer_is_closed_after_idle_seconds_one_in_use_never():
     (at the next release): used again, it is resolved again. One in use stays however
     long it is held, and one idle for less is kept."""
     clock = Clock()
-    asked = []
-
-    def resolver(tin):
-        asked.append(tin)
-        return KEYS.get(tin)
+    resolver = Vault()
+    asked = resolver.asked
 
     pool = issuers(resolver, idle=60, clock=clock)
     held = await pool.acquire(A)
@@ -70,11 +79,8 @@ async def test_past_max_issuers_the_least_recently_used_idle_go_never_one_in_use
     """With more than ``max_issuers`` kept, idle issuers are closed least recently used
     first; an issuer in use is never closed, even the least recently used: the next
     idle one goes instead."""
-    asked = []
-
-    def resolver(tin):
-        asked.append(tin)
-        return KEYS.get(tin)
+    resolver = Vault()
+    asked = resolver.asked
 
     pool = issuers(resolver, max_issuers=2)
     oldest = await pool.acquire(A)  # held throughout
@@ -138,12 +144,8 @@ async def test_a_refused_issuer_is_resolved_again_at_most_once_per_recheck_and_a
     knows), another key gives the issuer a new channel; an issuer not refused is never
     asked about again."""
     clock = Clock()
-    vault = dict(KEYS)
-    asked = []
-
-    def resolver(tin):
-        asked.append(tin)
-        return vault.get(tin)
+    resolver = Vault()
+    vault, asked = resolver.keys, resolver.asked
 
     cache = RefusingCache()
     pool = Issuers(
@@ -173,12 +175,8 @@ async def test_reload_has_every_issuer_resolved_again_at_its_next_use():
     """``reload()`` (SIGHUP): every issuer, refused or not, is resolved again at its
     next use (a changed key gives a new channel, the same key keeps it), and an issuer
     the resolver did not know is asked about again at once."""
-    vault = dict(KEYS)
-    asked = []
-
-    def resolver(tin):
-        asked.append(tin)
-        return vault.get(tin)
+    resolver = Vault()
+    vault, asked = resolver.keys, resolver.asked
 
     pool = issuers(resolver, forget_unknown=3600)
     a, b = await pool.acquire(A), await pool.acquire(B)
@@ -222,12 +220,8 @@ async def test_a_distrusted_issuer_is_resolved_again_once_its_recheck_is_due():
     refused: at its next use once ``recheck_refused`` seconds passed, a new key giving a
     new channel; after that it is trusted again."""
     clock = Clock()
-    vault = dict(KEYS)
-    asked = []
-
-    def resolver(tin):
-        asked.append(tin)
-        return vault.get(tin)
+    resolver = Vault()
+    vault, asked = resolver.keys, resolver.asked
 
     pool = issuers(resolver, recheck_refused=30, clock=clock)
     first = await pool.acquire(A)
