@@ -188,12 +188,12 @@ async def test_a_till_of_many_shops_defers_each_shops_sale_under_its_own_identit
         pool_of(sb, issuers) as pool,
     ):
         path = tmp_path / "till.db"
-        outbox = SqliteOutbox(path)
+        outbox = SqliteOutbox(path)  # the till's (closed by the test: the till does not)
         till = Deferral(
             pool, outbox, budget=5.0, portal_url=PORTAL, on_outcome=on_outcome,
             probe_delay=0.02, probe_max_delay=0.05, poll=0.05,
         )  # fmt: skip
-        async with DrainerHold(path) as hold, till:
+        async with outbox, DrainerHold(path) as hold, till:
             await sb.set_outage("refuse")
             receipts = [await till.submit_or_defer(shared(tin)) for tin in (a, b)]
             assert all(isinstance(r, DeferredReceipt) for r in receipts)
