@@ -278,18 +278,24 @@ def write_atomically(path, text: str) -> None:
     fresh.replace(path)
 
 
+async def three_shops(tmp_path):
+    """Three shops, four invoices each in a SQLite outbox, their keys in a credentials file."""
+    issuers = sandbox_issuers(3)
+    path = tmp_path / "outbox.db"
+    await outbox_of(path, issuers, 4)
+    credentials = tmp_path / "keys.json"
+    write_atomically(credentials, json.dumps(issuers))
+    return issuers, path, credentials
+
+
 async def test_a_key_rotated_in_the_credentials_file_is_used_without_a_restart(tmp_path):
     """A shop rotates its API key at the provider while the worker runs: its documents
     wait (one WARNING names the shop), the other shops' go on. The operator writes the
     new key into the credentials file (an atomic rename): the same worker process reads
     the file again and sends the shop's documents with the new key, no signal, no
     restart. No key appears in anything it says."""
-    issuers = sandbox_issuers(3)
+    issuers, path, credentials = await three_shops(tmp_path)
     shop, *others = issuers
-    path = tmp_path / "outbox.db"
-    await outbox_of(path, issuers, 4)
-    credentials = tmp_path / "keys.json"
-    write_atomically(credentials, json.dumps(issuers))
     async with Sandbox(key_algorithm="cv25519", issuers=issuers) as sb:
         key_file = sb.write_public_key(tmp_path / "provider.asc")
         sb.rotate_issuer(shop, "the-shops-new-key")
@@ -363,12 +369,8 @@ async def test_until_empty_with_one_refused_shop_ends_with_3_naming_it(tmp_path)
     with exit status 3 and a summary naming the refused shop, how many of its entries
     wait and why; the warning names the shop, not "the batch". Its entries stay pending,
     sent with a corrected key by a later run (before: the drain never ended)."""
-    issuers = sandbox_issuers(3)
+    issuers, path, credentials = await three_shops(tmp_path)
     shop, *others = issuers
-    path = tmp_path / "outbox.db"
-    await outbox_of(path, issuers, 4)
-    credentials = tmp_path / "keys.json"
-    write_atomically(credentials, json.dumps(issuers))
     async with Sandbox(key_algorithm="cv25519", issuers=issuers) as sb:
         key_file = sb.write_public_key(tmp_path / "provider.asc")
         sb.revoke_issuer(shop)
