@@ -131,7 +131,7 @@ async def _postgres_claims(dsn: str, entries: int, issuers: int) -> tuple[float,
         for sql in (_postgres_outbox._CLAIM, _POSTGRES_FLOOR):  # noqa: SLF001
             explain = "EXPLAIN (ANALYZE) " + sql.replace("$1", str(LIMIT)).replace(
                 "$2", "'bench'"
-            ).replace("$3", "30")
+            ).replace("$3", "30").replace("$4::text[]", "'{}'::text[]")
             samples = []
             for _ in range(ROUNDS):
                 transaction = connection.transaction()

@@ -27,6 +27,7 @@ import contextlib
 import functools
 import random
 import time
+import types
 from collections import Counter
 from collections.abc import (
     AsyncGenerator,
@@ -34,6 +35,7 @@ from collections.abc import (
     AsyncIterator,
     Iterable,
     Iterator,
+    Mapping,
     Sequence,
 )
 from typing import TYPE_CHECKING, Any, Protocol
@@ -196,7 +198,8 @@ class Batch:
         self._shared = self._new_shared()
         #: Why nothing more is sent by anyone (no provider key, the client closed).
         self._stop: InvoicingError | None = None
-        self._stop_told: set[str | None] = set()
+        #: The issuers whose documents stopped (their breaker opened), and why.
+        self._stop_told: dict[str | None, InvoicingError] = {}
         #: Documents marked sending in the journal, not settled: interrupted if cut off.
         self._out: set[_Item] = set()
         #: The journal recording documents' sending, off the workers (see :meth:`_record`).
@@ -223,6 +226,15 @@ class Batch:
         if self._stop is None and not self._per_issuer:
             return self._shared.breaker.error
         return self._stop
+
+    @property
+    def stopped_issuers(self) -> Mapping[str | None, InvoicingError]:
+        """The issuers whose documents this batch stopped sending, and why (read-only).
+
+        Each issuer whose breaker opened (refused credentials, answers blaming the
+        configuration again and again); a batch of many issuers goes on for the others.
+        """
+        return types.MappingProxyType(self._stop_told)
 
     def _new_shared(self) -> Shared:
         return Shared.of(self._options.retry)
@@ -678,7 +690,7 @@ class Batch:
             if breaker.everyone:
                 self._stop_all(error)
             elif issuer.key not in self._stop_told:
-                self._stop_told.add(issuer.key)
+                self._stop_told[issuer.key] = error
                 if self._per_issuer:
                     log.warning(
                         "stopping issuer %s's documents: %s",

@@ -421,12 +421,16 @@ class LedgerError(InvoicingError):
         ``write_failed`` (the disk is full, or another write failure),
         ``unreadable`` (not a ledger, or a newer format), ``missing`` (no such file, for
         a ledger opened with ``create=False``), ``closed``, ``lease_lost`` (an outbox
-        worker's claim on an entry was taken over by another worker), or ``ambiguous``
-        (an entry asked for by key alone, which documents of several issuers have).
+        worker's claim on an entry was taken over by another worker), ``ambiguous``
+        (an entry asked for by key alone, which documents of several issuers have),
+        ``unavailable`` (the outbox database is down or unreachable: a worker waits for
+        it), or ``refused`` (the outbox database refuses the worker: its role or
+        password, a permission, a database that does not exist).
 
     .. versionadded:: 0.2.0
     .. versionchanged:: 0.3.0 the ``missing`` reason.
     .. versionchanged:: 0.4.0 the ``ambiguous`` reason.
+    .. versionchanged:: 0.5.0 the ``refused`` reason.
     """
 
     def __init__(self, message: str, *, reason: str) -> None:

@@ -18,6 +18,15 @@ An issuer the resolver does not know, or that it fails for, is a
 :class:`~invoicing_async.UnknownIssuerError` for that issuer's documents before any
 request: remembered for ``forget_unknown`` seconds, so a batch of such documents asks
 the resolver once, not once each.
+
+Keys change while a pool runs (rotated by the issuer, revoked and replaced): an issuer
+whose credentials the token endpoint refused is resolved again at its next use, at most
+once every ``recheck_refused`` seconds; when the resolver gives another key, the issuer
+gets a new channel with it (the old key's token is forgotten), and its documents go with
+the new key. :meth:`Issuers.reload` (``IssuerPool.reload_credentials``, ``SIGHUP`` in
+the command) has every issuer resolved again at its next use, and a resolver that can
+tell when its source changed (a :class:`~._credentials.CredentialsFile`: its file
+replaced) does so through :meth:`Issuers.refresh`. No key is logged.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ import collections
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
 from ._channel import Channel
 from ._errors import UnknownIssuerError
@@ -40,7 +49,7 @@ if TYPE_CHECKING:
     from ._tokencache import TokenCache
     from ._transport import Transport
 
-__all__ = ["CredentialsResolver", "Issuers", "check_issuer"]
+__all__ = ["CredentialsResolver", "Issuers", "Reloadable", "check_issuer"]
 
 #: Where an :class:`~invoicing_async.IssuerPool` finds each issuer's API key: a mapping
 #: ``{tin: api_key}``, or a callable (async or not) that returns the API key of a TIN, or
@@ -53,13 +62,30 @@ CredentialsResolver = Union[  # noqa: UP007  (a runtime alias: documented, and 3
 ]
 
 
-class _Slot:
-    __slots__ = ("channel", "used", "users")
+@runtime_checkable
+class Reloadable(Protocol):
+    """A resolver that can read its source again (a credentials file)."""
 
-    def __init__(self, channel: Channel, used: float) -> None:
+    def refresh(self) -> bool:
+        """Read the source again if it changed; whether the credentials changed."""
+
+    def reload(self) -> bool:
+        """Read the source again now; whether the credentials changed."""
+
+
+class _Slot:
+    __slots__ = ("channel", "checked", "distrusted", "revision", "used", "users")
+
+    def __init__(self, channel: Channel, used: float, revision: int) -> None:
         self.channel = channel
         self.used = used
         self.users = 0
+        #: The credentials' revision its channel was resolved at (see ``Issuers.reload``).
+        self.revision = revision
+        #: When the resolver was last asked for it.
+        self.checked = used
+        #: The provider refused its requests (401/403): resolve it again when due.
+        self.distrusted = False
 
 
 class Issuers:
@@ -68,6 +94,8 @@ class Issuers:
     :param max_issuers: idle channels kept at most (the least recently used go first).
     :param idle: seconds an idle channel is kept.
     :param forget_unknown: seconds an unknown issuer's refusal is remembered.
+    :param recheck_refused: seconds at least between two questions to the resolver about
+        an issuer whose credentials the token endpoint refused.
     """
 
     def __init__(
@@ -81,20 +109,33 @@ class Issuers:
         max_issuers: int = 10_000,
         idle: float = 900.0,
         forget_unknown: float = 60.0,
+        recheck_refused: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if max_issuers < 1 or idle < 0 or forget_unknown < 0:
-            raise ValueError("max_issuers must be positive, idle and forget_unknown not negative")
+        if max_issuers < 1 or min(idle, forget_unknown, recheck_refused) < 0:
+            raise ValueError(
+                "max_issuers must be positive; idle, forget_unknown and recheck_refused "
+                "not negative"
+            )
         self._base_url = base_url
         self._resolver = resolver
+        #: The resolver, if it reads a source it can read again (a credentials file).
+        self._source = _reloadable(resolver)
         self._transport = transport
         self._cache = token_cache
         self._token_retry = token_retry
         self._max = max_issuers
         self._idle = idle
         self._forget_unknown = forget_unknown
+        self._recheck = recheck_refused
         self._clock = clock
+        #: Bumped by :meth:`reload` (and a resolver's source changed): every issuer is
+        #: resolved again at its next use.
+        self._revision = 0
         self._slots: dict[str, _Slot] = {}
+        #: The issuers whose documents wait for an operator (refused or no credentials),
+        #: as the outbox workers sending through this pool keep them: by TIN.
+        self.waiting: dict[str, Any] = {}
         #: The slots no one uses, least recently used first: the only ones ever closed.
         #: Slots in use are not in it, so closing never scans past them.
         self._unused: collections.OrderedDict[str, _Slot] = collections.OrderedDict()
@@ -110,6 +151,56 @@ class Issuers:
         """Issuers whose channel is kept now."""
         return len(self._slots)
 
+    @property
+    def recheck_refused(self) -> float:
+        """Seconds at least between two questions about an issuer whose key was refused."""
+        return self._recheck
+
+    @property
+    def revision(self) -> int:
+        """How many times the credentials were reloaded (or their source changed)."""
+        return self._revision
+
+    def refused(self, issuer: str) -> bool:
+        """Whether the token endpoint refused the credentials ``issuer``'s channel has."""
+        slot = self._slots.get(issuer)
+        return slot is not None and slot.channel.tokens.refused()
+
+    def distrust(self, issuer: str) -> None:
+        """The provider refused ``issuer``'s requests (a batch stopped its documents).
+
+        Its credentials are resolved again at its next use once ``recheck_refused``
+        seconds have passed, as those the token endpoint refused: a key revoked while
+        its tokens still lived is replaced too.
+        """
+        slot = self._slots.get(issuer)
+        if slot is not None:
+            slot.distrusted = True
+
+    def reload(self) -> None:
+        """Resolve every issuer again at its next use: keys were rotated (``SIGHUP``).
+
+        A resolver that reads a source (a credentials file) reads it again now; issuers
+        the resolver did not know are asked about again too.
+        """
+        if self._source is not None:
+            self._source.reload()
+        self._changed()
+
+    def refresh(self) -> int:
+        """Look whether the resolver's source changed (read it again if so); the revision.
+
+        Only a resolver that can tell (a credentials file) is looked at; a changed source
+        has every issuer resolved again at its next use.
+        """
+        if self._source is not None and self._source.refresh():
+            self._changed()
+        return self._revision
+
+    def _changed(self) -> None:
+        self._revision += 1
+        self._unknown.clear()
+
     async def acquire(self, issuer: str | None) -> Channel:
         """The channel of ``issuer``, kept until :meth:`release`.
 
@@ -121,11 +212,13 @@ class Issuers:
                 issuer=None,
             )
         slot = self._slots.get(issuer)
+        if slot is not None and self._stale(slot):
+            slot = await self._renewed(issuer, slot)
         if slot is None:
             channel = await self._resolved(issuer)
             slot = self._slots.get(issuer)
             if slot is None:
-                slot = self._slots[issuer] = _Slot(channel, self._clock())
+                slot = self._slots[issuer] = _Slot(channel, self._clock(), self._revision)
         if not slot.users:
             self._unused.pop(issuer, None)
         slot.users += 1
@@ -151,6 +244,47 @@ class Issuers:
         self._unknown.clear()
 
     # --- internals -------------------------------------------------------------------------
+
+    def _stale(self, slot: _Slot) -> bool:
+        """Whether to ask the resolver again: reloaded since, or its key refused."""
+        if slot.revision != self._revision:
+            return True
+        refused = slot.distrusted or slot.channel.tokens.refused()
+        return refused and self._clock() - slot.checked >= self._recheck
+
+    async def _renewed(self, issuer: str, slot: _Slot) -> _Slot | None:
+        """The resolver asked again about ``issuer``: its slot, a new one, or ``None``.
+
+        The same key keeps the slot (and its token's state); another key replaces it (the
+        old key's token forgotten; its users finish with it). An issuer the resolver no
+        longer knows loses its slot: the caller resolves it anew, and is refused.
+        """
+        slot.revision, slot.checked, slot.distrusted = self._revision, self._clock(), False
+        try:
+            channel = await self._resolved(issuer)
+        except UnknownIssuerError:
+            self._drop(issuer, slot)
+            return None
+        if self._slots.get(issuer) is not slot:  # replaced meanwhile by another caller
+            return self._slots.get(issuer)
+        if channel.tokens.key == slot.channel.tokens.key:
+            return slot
+        log.info(
+            "issuer %s: the credentials resolver gave another API key: its documents are "
+            "sent with it",
+            issuer,
+            extra={"invoicing.issuer": issuer},
+        )
+        self._drop(issuer, slot)
+        fresh = self._slots[issuer] = _Slot(channel, self._clock(), self._revision)
+        return fresh
+
+    def _drop(self, issuer: str, slot: _Slot) -> None:
+        """Let go of ``slot``: its users finish with its channel; its token is forgotten."""
+        if self._slots.get(issuer) is slot:
+            del self._slots[issuer]
+        self._unused.pop(issuer, None)
+        slot.channel.tokens.forget()
 
     async def _resolved(self, issuer: str) -> Channel:
         """A new channel for ``issuer``: one resolver call for every concurrent caller.
@@ -256,6 +390,10 @@ class Issuers:
             del unused[issuer]
             del self._slots[issuer]
             slot.channel.tokens.forget()
+
+
+def _reloadable(resolver: object) -> Reloadable | None:
+    return resolver if isinstance(resolver, Reloadable) else None
 
 
 def check_issuer(issuer: str) -> str | None:

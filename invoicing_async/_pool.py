@@ -59,6 +59,10 @@ class IssuerPool(Submitter):
     :param idle: seconds an idle issuer's channel is kept.
     :param forget_unknown: seconds an unknown issuer stays unknown before the resolver is
         asked again.
+    :param recheck_refused: an issuer whose credentials the provider refused is resolved
+        again at its next use, at most once every this many seconds: a key rotated in
+        the resolver's store (or a credentials file) is used without a restart. See also
+        :meth:`reload_credentials`.
 
     The other keywords are :class:`InvoicingClient`'s and apply to every issuer:
     ``token_cache`` (a :class:`~invoicing_async.TokenCache` with a
@@ -66,6 +70,7 @@ class IssuerPool(Submitter):
     ``limit`` (connections shared by all issuers), ``retry`` (single calls).
 
     .. versionadded:: 0.4.0
+    .. versionchanged:: 0.5.0 ``recheck_refused``; refused credentials are resolved again.
     """
 
     def __init__(
@@ -76,6 +81,7 @@ class IssuerPool(Submitter):
         max_issuers: int = 10_000,
         idle: float = 900.0,
         forget_unknown: float = 60.0,
+        recheck_refused: float = 30.0,
         **options: Unpack[ClientOptions],
     ) -> None:
         base_url = proto.check_base_url(base_url)
@@ -90,6 +96,7 @@ class IssuerPool(Submitter):
                 max_issuers=max_issuers,
                 idle=idle,
                 forget_unknown=forget_unknown,
+                recheck_refused=recheck_refused,
             )
 
         self._engine = engine = Engine.of(base_url, options, issuers)
@@ -109,6 +116,16 @@ class IssuerPool(Submitter):
     def issuers_kept(self) -> int:
         """Issuers whose channel is kept now (in use, or idle and not yet closed)."""
         return len(self._issuers)
+
+    def reload_credentials(self) -> None:
+        """Ask the credentials resolver again about every issuer, at its next use.
+
+        For keys rotated while the pool runs (an operator's ``SIGHUP``): an issuer whose
+        key changed gets a new channel with it; documents in flight finish with the old.
+
+        .. versionadded:: 0.5.0
+        """
+        self._issuers.reload()
 
     async def client(self, issuer: str) -> InvoicingClient:
         """An :class:`~invoicing_async.InvoicingClient` of ``issuer``, for its operations.

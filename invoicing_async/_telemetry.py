@@ -55,12 +55,12 @@ if TYPE_CHECKING:
     P = ParamSpec("P")
 
 __all__ = [
+    "PROMETHEUS_MISSING",
     "SCOPE",
     "BacklogGauges",
     "BatchCall",
     "Call",
     "Exchange",
-    "MetricsServer",
     "Pending",
     "call",
     "calling",
@@ -69,9 +69,9 @@ __all__ = [
     "describe",
     "document_fields",
     "exchange",
+    "export_for_prometheus",
     "retried",
     "send_traceparent",
-    "serve_metrics",
     "traced",
     "waited",
     "watch_backlog",
@@ -854,60 +854,29 @@ class Pending(_Source):
             self.value = await count()
 
 
-# --- the Prometheus endpoint -------------------------------------------------------------------
+# --- for the Prometheus endpoint (:mod:`._metrics_server`) ----------------------------------
+
+#: What an ``ImportError`` of the Prometheus endpoint says (``{}``: the missing module).
+PROMETHEUS_MISSING = (
+    "serving metrics needs the 'prometheus' extra of invoicing-async ({} is missing): the "
+    "OpenTelemetry SDK, its Prometheus exporter and prometheus-client"
+)
 
 
-class MetricsServer:
-    """A Prometheus endpoint serving this process's metrics (see :func:`serve_metrics`)."""
+def export_for_prometheus() -> None:
+    """Have Prometheus read the library's metrics (:mod:`._metrics_server` serves them).
 
-    def __init__(self, server: Any, thread: Any) -> None:
-        self._server = server
-        self._thread = thread
-
-    def __repr__(self) -> str:
-        return f"<MetricsServer {self.url}>"
-
-    @property
-    def port(self) -> int:
-        """The port it listens on (the one chosen when ``0`` was asked)."""
-        port: int = self._server.server_port
-        return port
-
-    @property
-    def url(self) -> str:
-        """Where Prometheus scrapes it."""
-        host = self._server.server_address[0]
-        host = f"[{host}]" if ":" in host else host
-        return f"http://{host}:{self.port}/metrics"
-
-    def close(self) -> None:
-        """Stop serving."""
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
-
-
-def serve_metrics(port: int, host: str = "127.0.0.1") -> MetricsServer:
-    """Serve the process's metrics for Prometheus on ``host:port`` (``0``: any free port).
-
-    Without a meter provider configured, one is set up (the OpenTelemetry SDK's, read by
-    its Prometheus exporter); with one, the endpoint serves what its Prometheus reader
-    (if any) registered.
+    The SDK's meter provider, read by its Prometheus exporter, unless a meter provider
+    is configured already.
 
     :raises ImportError: the ``prometheus`` extra is not installed (the message says so).
     """
     try:
-        import prometheus_client  # noqa: PLC0415  (the prometheus extra)
         from opentelemetry import metrics  # noqa: PLC0415
         from opentelemetry.exporter.prometheus import PrometheusMetricReader  # noqa: PLC0415
         from opentelemetry.sdk.metrics import MeterProvider  # noqa: PLC0415
     except ImportError as exc:
-        raise ImportError(
-            f"serving metrics needs the 'prometheus' extra of invoicing-async ({exc.name} "
-            "is missing): the OpenTelemetry SDK, its Prometheus exporter and prometheus-client"
-        ) from None
+        raise ImportError(PROMETHEUS_MISSING.format(exc.name)) from None
     if _instruments() is None:
         metrics.set_meter_provider(MeterProvider(metric_readers=[PrometheusMetricReader()]))
         _instruments()
-    server, thread = prometheus_client.start_http_server(port, addr=host)
-    return MetricsServer(server, thread)

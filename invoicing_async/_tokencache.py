@@ -251,6 +251,11 @@ class TokenCache:
         entry = self._entries.get(key)
         return entry is not None and _same(entry.confirmed, token)
 
+    def _refused(self, key: CredentialsKey) -> bool:
+        """Whether the token endpoint refused ``key``'s credentials at its last grant."""
+        entry = self._entries.get(key)
+        return entry is not None and entry.refusal is not None
+
     def _reauth_in(self, key: CredentialsKey) -> float:
         """Seconds until a 401 may force a new token for ``key`` again (0: now)."""
         entry = self._entries.get(key)
@@ -500,6 +505,13 @@ class Tokens:
     def reauth_in(self) -> float:
         """Seconds until a 401 may force a new token again (0: now)."""
         return self._cache._reauth_in(self.key)  # noqa: SLF001
+
+    def refused(self) -> bool:
+        """Whether the token endpoint refused these credentials when last asked.
+
+        Until a grant succeeds: a pool asks its resolver again for such an issuer.
+        """
+        return self._cache._refused(self.key)  # noqa: SLF001
 
     def forget(self) -> None:
         """Drop this credentials' token from the cache (the issuer left the pool)."""

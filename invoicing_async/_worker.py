@@ -3,20 +3,39 @@
 The worker feeds claimed entries, each a :class:`~invoicing_async.Submission` with its
 own endpoint, into one batch of the client, so outcomes, retries, the retry budget, the
 circuit breaker and the adaptive in-flight limit are those of ``submit_stream``. The
-batch's journal is :class:`Claims`: lookups answer from the claimed rows, and every
-write is fenced by the claim's lease (a worker whose claim was taken over writes
+batch's journal is :class:`~._claims.Claims`: lookups answer from the claimed rows, and
+every write is fenced by the claim's lease (a worker whose claim was taken over writes
 nothing, and does not send). A heartbeat extends the leases; a worker that dies stops
 extending them, and another worker claims the entries when they expire: a request that
 may have left is re-sent with ``maybe_committed``, so the provider's ``409`` makes it
 ``accepted`` and the document is committed once.
 
-A worker is a daemon: when the outbox database goes away (a restart, a failover, a lost
-connection: :class:`~invoicing_async.LedgerError` with reason ``unavailable``), the
-batch in progress ends, and the worker waits for the database with capped backoff
-(one WARNING per outage, one INFO when it answers again), puts back the entries it held
-(their requests are re-sent, answered ``409`` if they were committed) and goes on. It
-ends only when cancelled (a stop signal), on a configuration failure, or when
-``stop_when_empty`` finds nothing left to send.
+A worker is a service:
+
+* **It stops gracefully.** Asked to stop (``stop`` set, or the worker cancelled: a stop
+  signal, a deferral closing), it claims nothing more and starts no request; the
+  requests out end within ``grace`` seconds; then it puts back every entry it holds
+  (fenced by the lease): those never sent untouched, those cut off knowing that they may
+  have been committed. Set, ``stop`` makes it return its counts; a cancellation ends it
+  cancelled, and a second one cuts the requests out at once.
+* **It waits for its database.** When the outbox database is unavailable (down at start,
+  restarting, failing over, a lost connection: :class:`~invoicing_async.LedgerError`
+  with reason ``unavailable``), the batch in progress ends, and the worker waits for
+  the database with capped, jittered backoff (one WARNING per outage, one INFO when it
+  answers again), puts back the entries it held (their requests are re-sent, answered
+  ``409`` if they were committed) and goes on. Only a configuration failure (the
+  database refuses its credentials, a table of a newer format) ends it.
+* **It outlives an issuer's refused credentials.** With an
+  :class:`~invoicing_async.IssuerPool`, an issuer whose documents the batch stopped
+  (the provider refused its credentials, or the pool has none) waits: its entries are
+  not claimed (other workers may send them), one WARNING names it, and after a wait
+  (the pool's ``recheck_refused``, doubling while the credentials stay refused, up to
+  :data:`_MAX_RECHECK`) or as soon as the pool's credentials change (a credentials file
+  replaced, ``reload_credentials()``), a new batch tries it again: the pool asks its
+  resolver again, and its documents go with the new key.
+* **Its drain ends.** A worker that stops when empty stops when nothing is left but
+  entries waiting for an operator (refused credentials, no credentials, parked), and
+  says so, naming the issuers and how many of their entries wait.
 
 Poison documents (the provider fails on one every time) cost a bounded number of
 requests: an entry put back after a failed round waits before it is claimed again,
@@ -27,8 +46,7 @@ first round's delay however long the outage lasts), and once
 ``RetryPolicy.max_rounds`` rounds have failed against its budget (``unknown``
 outcomes: :func:`~._ledger._rules.charged`) the entry is *parked*: kept with its last
 outcome, including whether a request for it may have been committed, and claimed
-again only after an explicit retry. A worker that stops when empty stops when only
-parked entries remain, and says so (one WARNING per entry parked, one when it stops).
+again only after an explicit retry.
 """
 
 from __future__ import annotations
@@ -36,18 +54,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import functools
-import uuid
-from typing import TYPE_CHECKING, Any, Protocol
+import logging
+from typing import TYPE_CHECKING, Any
 
 from . import _telemetry as telemetry
 from ._batch import BatchOptions
-from ._documents import Submission
+from ._claims import Claims, Hooks
+from ._decision import needs_operator
 from ._errors import LedgerError
-from ._journal import Ref, Verdict, Withdrawn
-from ._ledger._entry import PARKED, PENDING, outcome_json
-from ._ledger._rules import charged, decide, digest_of, is_final, requeue
-from ._ledger._store import Settlement
+from ._issuers import Issuers
 from ._log import ledger as log
 from ._outcomes import OutcomeStatus
 from ._retry import Backoff
@@ -56,285 +71,28 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
     from ._batch import Batch
-    from ._documents import Prepared
+    from ._documents import Submission
     from ._engine import Engine
-    from ._ledger._store import Claim, Store
+    from ._errors import InvoicingError
+    from ._ledger._store import Store
     from ._outcomes import Outcome
     from ._retry import RetryPolicy
 
-__all__ = ["Claims", "Hooks", "run_worker"]
+__all__ = ["DEFAULT_GRACE", "Claims", "Hooks", "run_worker", "until_available"]
 
-
-class Hooks(Protocol):
-    """What the owner of a worker (the client's drainer of deferred sales) is told and asked."""
-
-    async def before_send(self, ref: Ref) -> None:
-        """A claimed entry is about to be sent: return when it may be."""
-
-    def answered(self, outcome: Outcome) -> None:
-        """An entry's outcome, as soon as it is known (not yet written)."""
-
-    def settled(self, outcome: Outcome, *, done: bool) -> None:
-        """An entry's outcome is written; ``done``: no worker sends it again.
-
-        Final, or parked until an explicit retry.
-        """
-
-
-class _Pump:
-    """Coalesces writes: whatever is queued while one write runs goes in the next."""
-
-    def __init__(self, write: Callable[[list[Any]], Awaitable[set[Any]]]) -> None:
-        self._write = write
-        self._queued: list[tuple[Any, asyncio.Future[bool]]] = []
-        self._task: asyncio.Task[None] | None = None
-
-    def put(self, item: Any) -> asyncio.Future[bool]:
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._queued.append((item, future))
-        if self._task is None or self._task.done():
-            self._task = asyncio.ensure_future(self._run())
-        return future
-
-    async def drain(self) -> None:
-        while self._task is not None and not self._task.done():
-            await asyncio.shield(self._task)
-
-    async def _run(self) -> None:
-        while self._queued:
-            group, self._queued = self._queued, []
-            try:
-                applied = await self._write([item for item, _ in group])
-            except Exception as exc:  # noqa: BLE001  (the store's failure goes to every waiter)
-                error = (
-                    exc
-                    if isinstance(exc, LedgerError)
-                    else LedgerError(f"cannot write the outbox: {exc}", reason="write_failed")
-                )
-                for _, future in group:
-                    if not future.done():
-                        future.set_exception(error)
-                continue
-            for item, future in group:
-                if not future.done():
-                    future.set_result(item.id in applied)
-
-
-class Claims:
-    """The batch's journal in a worker: the claimed entries, written under their lease."""
-
-    def __init__(
-        self,
-        store: Store,
-        *,
-        seconds: float,
-        policy: RetryPolicy,
-        hooks: Hooks | None = None,
-        pending: telemetry.Pending | None = None,
-    ) -> None:
-        self._store = store
-        self._pending = pending
-        self._hooks = hooks
-        self._seconds = seconds
-        self._policy = policy
-        #: The entries claimed and not settled, by document (issuer and key).
-        self.held: dict[Ref, Claim] = {}
-        self._leases: dict[str, int] = {}
-        self._failure: LedgerError | None = None
-        self._sending = _Pump(lambda items: store.mark_sending([(c.id, c.lease) for c in items]))
-        self._settling = _Pump(store.settle)
-        self._settles: list[asyncio.Future[bool]] = []
-
-    @property
-    def waits_on_others(self) -> bool:
-        """Whether ``before_send`` may wait for another document: the hooks' gate may."""
-        return self._hooks is not None
-
-    async def take(self, limit: int) -> list[Claim]:
-        """Claim up to ``limit`` entries under a new lease."""
-        lease = uuid.uuid4().hex
-        claiming = asyncio.ensure_future(self._store.claim(limit, lease, self._seconds))
-        try:
-            claimed = await asyncio.shield(claiming)
-        except asyncio.CancelledError:
-            # Stopped while claiming: the claim may be made all the same. Held, what it
-            # took is put back with the rest when the worker stops.
-            with contextlib.suppress(Exception):
-                self._hold(lease, await claiming)
-            raise
-        return self._hold(lease, claimed)
-
-    def _hold(self, lease: str, claimed: list[Claim]) -> list[Claim]:
-        fresh = [claim for claim in claimed if claim.ref not in self.held]
-        for claim in fresh:
-            self.held[claim.ref] = claim
-        if fresh:
-            self._leases[lease] = len(fresh)
-        return fresh
-
-    async def heartbeat(self) -> None:
-        """Extend the leases held, every third of their length, until cancelled."""
-        while True:
-            await asyncio.sleep(self._seconds / 3)
-            if self._leases:
-                try:
-                    await self._store.extend(list(self._leases), self._seconds)
-                except Exception as exc:  # noqa: BLE001  (a missed beat: the leases may expire)
-                    # An outage is told once, by the worker; a missed beat alone is harmless.
-                    log.debug("outbox: cannot extend the leases: %s", exc)
-
-    # --- the journal's hooks -----------------------------------------------------------------
-
-    async def lookup(self, refs: Sequence[Ref]) -> list[Verdict]:
-        """A claimed entry is pending: send it (knowing whether it may be committed)."""
-        resend = self._policy.resend_ambiguous
-        return [decide(self.held[ref].entry, resend_ambiguous=resend) for ref in refs]
-
-    async def before_send(self, ref: Ref) -> None:
-        """Mark the entry sending, under its lease; a lost lease withdraws it."""
-        self._check()
-        if self._hooks is not None:
-            await self._hooks.before_send(ref)
-        claim = self.held.get(ref)
-        if claim is None or not await self._sending.put(claim):
-            raise Withdrawn(f"the claim on {ref.key} was taken over by another worker")
-
-    def after_outcome(self, outcome: Outcome, prepared: Prepared | None) -> None:
-        """Settle the entry under its lease: done, or back to be sent again later."""
-        self._check()
-        if self._hooks is not None:
-            self._hooks.answered(outcome)
-        claim = self.held.pop(Ref.of_outcome(outcome), None)
-        if claim is None:
-            return
-        self._drop(claim.lease)
-        fingerprint = digest_of(outcome, prepared)
-        final = is_final(outcome, fingerprint)
-        policy = self._policy
-        again = requeue(outcome, final=final, resend_ambiguous=policy.resend_ambiguous)
-        counted = again and charged(outcome)
-        failures = claim.entry.failures + int(counted)
-        park = again and policy.max_rounds is not None and failures >= policy.max_rounds
-        state = PARKED if park else PENDING if again else "done"
-        settlement = Settlement(
-            claim.id,
-            claim.lease,
-            state,
-            outcome.status.value,
-            final,
-            outcome.status is OutcomeStatus.UNKNOWN,
-            fingerprint if final else None,
-            outcome.attempts,
-            outcome_json(outcome),
-            # The wait grows with the rounds that counted against the document; one that
-            # did not (an outage, a 429) waits the first round's: the provider's trouble
-            # must not hold the backlog back for minutes once it answers again.
-            policy.delay_after_round(failures if counted else 1) if state == PENDING else 0.0,
-            failures,
-            claim.content,
-        )
-        future = self._settling.put(settlement)
-        future.add_done_callback(self._settled_done)
-        if park:
-            future.add_done_callback(functools.partial(_parked, outcome, failures))
-        if self._hooks is not None:
-            future.add_done_callback(functools.partial(self._tell, outcome, state != PENDING))
-        self._settles.append(future)
-
-    # --- the worker's side ----------------------------------------------------------------
-
-    async def flush(self) -> None:
-        """Wait until every settlement is written; raise a write failure."""
-        await self._settling.drain()
-        self._settles = [f for f in self._settles if not f.done()]
-        self._check()
-
-    async def release(self, delay: float = 0.0) -> list[str]:
-        """Put back every entry still held (never sent, or interrupted).
-
-        Returns the leases that could not be put back (the database is unavailable):
-        put them back once it answers, or let them expire.
-        """
-        leases = list(self._leases)
-        self.held.clear()
-        self._leases.clear()
-        if leases:
-            try:
-                await asyncio.shield(self._store.release(leases, delay))
-            except Exception as exc:  # noqa: BLE001  (best effort: leases expire anyway)
-                log.debug("outbox: cannot put the entries held back: %s", exc)
-                return leases
-        return []
-
-    def _drop(self, lease: str) -> None:
-        left = self._leases.get(lease, 0) - 1
-        if left > 0:
-            self._leases[lease] = left
-        else:
-            self._leases.pop(lease, None)
-
-    def _settled_done(self, future: asyncio.Future[bool]) -> None:
-        if future.cancelled():
-            return
-        error = future.exception()
-        if isinstance(error, LedgerError) and self._failure is None:
-            self._failure = error
-        elif error is None and not future.result():
-            log.warning("outbox: an outcome was not written: the entry's lease was taken over")
-
-    def _tell(self, outcome: Outcome, done: bool, future: asyncio.Future[bool]) -> None:
-        """Tell the hooks an outcome is written (under the lease: else it was not)."""
-        hooks = self._hooks
-        if hooks is not None and not future.cancelled() and future.exception() is None:
-            written = future.result()
-            if written:
-                hooks.settled(outcome, done=done)
-
-    def _check(self) -> None:
-        if self._failure is not None:
-            raise self._failure
-
-    async def feed(
-        self, batch: Batch, *, size: int, poll: float, stop_when_empty: bool
-    ) -> AsyncIterator[Submission]:
-        """Claimed documents, as the batch asks for them; stops with the batch's breaker."""
-        buffer: collections.deque[Claim] = collections.deque()
-        while batch.stopped is None:
-            if not buffer:
-                if self._pending is not None:  # the gauge, while metrics are read
-                    await self._pending.refresh(self._store.remaining)
-                buffer.extend(await self.take(size))
-                if not buffer:
-                    if self._pending is not None:
-                        await self._pending.refresh(self._store.remaining, force=True)
-                    if stop_when_empty and await self._store.remaining() <= len(self.held):
-                        return
-                    await asyncio.sleep(poll)
-                    continue
-            claim = buffer.popleft()
-            # Sent for the issuer stored with it: a pool routes it to that issuer.
-            issuer, key = claim.ref
-            yield Submission(
-                document=claim.document,
-                key=key,
-                issuer=issuer or None,
-                encrypted=claim.encrypted,
-            )
-
-
-def _parked(outcome: Outcome, failures: int, future: asyncio.Future[bool]) -> None:
-    """Say that an entry was parked (once its settlement is written under the lease)."""
-    if future.cancelled() or future.exception() is not None or not future.result():
-        return
-    error = outcome.error
-    log.warning(
-        "outbox: invoice %s is parked after %d failed rounds (%s%s): no worker sends it "
-        "again until it is marked to be sent again (invoicing-async ledger retry)",
-        outcome.key,
-        failures,
-        outcome.status.value,
-        f": {type(error).__name__}: {error}" if error is not None else "",
-    )
+#: Seconds a worker asked to stop lets its requests out end, by default: well within
+#: the 30 s an orchestrator waits (Kubernetes' ``terminationGracePeriodSeconds``).
+DEFAULT_GRACE = 10.0
+#: The longest wait between two looks at an unavailable outbox database.
+_MAX_BACKOFF = 5.0
+#: The longest pause of a worker whose batch stopped (its breaker opened).
+_MAX_PAUSE = 60.0
+#: The longest wait before an issuer whose credentials stay refused is tried again.
+_MAX_RECHECK = 600.0
+#: Seconds between two looks at whether the pool's credentials changed (a file).
+_LOOK_EVERY = 1.0
+#: Answers that say an issuer's credentials work.
+_ANSWERED = frozenset({OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE, OutcomeStatus.REJECTED})
 
 
 async def run_worker(
@@ -348,19 +106,29 @@ async def run_worker(
     poll: float,
     hooks: Hooks | None = None,
     name: str = "outbox",
+    grace: float = DEFAULT_GRACE,
+    stop: asyncio.Event | None = None,
 ) -> dict[OutcomeStatus, int]:
     """Drain the outbox (see :meth:`PostgresOutbox.run_worker`); returns outcome counts.
 
+    The counts are of the outcomes written: an outcome whose write failed is counted
+    when the entry is sent again.
+
     :param hooks: told of every outcome, and asked before every first request.
     :param name: the outbox's name on its ``invoicing.outbox.pending`` gauge.
+    :param grace: seconds the requests out may take to end once the worker is asked to
+        stop (``stop`` set, or cancelled); then they are cut off.
+    :param stop: set it to stop gracefully: the worker returns its counts.
     """
+    stop = stop if stop is not None else asyncio.Event()
     counts: collections.Counter[OutcomeStatus] = collections.Counter()
     # After a batch whose breaker opened: poll, then doubling from a second to a minute.
     pauses = Backoff(1.0, _MAX_PAUSE, jitter="none")
     pause = poll
     orphaned: list[str] = []  # leases held when the database went away
     pending = telemetry.Pending(name)  # observed while this function runs
-    while True:
+    blocked = _Blocked(engine)
+    while not stop.is_set():
         claims = Claims(store, seconds=lease, policy=retry, hooks=hooks, pending=pending)
         options = BatchOptions(concurrency=concurrency, retry=retry, trace=False)
         batch = engine.batch(options, claims)
@@ -369,71 +137,160 @@ async def run_worker(
                 await store.release(orphaned, 0.0)
                 orphaned = []
             orphaned += await _round(
-                claims, batch, counts, size=concurrency, poll=poll,
-                stop_when_empty=stop_when_empty, pause=pause,
+                claims, batch, blocked, size=concurrency, poll=poll,
+                stop_when_empty=stop_when_empty, pause=pause, grace=grace, stop=stop,
             )  # fmt: skip
-            empty = stop_when_empty and batch.stopped is None and await store.remaining() == 0
+            blocked.observe(batch)  # what it stopped after its feed ended
+            empty = (
+                stop_when_empty
+                and batch.stopped is None
+                and not stop.is_set()
+                and await store.remaining(blocked.skipped()) == 0
+            )
         except LedgerError as exc:
             if exc.reason != "unavailable":
                 raise
             orphaned += await claims.release()
-            await _wait_for(store, exc)
+            if not await until_available(store.remaining, stop, error=exc):
+                break
             continue
+        finally:
+            counts += claims.recorded
+        if stop.is_set():
+            break
         if batch.stopped is not None:
             if stop_when_empty:
                 log.warning("outbox worker stops: %s", batch.stopped)
                 return dict(counts)
             log.warning("outbox worker paused %.0f s: %s", pause, batch.stopped)
-            await asyncio.sleep(pause)
+            await _sleep(pause, stop)
             pause = pauses.next()
             continue
         pauses.reset()
         pause = poll
         if empty:
-            await _stopping(store)
+            await _stopping(store, blocked)
             return dict(counts)
+    return dict(counts)
 
 
 async def _round(
     claims: Claims,
     batch: Batch,
-    counts: collections.Counter[OutcomeStatus],
+    blocked: _Blocked,
     *,
     size: int,
     poll: float,
     stop_when_empty: bool,
     pause: float,
+    grace: float,
+    stop: asyncio.Event,
 ) -> list[str]:
     """One batch over the entries claimed; the leases that could not be put back.
 
     Entries still held at the end go back at once, or after ``pause`` when the batch's
-    breaker opened. A worker stopped (cancelled: a signal, a deferral closing) writes
-    the outcomes it knows and puts back what it holds before it ends, rather than
-    leaving it to its leases to expire; a request that may have left keeps that
+    breaker opened. Asked to stop (``stop`` set, or cancelled), the round stops
+    gracefully (see the module docstring); cancelled again, at once. Either way it
+    writes the outcomes it knows and puts back what it holds before it ends, rather
+    than leaving it to its leases to expire; a request that may have left keeps that
     knowledge.
     """
     heartbeat = asyncio.ensure_future(claims.heartbeat())
-    documents = claims.feed(batch, size=size, poll=poll, stop_when_empty=stop_when_empty)
+    documents = claims.feed(
+        batch, size=size, poll=poll, stop_when_empty=stop_when_empty, rounds=blocked
+    )
+    consume = asyncio.ensure_future(_consume(batch, documents, blocked))
+    cancelled = False
     try:
-        async with contextlib.aclosing(batch.run(documents)) as outcomes:
-            async for outcome in outcomes:
-                counts[outcome.status] += 1
-        await claims.flush()
-    except asyncio.CancelledError:
-        with contextlib.suppress(LedgerError):  # its outcomes are found again anyway
-            await claims.flush()
-        await claims.release()
-        raise
+        cancelled = await _until_asked(consume, stop)
+        # Asked to stop: the requests out may end; unless asked twice already (``stop``
+        # set, then cancelled before this round saw it): then at once.
+        if not consume.done() and not (cancelled and stop.is_set()):
+            claims.stop()
+            cancelled = await _ending(consume, claims, grace) or cancelled
     finally:
+        cancelled = await _cut(consume) or cancelled
         heartbeat.cancel()
         # Waited for, not awaited: awaiting it would hand a cancellation of this worker
         # arriving now to the heartbeat, and suppressing the heartbeat's would swallow it.
         await asyncio.wait({heartbeat})
+    failure = None if consume.cancelled() else consume.exception()
+    if cancelled or claims.stopping or consume.cancelled():
+        with contextlib.suppress(LedgerError):  # its outcomes are found again anyway
+            await claims.flush()
+        left = await claims.release()
+        if cancelled:
+            raise asyncio.CancelledError
+        if failure is not None and not isinstance(failure, LedgerError):
+            raise failure
+        return left
+    if failure is not None:  # the batch's failure (the outbox unavailable …) is the round's
+        raise failure
+    await claims.flush()
     return await claims.release(0.0 if batch.stopped is None else pause)
 
 
-async def _stopping(store: Store) -> None:
-    """A worker that stops when empty found nothing to send: say if some are parked."""
+async def _consume(batch: Batch, documents: AsyncIterator[Submission], blocked: _Blocked) -> None:
+    """Run the batch over the claimed documents; tell ``blocked`` of every outcome."""
+    async with contextlib.aclosing(batch.run(documents)) as outcomes:
+        async for outcome in outcomes:
+            blocked.outcome(outcome)
+
+
+async def _until_asked(consume: asyncio.Future[None], stop: asyncio.Event) -> bool:
+    """Until the batch ends or the worker is asked to stop; whether it was cancelled."""
+    asked = asyncio.ensure_future(stop.wait())
+    waited: list[asyncio.Future[Any]] = [consume, asked]
+    try:
+        await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        return True
+    finally:
+        asked.cancel()
+    return False
+
+
+async def _ending(consume: asyncio.Future[None], claims: Claims, grace: float) -> bool:
+    """Let the requests out end, ``grace`` seconds at most; whether cancelled meanwhile."""
+    quiet = asyncio.ensure_future(claims.none_out())
+    waited: list[asyncio.Future[Any]] = [consume, quiet]
+    try:
+        await asyncio.wait(waited, timeout=grace, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # asked again: at once
+        return True
+    finally:
+        quiet.cancel()
+    return False
+
+
+async def _cut(consume: asyncio.Future[None]) -> bool:
+    """End the batch now if it runs; whether this worker was cancelled meanwhile.
+
+    The batch records what it cuts off (in its journal, the claims) before it ends: its
+    end is waited for even through a cancellation, which is then handed on.
+    """
+    consume.cancel()
+    cancelled = False
+    while not consume.done():
+        try:
+            await asyncio.wait({consume})
+        except asyncio.CancelledError:  # noqa: PERF203  (told once the batch ended)
+            cancelled = True
+    return cancelled
+
+
+async def _stopping(store: Store, blocked: _Blocked) -> None:
+    """A worker that stops when empty found nothing to send: say what waits, and why."""
+    waiting = await store.waiting(blocked.skipped()) if blocked.skipped() else {}
+    for issuer, count in sorted(waiting.items()):
+        log.warning(
+            "outbox worker stops: %d entr%s of %s wait: %s",
+            count,
+            "y" if count == 1 else "ies",
+            f"issuer {issuer}" if issuer else "no issuer",
+            blocked.why(issuer),
+            extra={"invoicing.issuer": issuer},
+        )
     parked = await store.parked()
     if parked:
         log.warning(
@@ -445,28 +302,181 @@ async def _stopping(store: Store) -> None:
         )
 
 
-#: The longest wait between two looks at an unavailable outbox database.
-_MAX_BACKOFF = 5.0
-#: The longest pause of a worker whose batch stopped (its breaker opened).
-_MAX_PAUSE = 60.0
+async def until_available(
+    check: Callable[[], Awaitable[object]],
+    stop: asyncio.Event | None,
+    *,
+    error: LedgerError | None = None,
+) -> bool:
+    """Until ``check()`` does not fail with the database unavailable: one WARNING, one INFO.
 
-
-async def _wait_for(store: Store, error: LedgerError) -> None:
-    """Wait until the outbox database answers again: one WARNING, one INFO."""
+    With ``error``, the database went away (``check`` is not run first); without, this
+    is a start and ``check`` the first look at it. Waits with capped, jittered backoff.
+    Returns ``False`` if ``stop`` was set meanwhile. Another failure of ``check`` (a
+    configuration failure) is raised.
+    """
+    waits = Backoff(0.1, _MAX_BACKOFF)  # equal jitter: a fleet spreads out
+    if error is None:
+        try:
+            await check()
+        except LedgerError as exc:
+            if exc.reason != "unavailable":
+                raise
+            error = exc
+        else:
+            return True
     log.warning(
-        "the outbox database is unavailable (%s); the worker waits for it, and the entries "
-        "it held are sent again once it answers",
+        "the outbox database is unavailable (%s); the worker waits for it, and sends "
+        "what the outbox holds once it answers",
         error,
     )
-    waits = Backoff(0.1, _MAX_BACKOFF)  # equal jitter: a fleet spreads out
-    while True:
-        await asyncio.sleep(waits.next())
+    while not (stop is not None and stop.is_set()):
+        await _sleep(waits.next(), stop)
         try:
-            await store.remaining()
+            await check()
         except LedgerError as exc:
             if exc.reason != "unavailable":
                 raise
             log.debug("the outbox database is still unavailable: %s", exc)
         else:
             log.info("the outbox database answers again: the worker goes on")
+            return True
+    return False
+
+
+async def _sleep(seconds: float, stop: asyncio.Event | None) -> None:
+    """Wait ``seconds``, or until ``stop`` is set."""
+    if stop is None:
+        await asyncio.sleep(seconds)
+        return
+    asked = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({asked}, timeout=seconds)
+    finally:
+        asked.cancel()
+
+
+class _Wait:
+    """One issuer whose documents wait: why, until when, and the next wait."""
+
+    __slots__ = ("until", "waits", "why")
+
+    def __init__(self, why: str, recheck: float) -> None:
+        self.why = why
+        self.waits = Backoff(max(recheck, 0.001), max(recheck, _MAX_RECHECK), jitter="none")
+        #: Loop time its entries are claimed again; ``None``: tried again now (the
+        #: current batch sends them, and its refusal makes it wait again).
+        self.until: float | None = None
+
+
+class _Blocked:
+    """The issuers whose documents wait for an operator (see the module docstring).
+
+    Told by the feed of the issuers the batch stopped, and of every outcome; it says
+    which issuers are not claimed now and when a new batch should try one again.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        channels = engine.channels
+        self._issuers = channels if isinstance(channels, Issuers) else None
+        self._recheck = self._issuers.recheck_refused if self._issuers is not None else 0.0
+        self._revision = self._issuers.revision if self._issuers is not None else 0
+        # Kept with the pool: a drainer's passes (one run each) and the workers of one
+        # pool wait for the same issuers, each told once.
+        self._waiting: dict[str, _Wait] = self._issuers.waiting if self._issuers else {}
+        self._seen: set[str | None] = set()  # the current batch's stopped issuers
+        self._batch: Batch | None = None
+        self._stops = 0  # how many issuers the current batch had stopped when looked at
+        self._looked = float("-inf")
+
+    def observe(self, batch: Batch) -> None:
+        """The issuers ``batch`` stopped wait (a pool's batch only)."""
+        if self._batch is not batch:
+            self._batch, self._seen, self._stops = batch, set(), 0
+        stopped = batch.stopped_issuers
+        if len(stopped) == self._stops or self._issuers is None:
             return
+        self._stops = len(stopped)
+        for issuer, error in stopped.items():
+            if issuer not in self._seen and issuer is not None:
+                self._seen.add(issuer)
+                self._stopped(issuer, error)
+
+    def outcome(self, outcome: Outcome) -> None:
+        """An outcome: an issuer without credentials waits; one that answered goes on."""
+        if self._issuers is None:
+            return
+        # A document naming no issuer is stored with none (""), and waits as one.
+        issuer = outcome.issuer or ""
+        error = outcome.error
+        if error is not None and needs_operator(error):
+            if issuer not in self._seen:
+                self._seen.add(issuer)
+                self._stopped(issuer, error)
+        elif outcome.status in _ANSWERED and self._waiting.pop(issuer, None) is not None:
+            log.info(
+                "outbox worker: issuer %s's documents are sent again",
+                issuer,
+                extra={"invoicing.issuer": issuer},
+            )
+
+    def skipped(self) -> Sequence[str]:
+        """The issuers whose entries are not claimed now."""
+        now = _now()
+        return [
+            issuer
+            for issuer, wait in self._waiting.items()
+            if wait.until is not None and now < wait.until
+        ]
+
+    def why(self, issuer: str) -> str:
+        """Why ``issuer``'s documents wait."""
+        wait = self._waiting.get(issuer)
+        return wait.why if wait is not None else "unknown"
+
+    def due(self) -> bool:
+        """Whether a waiting issuer is to be tried again (by a new batch).
+
+        Its wait is over, or the pool's credentials changed (a credentials file replaced).
+        """
+        if not self._waiting or self._issuers is None:
+            return False
+        now = _now()
+        if now - self._looked >= _LOOK_EVERY:
+            self._looked = now
+            revision = self._issuers.refresh()
+            if revision != self._revision:
+                self._revision = revision
+                for wait in self._waiting.values():
+                    if wait.until is not None:
+                        wait.until = now
+        due = False
+        for wait in self._waiting.values():
+            if wait.until is not None and wait.until <= now:
+                wait.until = None  # tried by the next batch: waits again if stopped
+                due = True
+        return due
+
+    def _stopped(self, issuer: str, error: InvoicingError) -> None:
+        if self._issuers is not None:
+            self._issuers.distrust(issuer)  # its credentials resolved again when tried
+        wait = self._waiting.get(issuer)
+        first = wait is None
+        if wait is None:
+            wait = self._waiting[issuer] = _Wait(str(error), self._recheck)
+        wait.why = str(error)
+        seconds = wait.waits.next()
+        wait.until = _now() + seconds
+        log.log(
+            logging.WARNING if first else logging.INFO,  # INFO after every new try
+            "outbox worker: %s wait: %s; tried again in %.0f s, or as soon as the "
+            "credentials change (a credentials file replaced, SIGHUP)",
+            f"issuer {issuer}'s documents" if issuer else "documents that name no issuer",
+            error,
+            seconds,
+            extra={"invoicing.issuer": issuer},
+        )
+
+
+def _now() -> float:
+    return asyncio.get_running_loop().time()

@@ -46,16 +46,21 @@ from ._ledger._deferrals import SqliteDeferrals as _SqliteDeferrals
 from ._ledger._enqueue import ready as _ready
 from ._ledger._entry import IN_FLIGHT, PARKED, PENDING, LedgerEntry
 from ._ledger._postgres_outbox import PostgresStore as _PostgresStore
+from ._ledger._postgres_outbox import described as _described
 from ._ledger._sqlite_ledger import Ledger as _Ledger
 from ._ledger._sqlite_ledger import file_of as _file_of
 from ._ledger._sqlite_ledger import let_go as _let_go
+from ._ledger._sqlite_outbox import SqliteStore as _SqliteStore
 from ._ledger._sqlite_outbox import insert as _insert
 from ._ledger._sqlite_outbox import worker_store as _worker_store
 from ._retry import RetryPolicy as _RetryPolicy
 from ._surface import engine_of as _engine_of
+from ._worker import DEFAULT_GRACE as _DEFAULT_GRACE
 from ._worker import run_worker as _run_worker
+from ._worker import until_available as _until_available
 
 if typing.TYPE_CHECKING:
+    import asyncio
     import sqlite3
     from collections.abc import AsyncIterator, Callable, Iterable
     from types import TracebackType
@@ -107,6 +112,23 @@ class _Outbox:
     async def _unlock(self) -> None:
         """Give back what :meth:`_store` took for a worker."""
 
+    async def _ready(self, stop: asyncio.Event | None) -> bool:  # noqa: ARG002  (SQLite: a file)
+        """Set up for a worker; ``False`` if stopped while waiting for the database."""
+        return True
+
+    async def ping(self) -> None:
+        """Return once the outbox's database answers a trivial query (a readiness probe).
+
+        :raises LedgerError: it does not (``unavailable``: down or unreachable; another
+            reason: it refuses the configuration).
+
+        .. versionadded:: 0.5.0
+        """
+        await (await self._probe()).ping()
+
+    async def _probe(self) -> Store:
+        raise NotImplementedError
+
     async def run_worker(
         self,
         client: InvoicingClient | IssuerPool,
@@ -116,8 +138,10 @@ class _Outbox:
         retry: RetryPolicy | None = None,
         lease: float = 30.0,
         poll: float = 1.0,
+        grace: float = _DEFAULT_GRACE,
+        stop: asyncio.Event | None = None,
     ) -> dict[OutcomeStatus, int]:
-        """Claim entries and submit them with ``client`` until cancelled.
+        """Claim entries and submit them with ``client`` until stopped.
 
         ``client`` may be an :class:`~invoicing_async.IssuerPool`: each entry is sent
         with the credentials of the issuer stored with it, each issuer isolated (its
@@ -133,26 +157,52 @@ class _Outbox:
         the provider answers it 500, or resets its connection, every time) is parked
         (status :data:`PARKED`, a WARNING says so) until :meth:`retry` re-queues it.
         When the provider refuses the configuration (the batch's circuit breaker
-        opens), the worker pauses (up to a minute) and tries again.
+        opens), the worker pauses (up to a minute) and tries again. With a pool, an
+        issuer whose credentials the provider refuses (or that the pool has none for)
+        waits alone: its entries are left to other workers, and it is tried again after
+        the pool's ``recheck_refused`` (doubling while they stay refused) or as soon as
+        the pool's credentials change (``reload_credentials()``, a credentials file
+        replaced): the new key is used without a restart.
+
+        A stop is graceful: set ``stop``, or cancel the worker (a second cancellation
+        stops it at once): it claims nothing more and starts no request, lets the
+        requests out end within ``grace`` seconds, then puts back every entry it holds,
+        fenced by its lease (those never sent untouched; those cut off knowing that
+        they may have been committed: re-sent, answered ``409``). The database may be
+        down when the worker starts, or go away while it runs: it waits for it (one
+        WARNING, capped jittered backoff) and goes on; only a configuration failure
+        (:class:`~invoicing_async.LedgerError` other than ``unavailable``: refused
+        database credentials, a table of a newer format) ends it.
 
         :param concurrency: requests in flight at once (at most the client's pool).
         :param stop_when_empty: return once no entry is pending or in flight (waiting
             for entries backing off, and for other workers' claims to end or expire),
-            or when the provider refuses the configuration. Parked entries wait for
-            nobody: a WARNING says how many remain.
+            or when the provider refuses the configuration. Parked entries, and those of
+            issuers whose credentials are refused, wait for an operator, not for the
+            worker: a WARNING says how many remain, and whose.
         :param retry: the :class:`~invoicing_async.RetryPolicy` of every entry: within a
             round (``max_attempts`` …) and across rounds (``max_rounds``, ``round_delay``,
             ``max_round_delay``).
         :param lease: seconds a claim lasts without a heartbeat (a third of it apart).
         :param poll: seconds between looks at an empty outbox.
-        :returns: how many outcomes of each status this worker recorded.
+        :param grace: seconds the requests out may take to end once the worker is asked
+            to stop; then they are cut off.
+        :param stop: set it to stop the worker gracefully: it returns its counts.
+        :returns: how many outcomes of each status this worker recorded (written to the
+            outbox: an outcome lost with the database is counted once, when the entry
+            is sent again).
 
         .. versionchanged:: 0.4.0 poison documents are parked after ``max_rounds``
            failed rounds, with a growing wait between rounds; ``client`` may be an
            :class:`~invoicing_async.IssuerPool`; claims are fair across issuers.
+        .. versionchanged:: 0.5.0 ``grace`` and ``stop``: a graceful stop; the
+           database may be down at start; an issuer's refused credentials are resolved
+           again; the counts are of outcomes written.
         """
         store = await self._store()
         try:
+            if not await self._ready(stop):
+                return {}
             return await _run_worker(
                 store,
                 _engine_of(client),
@@ -162,6 +212,8 @@ class _Outbox:
                 lease=lease,
                 poll=poll,
                 name=repr(self),
+                grace=grace,
+                stop=stop,
             )
         finally:
             await self._unlock()
@@ -181,9 +233,14 @@ class PostgresOutbox(_Outbox):
 
     def __init__(self, dsn: str, *, pool_size: int = 4) -> None:
         self._db = _PostgresStore(dsn, pool_size=pool_size)
+        self._name = _described(dsn)
 
     def __repr__(self) -> str:
-        return "PostgresOutbox(...)"  # the DSN may hold a password
+        """Which database: user, host, port and database; never the password.
+
+        Also the outbox's name on its gauges (``invoicing.outbox``).
+        """
+        return f"PostgresOutbox({self._name!r})"
 
     async def setup(self) -> None:
         """Create (or migrate) the table and its indexes; every worker may call it."""
@@ -195,6 +252,13 @@ class PostgresOutbox(_Outbox):
 
     async def _store(self) -> Store:
         return self._db
+
+    async def _probe(self) -> Store:
+        return self._db
+
+    async def _ready(self, stop: asyncio.Event | None) -> bool:
+        """Set the table up, waiting for a database that is not there yet."""
+        return await _until_available(self._db.setup, stop)
 
     async def enqueue(
         self,
@@ -304,6 +368,10 @@ class SqliteOutbox(_Outbox):
 
     async def _unlock(self) -> None:
         _let_go(self.ledger)  # the lock _worker_store took
+
+    async def _probe(self) -> Store:
+        await self.ledger.open()
+        return _SqliteStore(_file_of(self.ledger))
 
     async def enqueue(
         self,

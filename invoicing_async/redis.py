@@ -29,11 +29,13 @@ How it stays correct with many processes on many hosts:
 * **Secrets.** Keys are named by client id and a digest of environment, client id and
   API key (never the key itself); values can be encrypted with AES-256-GCM under a key
   you supply (``encryption_key``), bound to the key name they are stored under.
-* **Redis down or slow.** Every Redis call has a timeout; on any failure the process
-  falls back to its in-process single flight (one WARNING until Redis answers again) and
-  tries Redis again after ``retry_after`` seconds. An extra token request is acceptable,
-  a failed invoice is not. Meanwhile a process renews with client credentials: the
-  refresh token it knows is the fleet's, which a sibling may have rotated already.
+* **Redis down or slow** (when the process starts, too: a fleet starts in any order).
+  Every Redis call has a timeout; on any failure the process falls back to its
+  in-process single flight (one WARNING until Redis answers again) and tries Redis again
+  after a capped, jittered backoff (half a second, doubling up to ``retry_after``
+  seconds). An extra token request is acceptable, a failed invoice is not. Meanwhile a
+  process renews with client credentials: the refresh token it knows is the fleet's,
+  which a sibling may have rotated already.
 * **Redis back.** Sharing resumes with the next call: a call that meets a connection
   the restart closed is tried once more on a new one, and the pool's idle connections
   are dropped after a failure, so stale connections cost no fallback (and no token
@@ -62,6 +64,7 @@ from redis.exceptions import RedisError as _RedisError
 
 from . import _sharedtoken as _shared
 from ._log import auth as _log
+from ._retry import Backoff as _Backoff
 
 if _typing.TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -100,8 +103,9 @@ class RedisTokenStore:
     :param timeout: seconds any Redis call may take before Redis counts as unavailable.
     :param poll_interval: longest wait between looks at the lock while waiting for a
         sibling's token, should a pub/sub message be lost.
-    :param retry_after: seconds Redis is left alone after a failure (the process fetches
-        its own tokens meanwhile).
+    :param retry_after: the most seconds Redis is left alone after failures (the process
+        fetches its own tokens meanwhile): half a second after the first, doubling (with
+        jitter) while it keeps failing.
     :param safety_margin: seconds taken off a stored token's remaining lifetime (at most a
         twentieth of the lifetime), for the time between Redis's answer and its use.
 
@@ -144,7 +148,6 @@ class RedisTokenStore:
         self._lock_ms = max(1, round(lock_ttl * 1000))
         self._timeout = timeout
         self._poll = poll_interval
-        self._retry_after = retry_after
         self._margin = safety_margin
         self._acquire = self._redis.register_script(_shared.ACQUIRE)
         self._extend = self._redis.register_script(_shared.EXTEND)
@@ -154,6 +157,7 @@ class RedisTokenStore:
         self._discard = self._redis.register_script(_shared.DISCARD)
         self._degraded = False
         self._bypass_until = float("-inf")
+        self._waits = _Backoff(min(0.5, retry_after), retry_after)  # equal jitter
         self._quiet_until = float("-inf")
 
     def __repr__(self) -> str:
@@ -353,6 +357,7 @@ class RedisTokenStore:
             raise _TroubleError(type(exc).__name__) from exc
         if self._degraded:
             self._degraded = False
+            self._waits.reset()
             _log.info("the Redis token store answers again: tokens are shared again")
         return result
 
@@ -388,7 +393,7 @@ class RedisTokenStore:
     def _trouble(self, error: _TroubleError) -> None:
         cause = error.__cause__
         now = _time.monotonic()
-        self._bypass_until = now + self._retry_after
+        self._bypass_until = now + self._waits.next()
         if self._degraded:
             return
         self._degraded = True

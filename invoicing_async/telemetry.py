@@ -12,11 +12,16 @@ This module holds the two switches an operator may want beyond configuring the S
     server = serve_metrics(9464)       # Prometheus scrapes http://127.0.0.1:9464/metrics
     send_traceparent()                 # the provider gets the W3C traceparent header
 
+The metrics port answers the health probes an orchestrator asks for too: ``/healthz``
+(the event loop answers) and ``/readyz`` (besides, what ``serve_metrics(ready=...)``
+checks: a database reachable, a key loaded, the worker not stopping).
+
 .. versionadded:: 0.4.0
 """
 
 from __future__ import annotations
 
-from ._telemetry import MetricsServer, send_traceparent, serve_metrics
+from ._metrics_server import MetricsServer, serve_metrics
+from ._telemetry import send_traceparent
 
 __all__ = ["MetricsServer", "send_traceparent", "serve_metrics"]

@@ -29,6 +29,7 @@ async def enqueue_sqlite(path: Path, invoices: list[dict]) -> None:
         await outbox.enqueue(invoices, connection=connection)
     connection.close()
     # endregion enqueue-sqlite
+    await outbox.close()  # its writer thread ends (the worker opens the file again)
 
 
 async def enqueue_postgres(dsn: str, invoices: list[dict]) -> None:

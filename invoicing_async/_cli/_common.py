@@ -18,6 +18,7 @@ from invoicing_async._client import InvoicingClient
 from invoicing_async._credentials import (
     ENV_CREDENTIALS_FILE,
     ENV_CREDENTIALS_RESOLVER,
+    CredentialsFile,
     issuer_credentials,
 )
 from invoicing_async._env import (
@@ -50,20 +51,28 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
+    "ENV_LEDGER",
     "DeprecatedOption",
     "UsageError",
+    "add_concurrency",
     "add_credentials",
     "add_verbosity",
     "attach_progress",
     "configure_logging",
     "issuers",
     "key_and_tls",
+    "ledger_url",
+    "parked_hint",
     "sender",
     "settings",
+    "shown_url",
     "verbosity",
 ]
 
 LIBRARY_LOGGER = "invoicing_async"
+ENV_CREDENTIALS_RECHECK = "INVOICING_CREDENTIALS_RECHECK"
+#: The ledger or outbox (a SQLite file or a ``postgresql://`` URL) when ``--ledger`` is not given.
+ENV_LEDGER = "INVOICING_LEDGER"
 #: Documents in flight by default: the library's own default (``submit_stream``,
 #: ``run_worker``), so the command and the code behave the same.
 DEFAULT_CONCURRENCY = 32
@@ -101,6 +110,17 @@ def add_verbosity(parser: argparse.ArgumentParser) -> None:
         action="count",
         default=argparse.SUPPRESS,
         help="log what happens: -v retries and requests (INFO), -vv everything (DEBUG)",
+    )
+
+
+def add_concurrency(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--concurrency N``: documents in flight, the library's default by default."""
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        metavar="N",
+        help=f"documents in flight ({DEFAULT_CONCURRENCY})",
     )
 
 
@@ -144,7 +164,18 @@ def add_credentials(
                 "names: FILE holds a JSON object {TIN: API key} or CSV lines TIN,API key "
                 f"(default: ${ENV_CREDENTIALS_FILE}, or the resolver named by "
                 f"${ENV_CREDENTIALS_RESOLVER}=package.module:function); --client-id and "
-                "the API key are then not needed"
+                "the API key are then not needed. A file is read again when it changes, "
+                "and on SIGHUP"
+            ),
+        )
+        group.add_argument(
+            "--credentials-recheck",
+            type=float,
+            metavar="SECONDS",
+            help=(
+                "when the provider refuses an issuer's API key, ask the resolver (or the "
+                "file) for it again after SECONDS, doubling while it stays refused "
+                f"(default: ${ENV_CREDENTIALS_RECHECK}, else 30)"
             ),
         )
     if provider_key:
@@ -163,7 +194,7 @@ def add_credentials(
 
 def issuers(
     args: argparse.Namespace, *, environ: dict[str, str] | None = None
-) -> dict[str, str] | Resolver | None:
+) -> CredentialsFile | Resolver | None:
     """Many issuers' credentials (``--credentials`` or the variables), or ``None``.
 
     See :mod:`invoicing_async._credentials`; an unreadable file or resolver is a
@@ -177,15 +208,64 @@ def issuers(
         raise UsageError(str(exc)) from None
 
 
+def ledger_url(args: argparse.Namespace) -> str:
+    """The ledger or outbox ``--ledger`` (or ``$INVOICING_LEDGER``) names."""
+    url: str | None = args.ledger or os.environ.get(ENV_LEDGER)
+    if not url:
+        raise UsageError(f"missing --ledger or {ENV_LEDGER} (a SQLite file or postgresql:// URL)")
+    return url
+
+
+def shown_url(url: str) -> str:
+    """An outbox's URL without a password (a command line to copy is printed)."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, place = rest.rpartition("@")
+    if not sep or not at or ":" not in credentials:
+        return url
+    return f"{scheme}://{credentials.split(':', 1)[0]}:***@{place}"
+
+
+def parked_hint(parked: int, url: str) -> str:
+    """What to do about parked entries, in words."""
+    return (
+        f"{parked} parked entr{'y' if parked == 1 else 'ies'} need attention: see "
+        f"'invoicing-async ledger show --status parked --ledger {shown_url(url)}', send them "
+        "again with 'ledger retry --status parked'"
+    )
+
+
 def sender(
     found: Settings,
-    credentials: dict[str, str] | Resolver | None,
+    credentials: CredentialsFile | Resolver | None,
+    *,
+    args: argparse.Namespace | None = None,
     **options: Any,
 ) -> InvoicingClient | IssuerPool:
-    """What sends: a pool of the issuers' ``credentials`` when given, else the client."""
+    """What sends: a pool of the issuers' ``credentials`` when given, else the client.
+
+    ``args``: the pool's ``--credentials-recheck`` (or its variable).
+    """
     if credentials is not None:
+        if args is not None:
+            options["recheck_refused"] = _recheck(args)
         return IssuerPool(str(found.base_url), credentials, **options)
     return InvoicingClient(str(found.base_url), str(found.client_id), str(found.api_key), **options)
+
+
+def _recheck(args: argparse.Namespace) -> float:
+    """The seconds ``--credentials-recheck`` (or its variable) gives; 30 by default."""
+    value = getattr(args, "credentials_recheck", None)
+    if value is None:
+        text = os.environ.get(ENV_CREDENTIALS_RECHECK, "").strip()
+        try:
+            value = float(text) if text else 30.0
+        except ValueError:
+            raise UsageError(
+                f"${ENV_CREDENTIALS_RECHECK}={text!r} is not a number of seconds"
+            ) from None
+    if not value >= 0:
+        raise UsageError("--credentials-recheck must be 0 seconds or more")
+    return float(value)
 
 
 def settings(
@@ -229,7 +309,11 @@ def key_and_tls(
     key = None
     if not json_only:
         if not found.provider_key:
-            raise UsageError("missing --provider-key or $INVOICING_PROVIDER_KEY (or use --json)")
+            raise UsageError(
+                f"missing the provider's public key: documents are encrypted to it; give "
+                f"--provider-key FILE or ${ENV_PROVIDER_KEY} (the provider publishes it; "
+                "'invoicing-async key FILE' checks a key file)"
+            )
         key = ProviderKey.from_file(found.provider_key, fingerprint=found.fingerprint)
     try:
         return key, ssl_context(found.ca_file)

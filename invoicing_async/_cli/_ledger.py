@@ -1,10 +1,11 @@
-"""The ledger and outbox subcommands: ``outbox enqueue|status``, ``worker``, ``ledger``.
+"""The ledger and outbox subcommands: ``outbox enqueue|status``, ``ledger``; ``worker``.
 
 ``--ledger`` (or ``$INVOICING_LEDGER``) names a SQLite file or a ``postgresql://`` URL.
 Everything goes through the public API (:mod:`invoicing_async.outbox`,
-:class:`~invoicing_async.Ledger`). Commands that read or mark entries never create a
-ledger: a mistyped path is an error, not an empty ledger. ``journal`` is the old name
-of ``ledger``, kept working (hidden) with a deprecation note.
+:class:`~invoicing_async.Ledger`); ``worker`` is :mod:`._worker`'s, listed here. Commands
+that read or mark entries never create a ledger: a mistyped path is an error, not an
+empty ledger. ``journal`` is the old name of ``ledger``, kept working (hidden) with a
+deprecation note.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -21,20 +21,17 @@ from invoicing_async._errors import LedgerError
 from invoicing_async._ledger._entry import PARKED, PENDING, STATES
 from invoicing_async._ledger._sqlite_ledger import Ledger
 from invoicing_async._outcomes import OutcomeStatus
-from invoicing_async._retry import RetryPolicy
 from invoicing_async.outbox import LedgerEntry, PostgresOutbox, open_outbox
-from invoicing_async.telemetry import serve_metrics
 
+from . import _worker
 from ._checking import add_check, report
 from ._common import (
-    DEFAULT_CONCURRENCY,
+    ENV_LEDGER,
     UsageError,
-    add_credentials,
     add_verbosity,
-    issuers,
-    key_and_tls,
-    sender,
-    settings,
+    ledger_url,
+    parked_hint,
+    shown_url,
 )
 from ._input import Unreadable, read
 
@@ -46,7 +43,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DEPRECATED_COMMANDS", "register"]
 
-ENV_LEDGER = "INVOICING_LEDGER"
 _STATUSES = [*STATES, *(status.value for status in OutcomeStatus)]
 #: Old names of commands: they work, are not listed, and print a deprecation note.
 DEPRECATED_COMMANDS = {"journal": "ledger"}
@@ -71,21 +67,10 @@ def _entry_json(entry: LedgerEntry) -> str:
     )
 
 
-def _url(args: argparse.Namespace) -> str:
-    url: str | None = args.ledger or os.environ.get(ENV_LEDGER)
-    if not url:
-        raise UsageError(f"missing --ledger or {ENV_LEDGER} (a SQLite file or postgresql:// URL)")
-    return url
-
-
-def _outbox(args: argparse.Namespace) -> Any:
-    return open_outbox(_url(args))
-
-
 @contextlib.asynccontextmanager
 async def _existing(args: argparse.Namespace) -> AsyncIterator[Ledger | PostgresOutbox]:
     """The ledger or outbox ``--ledger`` names, which must exist (nothing is created)."""
-    url = _url(args)
+    url = ledger_url(args)
     store = open_outbox(url)
     if isinstance(store, PostgresOutbox):
         async with store:
@@ -122,7 +107,7 @@ async def _enqueue(args: argparse.Namespace) -> int:
         )
     if not documents:
         raise UsageError("no documents: nothing to enqueue")
-    async with _outbox(args) as outbox:
+    async with open_outbox(ledger_url(args)) as outbox:
         keys = await outbox.enqueue(documents, encrypted=not args.json, issuer=args.issuer)
     skipped = f", {refused} skipped: the provider would refuse them" if refused else ""
     print(f"enqueued {len(keys)} document(s){skipped}", file=sys.stderr)
@@ -138,68 +123,6 @@ async def _status(args: argparse.Namespace) -> int:
         return 1
     print(_entry_json(entry))
     return 0
-
-
-async def _worker(args: argparse.Namespace) -> int:
-    credentials = issuers(args)
-    found = settings(args, many=credentials is not None)
-    key, ssl = key_and_tls(found, json_only=args.json)
-    if args.max_rounds < 0:
-        raise UsageError("--max-rounds must be 0 (never park) or more")
-    policy = RetryPolicy(attempt_timeout=args.timeout, max_rounds=args.max_rounds or None)
-    async with (
-        _metrics(args),
-        _outbox(args) as outbox,
-        sender(found, credentials, provider_key=key, ssl=ssl) as client,
-    ):
-        counts = await outbox.run_worker(
-            client, concurrency=args.concurrency, stop_when_empty=args.until_empty, retry=policy
-        )
-        parked = (await outbox.counts()).get(PARKED, 0)
-    done = ", ".join(f"{n} {status.value}" for status, n in counts.items()) or "nothing sent"
-    if parked:
-        done += f"; {_parked_hint(parked, _url(args))}"
-    print(f"worker done: {done}", file=sys.stderr)
-    return 0
-
-
-def _parked_hint(parked: int, url: str) -> str:
-    """What to do about parked entries, in words."""
-    return (
-        f"{parked} parked entr{'y' if parked == 1 else 'ies'} need attention: see "
-        f"'invoicing-async ledger show --status parked --ledger {_shown(url)}', send them "
-        "again with 'ledger retry --status parked'"
-    )
-
-
-def _shown(url: str) -> str:
-    """An outbox's URL without a password (a command line to copy is printed)."""
-    scheme, sep, rest = url.partition("://")
-    credentials, at, place = rest.rpartition("@")
-    if not sep or not at or ":" not in credentials:
-        return url
-    return f"{scheme}://{credentials.split(':', 1)[0]}:***@{place}"
-
-
-@contextlib.asynccontextmanager
-async def _metrics(args: argparse.Namespace) -> AsyncIterator[None]:
-    """The Prometheus endpoint ``--metrics-port`` asks for, while the worker runs."""
-    if args.metrics_port is None:
-        yield
-        return
-    try:
-        server = serve_metrics(args.metrics_port, args.metrics_host)
-    except ImportError as exc:
-        raise UsageError(str(exc)) from None
-    except OSError as exc:
-        raise UsageError(
-            f"cannot serve metrics on {args.metrics_host}:{args.metrics_port}: {exc.strerror}"
-        ) from None
-    print(f"metrics: {server.url}", file=sys.stderr, flush=True)
-    try:
-        yield
-    finally:
-        server.close()
 
 
 def _entry_line(entry: LedgerEntry) -> str:
@@ -238,11 +161,11 @@ def _counts_line(where: str, counts: dict[str, int]) -> str:
 async def _show(args: argparse.Namespace) -> int:
     async with _existing(args) as store:
         counts = await store.counts()
-        summary = _counts_line(f"ledger {_shown(_url(args))}", counts)
+        summary = _counts_line(f"ledger {shown_url(ledger_url(args))}", counts)
         if args.status:
             summary += f"; showing {args.status}"
         if counts.get(PARKED):
-            summary += f"\n{_parked_hint(counts[PARKED], _url(args))}"
+            summary += f"\n{parked_hint(counts[PARKED], ledger_url(args))}"
         print(summary, file=sys.stderr if args.json else sys.stdout)
         async for entry in store.entries(args.status):
             if args.issuer is None or entry.issuer == args.issuer:
@@ -383,59 +306,7 @@ def register(commands: Commands) -> None:
     _ledger_option(status)
     status.set_defaults(handler=_status)
 
-    worker = commands.add_parser(
-        "worker",
-        help="send what an outbox holds (run many)",
-        description="Claim the outbox's entries and submit them, with safe retries, "
-        "until stopped (Ctrl-C, SIGTERM) or, with --until-empty, until nothing is "
-        "pending. Run as many workers as you like on PostgreSQL (one per SQLite file); "
-        "a worker that dies leaves its entries to the others. An entry that fails again "
-        "waits longer after every round; after --max-rounds rounds that failed with an "
-        "unknown outcome (a poison document) it is parked: 'ledger show --status parked' "
-        "lists them, 'ledger retry' sends them again.",
-    )
-    add_credentials(worker, provider_key=True, many=True)
-    _ledger_option(worker)
-    worker.add_argument(
-        "--json", action="store_true", help="no provider key: send to /Invoice/json"
-    )
-    worker.add_argument(
-        "--concurrency",
-        type=int,
-        default=DEFAULT_CONCURRENCY,
-        metavar="N",
-        help=f"documents in flight ({DEFAULT_CONCURRENCY})",
-    )
-    worker.add_argument(
-        "--timeout", type=float, default=30.0, metavar="SECONDS", help="for one attempt (30)"
-    )
-    worker.add_argument(
-        "--until-empty",
-        action="store_true",
-        help="exit once nothing is pending or in flight (parked entries wait for a retry)",
-    )
-    worker.add_argument(
-        "--max-rounds",
-        type=int,
-        default=RetryPolicy().max_rounds,
-        metavar="N",
-        help="park an entry after N rounds that failed with an unknown outcome (a poison "
-        f"document); 0: never ({RetryPolicy().max_rounds})",
-    )
-    worker.add_argument(
-        "--metrics-port",
-        type=int,
-        metavar="PORT",
-        help="serve metrics for Prometheus on this port (0: any free port, printed); "
-        "needs the 'prometheus' extra",
-    )
-    worker.add_argument(
-        "--metrics-host",
-        default="127.0.0.1",
-        metavar="ADDRESS",
-        help="the address --metrics-port listens on (127.0.0.1; 0.0.0.0 for every interface)",
-    )
-    worker.set_defaults(handler=_worker)
+    _worker.register(commands)
 
     _add_ledger_command(commands, "ledger")
     for old in DEPRECATED_COMMANDS:

@@ -6,7 +6,9 @@ a time, so whatever was submitted before a failure is in the output file.
 
 Exit status: 0 all documents accepted (or the check passed), 1 some document was not
 accepted (or the check failed), 2 bad usage or input, 130 interrupted, 141 the output
-pipe was closed (``| head``), quietly.
+pipe was closed (``| head``), quietly. ``worker`` and ``submit`` add theirs for services
+(:mod:`._service`): 3 a drain that left entries for an operator, 78 a refused
+configuration, 128 + the signal when a signal stopped them.
 
 Subcommands live in modules that expose ``register(commands)`` (see :mod:`._common`);
 :data:`MODULES` lists this package's. Other distributions add theirs through the
@@ -39,6 +41,7 @@ from ._common import (
     settings,
     verbosity,
 )
+from ._service import add_token_store, token_cache
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -61,9 +64,17 @@ async def _cmd_token(args: argparse.Namespace) -> int:
         context = ssl_context(found.ca_file)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    async with InvoicingClient(
-        base_url, str(found.client_id), str(found.api_key), token_attempts=2, ssl=context
-    ) as client:
+    async with (
+        token_cache(args) as cache,
+        InvoicingClient(
+            base_url,
+            str(found.client_id),
+            str(found.api_key),
+            token_attempts=2,
+            ssl=context,
+            token_cache=cache,
+        ) as client,
+    ):
         token = await client.token()
     print(
         f"credentials accepted by {base_url}: {token.token_type} token valid for "
@@ -111,6 +122,7 @@ def register(commands: Commands) -> None:
     )
     add_verbosity(token)
     add_credentials(token)
+    add_token_store(token)
     token.add_argument("--show-token", action="store_true", help="print the access token")
     token.set_defaults(handler=_cmd_token)
 

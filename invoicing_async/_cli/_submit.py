@@ -31,9 +31,9 @@ from invoicing_async.documents import checked
 
 from ._checking import add_check, report
 from ._common import (
-    DEFAULT_CONCURRENCY,
     DeprecatedOption,
     UsageError,
+    add_concurrency,
     add_credentials,
     add_verbosity,
     attach_progress,
@@ -44,6 +44,7 @@ from ._common import (
 )
 from ._input import NotRead, Source, Unreadable, count_documents, read
 from ._output import Progress, Tally, summary, write_record
+from ._service import Signals, add_grace, add_token_store, grace_of, token_cache
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterator
@@ -62,8 +63,11 @@ def register(commands: Commands) -> None:
             "Submit JSON documents (invoices) from files, directories of *.json / *.jsonl "
             "files, or standard input, with bounded concurrency and safe retries. One JSON "
             "line per input entry is written (outcome, source file and line); a summary and "
-            "a progress line go to stderr. Exit status: 0 all accepted, 1 some not, 2 bad "
-            "usage or no documents, 130 interrupted."
+            "a progress line go to stderr. SIGTERM or SIGINT stops it gracefully: nothing "
+            "more is read, the documents read already may end within --grace seconds, then "
+            "the summary says how to resume; a second signal stops it at once. Exit status: 0 "
+            "all accepted, 1 some not, 2 bad usage or no documents, 130 interrupted (SIGINT, "
+            "Ctrl-C), 143 stopped by SIGTERM."
         ),
     )
     add_verbosity(submit)
@@ -79,13 +83,7 @@ def register(commands: Commands) -> None:
     options.add_argument(
         "--json", action="store_true", help="send to /Invoice/json, unencrypted (no key needed)"
     )
-    options.add_argument(
-        "--concurrency",
-        type=int,
-        default=DEFAULT_CONCURRENCY,
-        metavar="N",
-        help=f"documents in flight ({DEFAULT_CONCURRENCY})",
-    )
+    add_concurrency(options)
     options.add_argument(
         "--timeout",
         type=float,
@@ -129,6 +127,8 @@ def register(commands: Commands) -> None:
         "--no-progress", action="store_true", help="no progress line, even on a terminal"
     )
     add_check(options)
+    add_grace(options)
+    add_token_store(submit)
     submit.set_defaults(handler=_submit)
 
 
@@ -264,18 +264,7 @@ async def _submit(args: argparse.Namespace) -> int:
         raise UsageError("--concurrency must be at least 1")
     sources = _check_input(args)
     key, ssl = key_and_tls(found, json_only=args.json)
-    progress_wanted = not args.no_progress and sys.stderr.isatty()
-    # Reading counts against the deadline too: a huge input must not outlast it.
-    limits: dict[str, Any] = {
-        "max_size": args.max_document_size,
-        "deadline": None if args.deadline is None else time.monotonic() + args.deadline,
-    }
-    tally = Tally(total=count_documents(sources, **limits) if progress_wanted else None)
-    entries = read(sources, **limits)
-    first = next(entries, None)  # before connecting: empty input is a usage error
-    if first is None:
-        raise UsageError(f"no documents in {', '.join(sources)}: nothing to submit")
-    entries = _chain(first, entries)
+    tally, entries = _opened(args, sources)
     output_path = None if args.output == "-" else Path(args.output)
     output_cm: Any = (
         contextlib.nullcontext(sys.stdout)
@@ -288,16 +277,25 @@ async def _submit(args: argparse.Namespace) -> int:
     positions: dict[int, tuple[int, Source]] = {}
     keys = _Keys()
     started = time.time()
+    stop = asyncio.Event()
+    running: list[asyncio.Future[None]] = []
+    signals = Signals(
+        stop=stop.set, now=lambda: [run.cancel() for run in running], grace=grace_of(args)
+    )
     with output_cm as output:
         try:
-            async with sender(
-                found, credentials,
-                provider_key=key, ssl=ssl, max_document_size=args.max_document_size,
-            ) as client:  # fmt: skip
+            async with (
+                token_cache(args) as cache,
+                sender(
+                    found, credentials, args=args, provider_key=key, ssl=ssl,
+                    max_document_size=args.max_document_size, token_cache=cache,
+                ) as client,
+            ):  # fmt: skip
+                documents = _documents(
+                    entries, positions, output, tally, args.max_document_size, check=args.check
+                )
                 stream = client.submit_stream(
-                    _documents(
-                        entries, positions, output, tally, args.max_document_size, check=args.check
-                    ),
+                    _until(stop, documents),
                     concurrency=args.concurrency,
                     encrypted=not args.json,
                     ledger=args.ledger,
@@ -305,15 +303,24 @@ async def _submit(args: argparse.Namespace) -> int:
                     deadline=args.deadline,
                     key=keys,
                 )
-                await run_batch(
+                batch = run_batch(
                     stream, output=output, tally=tally, sources=positions, progress=progress
+                )
+                running.append(asyncio.ensure_future(batch))
+                with signals.installed():
+                    await _within_grace(running[0], stop, grace_of(args))
+            if signals.received is not None:
+                interrupted = True
+                await _account_for_unsettled(
+                    args.ledger, positions, keys, output, tally, started=started
                 )
         except (asyncio.CancelledError, KeyboardInterrupt):
             interrupted = True
             await _account_for_unsettled(
                 args.ledger, positions, keys, output, tally, started=started
             )
-            raise
+            if signals.received is None:
+                raise
         finally:
             extra = {}
             if output_path is not None:
@@ -321,7 +328,58 @@ async def _submit(args: argparse.Namespace) -> int:
             print(summary(tally, extra), file=sys.stderr)
             if interrupted:
                 print(_resume_hint(args, tally), file=sys.stderr)
+    if signals.received is not None:
+        return signals.exit_status
     return 1 if tally.failed else 0
+
+
+def _opened(args: argparse.Namespace, sources: list[str]) -> tuple[Tally, Iterator[Any]]:
+    """The run's tally and its input entries, the first read already (none: UsageError)."""
+    progress_wanted = not args.no_progress and sys.stderr.isatty()
+    # Reading counts against the deadline too: a huge input must not outlast it.
+    limits: dict[str, Any] = {
+        "max_size": args.max_document_size,
+        "deadline": None if args.deadline is None else time.monotonic() + args.deadline,
+    }
+    tally = Tally(total=count_documents(sources, **limits) if progress_wanted else None)
+    entries = read(sources, **limits)
+    first = next(entries, None)  # before connecting: empty input is a usage error
+    if first is None:
+        raise UsageError(f"no documents in {', '.join(sources)}: nothing to submit")
+    return tally, _chain(first, entries)
+
+
+def _until(stop: asyncio.Event, documents: Iterator[Any]) -> Iterator[Any]:
+    """``documents`` until ``stop`` is set: then nothing more is read."""
+    while not stop.is_set():
+        document = next(documents, _END)
+        if document is _END:
+            return
+        yield document
+
+
+_END = object()
+
+
+async def _within_grace(run: asyncio.Future[None], stop: asyncio.Event, grace: float) -> None:
+    """Until ``run`` ends; once ``stop`` is set, ``grace`` seconds at most, then cut it off.
+
+    What it cuts off, it records (the batch's ledger, the records of what settled);
+    ``run``'s failure is raised; a cut ``run`` is a ``CancelledError``.
+    """
+    asked = asyncio.ensure_future(stop.wait())
+    waited: list[asyncio.Future[Any]] = [run, asked]
+    try:
+        await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+        if not run.done():
+            await asyncio.wait([run], timeout=grace)
+    finally:
+        asked.cancel()
+        run.cancel()
+        while not run.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([run])
+    run.result()
 
 
 async def _account_for_unsettled(

@@ -35,6 +35,7 @@ from ._table import (
     last_answer,
     may_resend,
     maybe_processed,
+    needs_operator,
     refused_by_provider,
     retry_reason,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "last_answer",
     "may_resend",
     "maybe_processed",
+    "needs_operator",
     "refused_by_provider",
     "retry_reason",
 ]

@@ -230,13 +230,13 @@ class Attempts:
         and the breaker hears of it: nothing of its issuer (or of anyone: no provider
         key) can be sent.
         """
-        kind = classify(error)
-        blame = RULES[kind].breaker
+        rule = RULES[classify(error)]
+        blame = rule.breaker
         if blame is Blame.ISSUER or blame is Blame.EVERYONE:
             self.shared.breaker.trip(error, everyone=blame is Blame.EVERYONE)
             return self.give_up("stop", error)
-        if kind is Kind.AUTH:  # no credentials for its issuer
-            return self.give_up("no credentials", error)
+        if rule.gives_up is not None:  # no credentials for its issuer
+            return self.give_up(rule.gives_up, error)
         return self._end(_R, error=error, reason="refused before sending")
 
     def give_up(self, why: str, error: InvoicingError | None = None) -> End:

@@ -21,7 +21,9 @@ for each kind, everything the library does about it, in one row:
   is deferred, or, for a foreign record, raised;
 * ``defer``: why a sale is deferred after it (a :class:`~invoicing_async.DeferralReason`
   value; ``None``: a definite answer, never deferred);
-* ``reason``: what telemetry calls a retry after it (``invoicing.retry.reason``).
+* ``reason``: what telemetry calls a retry after it (``invoicing.retry.reason``);
+* ``operator``: only an operator can help the issuer's documents after it (its
+  credentials refused or missing): an outbox worker leaves them waiting.
 
 The questions other modules ask (:func:`maybe_processed`, :func:`deferral`,
 :func:`refused_by_provider`, :func:`ending_of`, :func:`unauthorized_wait` …) are answered
@@ -74,6 +76,7 @@ __all__ = [
     "last_answer",
     "may_resend",
     "maybe_processed",
+    "needs_operator",
     "refused_by_provider",
     "retry_reason",
 ]
@@ -118,6 +121,9 @@ class Kind(enum.Enum):
     #: The token endpoint refused the issuer's credentials: nothing of that issuer can
     #: be sent.
     CREDENTIALS = "credentials refused"
+    #: There are no credentials for the document's issuer (a pool's resolver knows none):
+    #: nothing was sent, and nothing of it can be.
+    NO_CREDENTIALS = "no credentials"
     #: Nothing can be sent for anyone: an unusable provider key (also one the provider
     #: cannot decrypt), a closed client.
     STOP = "stop"
@@ -162,6 +168,7 @@ class Rule:
     gives_up: str | None = None
     sale_ends: bool = False
     defer: str | None = None
+    operator: bool = False
 
 
 _A, _D, _R, _U, _N = (
@@ -216,7 +223,11 @@ RULES: dict[Kind, Rule] = {
     ),
     Kind.CREDENTIALS: Rule(
         _N, retry=False, reason="credentials refused", breaker=Blame.ISSUER,
-        gives_up="credentials refused",
+        gives_up="credentials refused", operator=True,
+    ),
+    Kind.NO_CREDENTIALS: Rule(
+        _N, retry=False, reason="no credentials", breaker=Blame.CONFIG,
+        gives_up="no credentials", operator=True,
     ),
     Kind.STOP: Rule(_N, retry=False, reason="stop", breaker=Blame.EVERYONE, gives_up="stop"),
 }  # fmt: skip
@@ -226,7 +237,7 @@ WHY = {
     "attempts": "no attempts left",
     "budget": "the batch's retry budget ran out",
     "deadline": "the deadline passed",
-    "stop": "the batch stopped",
+    "stop": "its issuer's documents stopped",
     "decisive": "an answer that decides at once",
     "no re-sends": "re-sending after an ambiguous failure is off (resend_ambiguous=False)",
     "at most once": "{safety} is not re-sent after a failure that may have been processed",
@@ -278,8 +289,7 @@ _KINDS: dict[type[InvoicingError], Kind | Callable[[Any], Kind]] = {
     ClientStateError: Kind.STOP,
     ProviderKeyError: Kind.STOP,
     CredentialsError: Kind.CREDENTIALS,
-    # No credentials for the issuer: nothing was sent, and nothing of it can be.
-    UnknownIssuerError: Kind.AUTH,
+    UnknownIssuerError: Kind.NO_CREDENTIALS,
     DuplicateDocumentError: _held,
     ForeignRecordError: Kind.FOREIGN,
     TransportError: _transport,
@@ -362,6 +372,11 @@ def refused_by_provider(error: InvoicingError | None) -> bool:
     401/403, which blames the credentials.
     """
     return error is not None and error.status is not None and classify(error) is Kind.REFUSED
+
+
+def needs_operator(error: InvoicingError | None) -> bool:
+    """Whether ``error`` leaves the issuer's documents to an operator (credentials)."""
+    return error is not None and RULES[classify(error)].operator
 
 
 def last_answer(error: InvoicingError | None) -> InvoicingError | None:

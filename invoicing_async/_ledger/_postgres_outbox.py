@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
+import urllib.parse
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from invoicing_async._errors import LedgerError
@@ -60,7 +62,7 @@ if TYPE_CHECKING:
 
     from ._enqueue import Ready
 
-__all__ = ["TABLE", "PostgresStore"]
+__all__ = ["TABLE", "PostgresStore", "described"]
 
 T = TypeVar("T")
 
@@ -70,6 +72,10 @@ _ATTEMPTS = 5
 #: Operator intervention (a shutdown, a crash, starting up) and too many connections:
 #: the database is there, or will be, but not now. Class 08 (connection exceptions) too.
 _UNAVAILABLE = frozenset({"57P01", "57P02", "57P03", "53300"})
+
+#: The database refuses the worker: its role or password (class 28), a permission
+#: (insufficient_privilege), a database that does not exist (invalid_catalog_name).
+_REFUSED = frozenset({"42501", "3D000"})
 
 #: The table's format (:mod:`._schema`).
 SCHEMA_VERSION = POSTGRES_VERSION
@@ -102,6 +108,7 @@ WITH RECURSIVE issuers AS (
         ORDER BY available_at, id LIMIT 1
     ) AS h
     WHERE i.issuer IS NOT NULL  -- the recursion's end, never an issuer
+        AND i.issuer <> ALL($4::text[])  -- issuers whose documents wait for an operator
 ), served AS MATERIALIZED (
     SELECT issuer FROM heads ORDER BY available_at, id LIMIT $1
 ), share AS (
@@ -113,6 +120,7 @@ WITH RECURSIVE issuers AS (
     ) AS f
 ), stale AS (
     SELECT id FROM {TABLE} WHERE state = 'in_flight' AND lease_until < now()
+        AND issuer <> ALL($4::text[])
     ORDER BY lease_until LIMIT $1 FOR UPDATE SKIP LOCKED
 ), chosen AS (
     (SELECT id FROM fresh ORDER BY available_at, id LIMIT $1) UNION SELECT id FROM stale LIMIT $1
@@ -195,6 +203,32 @@ _FORGET = _in_id_order(
     _WHOSE,
     f"DELETE FROM {TABLE} AS o USING locked WHERE o.id = locked.id RETURNING o.id",  # noqa: S608
 )
+
+
+#: What of a key/value DSN names the database (never ``password`` nor ``passfile``).
+_NAMING = ("host", "hostaddr", "port", "dbname", "user")
+_KEY_VALUE = re.compile(r"(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|\S*)")
+
+
+def described(dsn: str) -> str:
+    """Which database ``dsn`` names, without its password: user, host, port, database.
+
+    A URL keeps its scheme, user, host, port and path (no password, no query: a query
+    may hold ``password=`` or ``sslpassword=``); a ``key=value`` string keeps the keys of
+    :data:`_NAMING`. What cannot be read is not shown.
+    """
+    if "://" in dsn:
+        scheme = dsn.partition("://")[0]
+        try:
+            parts = urllib.parse.urlsplit(dsn)
+            host, port = parts.hostname or "", parts.port
+        except ValueError:  # a port that is no number, a bracket left open
+            return f"{scheme}://..."
+        user = f"{parts.username}@" if parts.username else ""
+        host = f"[{host}]" if ":" in host else host
+        return f"{scheme}://{user}{host}{f':{port}' if port else ''}{parts.path}"
+    pairs = dict(_KEY_VALUE.findall(dsn))
+    return " ".join(f"{key}={pairs[key]}" for key in _NAMING if key in pairs)
 
 
 def _driver() -> Any:
@@ -375,8 +409,10 @@ class PostgresStore:
 
     # --- the worker's side ----------------------------------------------------------------
 
-    async def claim(self, limit: int, lease: str, seconds: float) -> list[Claim]:
-        rows = await self._fetch(_CLAIM, limit, lease, float(seconds))
+    async def claim(
+        self, limit: int, lease: str, seconds: float, skip: Sequence[str] = ()
+    ) -> list[Claim]:
+        rows = await self._fetch(_CLAIM, limit, lease, float(seconds), list(skip))
         return [
             make_claim(
                 row["id"],
@@ -418,11 +454,24 @@ class PostgresStore:
     async def release(self, leases: Sequence[str], delay: float) -> None:
         await self._fetch(_RELEASE, list(leases), float(delay))
 
-    async def remaining(self) -> int:
+    async def remaining(self, skip: Sequence[str] = ()) -> int:
         rows = await self._fetch(
-            f"SELECT count(*) FROM {TABLE} WHERE state IN ('pending', 'in_flight')"  # noqa: S608
+            f"SELECT count(*) FROM {TABLE} WHERE state IN ('pending', 'in_flight') "  # noqa: S608
+            "AND issuer <> ALL($1::text[])",
+            list(skip),
         )
         return int(rows[0][0])
+
+    async def waiting(self, issuers: Sequence[str]) -> dict[str, int]:
+        rows = await self._fetch(
+            f"SELECT issuer, count(*) FROM {TABLE} WHERE issuer = ANY($1::text[]) "  # noqa: S608
+            "AND state IN ('pending', 'in_flight') GROUP BY issuer",
+            list(issuers),
+        )
+        return {str(row[0]): int(row[1]) for row in rows}
+
+    async def ping(self) -> None:
+        await self.run(lambda connection: connection.fetchval("SELECT 1"))
 
     async def parked(self) -> int:
         rows = await self._fetch(f"SELECT count(*) FROM {TABLE} WHERE state = $1", PARKED)  # noqa: S608
@@ -518,6 +567,8 @@ def _failure(
     reason = "unavailable" if transient else otherwise
     if sqlstate == _LOCK_NOT_AVAILABLE:
         reason = "locked"
+    elif sqlstate.startswith("28") or sqlstate in _REFUSED:
+        reason = "refused"
     if isinstance(error, asyncpg.InternalClientError):  # see the module docstring
         return LedgerError(
             f"{what}: the connection was lost (the server ended the session; asyncpg: {error})",

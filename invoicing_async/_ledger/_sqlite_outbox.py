@@ -110,10 +110,16 @@ class SqliteStore:
             )
         )
 
-    async def claim(self, limit: int, lease: str, seconds: float) -> list[Claim]:  # noqa: ARG002
+    async def claim(
+        self,
+        limit: int,
+        lease: str,
+        seconds: float,  # noqa: ARG002  (the file's lock keeps other workers out)
+        skip: Sequence[str] = (),
+    ) -> list[Claim]:
         def claim(c: sqlite3.Connection) -> list[Any]:
             now = time.time()
-            rows = _fair(c, limit, now)
+            rows = _fair(c, limit, now, skip)
             c.executemany(
                 "UPDATE entries SET state = 'in_flight', lease = ?, claims = claims + 1, "
                 "updated_at = ? WHERE key = ? AND issuer = ?",
@@ -200,27 +206,53 @@ class SqliteStore:
             )
         )
 
-    async def remaining(self) -> int:
-        return await self._count("state IN ('pending', 'in_flight') AND document IS NOT NULL")
+    async def remaining(self, skip: Sequence[str] = ()) -> int:
+        marks = ",".join("?" * len(skip))
+        return await self._count(
+            "state IN ('pending', 'in_flight') AND document IS NOT NULL "
+            f"AND issuer NOT IN ({marks})",
+            tuple(skip),
+        )
+
+    async def waiting(self, issuers: Sequence[str]) -> dict[str, int]:
+        marks = ",".join("?" * len(issuers))
+        rows = await self._file.call(
+            lambda c: c.execute(
+                f"SELECT issuer, count(*) FROM entries WHERE issuer IN ({marks}) "  # noqa: S608
+                "AND state IN ('pending', 'in_flight') AND document IS NOT NULL GROUP BY issuer",
+                tuple(issuers),
+            ).fetchall()
+        )
+        return {str(issuer): int(count) for issuer, count in rows}
 
     async def parked(self) -> int:
         return await self._count(f"state = '{PARKED}'")
 
-    async def _count(self, where: str) -> int:
+    async def ping(self) -> None:
+        await self._file.call(lambda c: c.execute("SELECT 1").fetchone())
+
+    async def _count(self, where: str, parameters: tuple[Any, ...] = ()) -> int:
         rows = await self._file.call(
-            lambda c: c.execute(f"SELECT count(*) FROM entries WHERE {where}").fetchone()  # noqa: S608
+            lambda c: c.execute(
+                f"SELECT count(*) FROM entries WHERE {where}",  # noqa: S608  (marks only)
+                parameters,
+            ).fetchone()
         )
         return int(rows[0])
 
 
-def _fair(connection: sqlite3.Connection, limit: int, now: float) -> list[Any]:
+def _fair(
+    connection: sqlite3.Connection, limit: int, now: float, skip: Sequence[str] = ()
+) -> list[Any]:
     """The oldest entries that may be sent, at most ``limit``, shared among the issuers.
 
-    The ``limit`` issuers whose oldest entry is oldest (:data:`_SERVED`); of each, its
-    oldest, an equal share of ``limit`` (at least one); of those the oldest ``limit``.
-    One issuer alone gets the whole claim, as before issuers.
+    The ``limit`` issuers whose oldest entry is oldest (:data:`_SERVED`), but those in
+    ``skip``; of each, its oldest, an equal share of ``limit`` (at least one); of those
+    the oldest ``limit``. One issuer alone gets the whole claim, as before issuers.
     """
-    issuers = [row[0] for row in connection.execute(_SERVED, (now, limit))]
+    skipped = set(skip)
+    served = connection.execute(_SERVED, (now, limit + len(skipped)))
+    issuers = [row[0] for row in served if row[0] not in skipped][:limit]
     share = max(1, -(-limit // max(1, len(issuers))))
     rows = [
         row

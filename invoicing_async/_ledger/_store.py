@@ -74,8 +74,13 @@ class Settlement:
 class Store(Protocol):
     """The storage side of an outbox; every write is fenced by lease."""
 
-    async def claim(self, limit: int, lease: str, seconds: float) -> list[Claim]:
-        """Claim up to ``limit`` entries (pending, or whose lease expired)."""
+    async def claim(
+        self, limit: int, lease: str, seconds: float, skip: Sequence[str] = ()
+    ) -> list[Claim]:
+        """Claim up to ``limit`` entries (pending, or whose lease expired).
+
+        None of the issuers in ``skip`` (their documents wait for an operator).
+        """
 
     async def extend(self, leases: Sequence[str], seconds: float) -> None:
         """Extend the leases still held."""
@@ -89,11 +94,20 @@ class Store(Protocol):
     async def release(self, leases: Sequence[str], delay: float) -> None:
         """Put entries still held under ``leases`` back as pending."""
 
-    async def remaining(self) -> int:
-        """Entries pending or in flight (anyone's): parked ones wait for no worker."""
+    async def remaining(self, skip: Sequence[str] = ()) -> int:
+        """Entries pending or in flight (anyone's): parked ones wait for no worker.
+
+        Not those of the issuers in ``skip``.
+        """
+
+    async def waiting(self, issuers: Sequence[str]) -> dict[str, int]:
+        """How many entries of each of ``issuers`` are pending or in flight."""
 
     async def parked(self) -> int:
         """Entries parked: they need attention."""
+
+    async def ping(self) -> None:
+        """Return once the database answers (a readiness probe); raise LedgerError if not."""
 
 
 def make_claim(

@@ -8,8 +8,10 @@ read as JSON):
   lines, lines starting with ``#``, and a first line naming the columns (``tin,api_key``;
   the first named ``tin``, ``client_id``, ``issuer`` or ``vat``) are skipped.
 
-The file holds secrets. It is written with 0600 permissions, and an error about it
-names the file, the line and the TIN, never the line itself (a key would be in it).
+Each TIN must be one (:func:`~._rules.is_tin`: 9 digits, the last a check digit): a
+file naming ``not-a-tin`` is refused, not served. The file holds secrets. It is written
+with 0600 permissions, and an error about it names the file, the line and the TIN, never
+the line itself (a key would be in it).
 
 .. versionadded:: 0.4.0
 """
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING
 from invoicing_async._for_sandbox import read_credentials
 
 from ._issuers import check_issuers
+from ._rules import is_tin
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -38,6 +41,11 @@ def read_issuers(path: str | os.PathLike[str]) -> dict[str, str]:
     of each TIN and key.
     """
     issuers = read_credentials(Path(path))
+    wrong = [tin for tin in issuers if not is_tin(tin)]
+    if wrong:
+        shown = ", ".join(repr(tin[:20]) for tin in wrong[:10])
+        more = f" and {len(wrong) - 10} more" if len(wrong) > 10 else ""
+        raise ValueError(f"{path}: not a TIN (9 digits, the last a check digit): {shown}{more}")
     try:
         return check_issuers(issuers, {})
     except (TypeError, ValueError) as exc:

@@ -249,6 +249,14 @@ class Provider:
         self.issuers.revoked.add(key)
         self.tokens.revoke_client(*key)
 
+    def rotate_issuer(self, environment: str | None, tin: str, api_key: str) -> None:
+        """Replace the issuer's API key: the old one is refused, its tokens revoked."""
+        key = self.issuer(environment, tin)
+        if not api_key or api_key != api_key.strip():
+            raise ValueError(f"issuer {tin!r}: an empty API key, or spaces around it")
+        self.environment(environment).clients[tin] = api_key
+        self.tokens.revoke_client(*key)
+
     def restore_issuer(self, environment: str | None, tin: str) -> None:
         """Accept a revoked issuer's credentials again (its revoked tokens stay revoked)."""
         self.issuers.revoked.discard(self.issuer(environment, tin))

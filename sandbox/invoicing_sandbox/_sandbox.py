@@ -708,6 +708,17 @@ class Sandbox:
         """
         self._provider.revoke_issuer(environment, tin)
 
+    def rotate_issuer(self, tin: str, api_key: str, *, environment: str | None = None) -> None:
+        """Replace an issuer's API key, as its owner rotating it in the provider's portal.
+
+        From now on the old key is refused like a wrong one (token requests get the
+        answer of wrong credentials), the tokens issued to it are revoked (``401``), and
+        ``api_key`` is accepted. The other issuers are not affected.
+
+        .. versionadded:: 0.5.0
+        """
+        self._provider.rotate_issuer(environment, tin, api_key)
+
     def restore_issuer(self, tin: str, *, environment: str | None = None) -> None:
         """Accept a revoked issuer's API key again; its revoked tokens stay revoked.
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import keyfactory as kf
 import pytest
 import trickykeys as tk
@@ -56,3 +58,33 @@ def test_pin_mismatch_says_to_confirm_the_fingerprint(tmp_path, capsys):
     line = capsys.readouterr().out.strip()
     assert "REFUSED (fingerprint_mismatch)" in line
     assert "confirm the fingerprint" in line
+
+
+@pytest.mark.parametrize("command", ["submit", "worker"])
+def test_a_missing_provider_key_says_where_to_get_one_not_to_send_unencrypted(
+    command, tmp_path, capsys, monkeypatch
+):
+    """``submit`` and ``worker`` without a provider key stop with one line (exit 2) that
+    says what to give (``--provider-key`` or the variable), where the key comes from and
+    how to check it; it does not offer ``--json`` (sending documents unencrypted) as the
+    fix, and nothing is sent."""
+    for name in list(os.environ):
+        if name.startswith("INVOICING_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("INVOICING_BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("INVOICING_CLIENT_ID", "094019245")
+    monkeypatch.setenv("INVOICING_API_KEY", "not-a-real-key")
+    document = tmp_path / "invoice.json"
+    document.write_text("{}", encoding="utf-8")
+    arguments = {
+        "submit": ["submit", str(document)],
+        "worker": ["worker", "--ledger", str(tmp_path / "outbox.db")],
+    }[command]
+    assert main(arguments) == 2
+    said = capsys.readouterr().err.strip()
+    assert len(said.splitlines()) == 1, said
+    assert "--provider-key" in said
+    assert "INVOICING_PROVIDER_KEY" in said
+    assert "invoicing-async key" in said
+    assert "--json" not in said
+    assert not (tmp_path / "outbox.db").exists()

@@ -231,10 +231,11 @@ async def test_no_arguments_on_a_terminal_does_not_wait(sandbox):
 
 
 async def test_ctrl_c_says_how_to_resume_and_the_rerun_replays_the_ledger(sandbox, tmp_path):
-    """Ctrl-C mid-run: exit 130, a summary whose counts add up to the documents read
-    (with an outcome, in flight ones included as the ledger recorded them, and not
-    started), and how to resume; the same command again takes from the ledger exactly
-    what the first run settled for good, and commits every invoice exactly once."""
+    """Ctrl-C mid-run (its requests held past the ``--grace`` a stop gives them): exit
+    130, a summary whose counts add up to the documents read (with an outcome, in flight
+    ones included as the ledger recorded them, and not started), and how to resume; the
+    same command again takes from the ledger exactly what the first run settled for
+    good, and commits every invoice exactly once."""
     # Four requests pass, then the provider holds them: the batch is certainly still
     # running when Ctrl-C arrives (a latency only hoped it would be).
     sandbox.hold(after=4)
@@ -242,7 +243,7 @@ async def test_ctrl_c_says_how_to_resume_and_the_rerun_replays_the_ledger(sandbo
     source = tmp_path / "docs.jsonl"
     source.write_text("".join(json.dumps(d) + "\n" for d in docs))
     ledger, output = tmp_path / "run.db", tmp_path / "out.jsonl"
-    args = ("submit", "--json", "--concurrency", "2", str(source),
+    args = ("submit", "--json", "--concurrency", "2", str(source), "--grace", "0.5",
             "--ledger", str(ledger), "--output", str(output))  # fmt: skip
     interrupt = threading.Event()
 
@@ -278,6 +279,54 @@ async def test_ctrl_c_says_how_to_resume_and_the_rerun_replays_the_ledger(sandbo
     assert "from the ledger (settled by an earlier run)" in stderr
     assert re.search(rf"accepted:\s+\d+ \(\+{final} from the ledger\)", stderr), stderr
     assert len(records(output.read_text())) == len(first) + 40  # appended, as it says
+    assert all(sandbox.committed[document_key(d)].commits == 1 for d in docs)
+
+
+async def test_sigterm_reads_nothing_more_lets_what_was_read_end_and_exits_143(sandbox, tmp_path):
+    """SIGTERM mid-run (submit as a batch job a service manager stops): nothing more is
+    read, the documents read already (in flight, and the batch's read-ahead) end within
+    ``--grace`` once the provider answers, and the command exits 143 with its summary
+    (every document read has its outcome, none is left unsettled) and how to resume; the
+    same command again sends exactly the rest, every invoice committed once (before:
+    SIGTERM killed the command on the spot)."""
+    count = 1200
+    sandbox.hold(after=4)
+    docs = sample_invoices(count, lines=1)
+    source = tmp_path / "docs.jsonl"
+    source.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    ledger, output = tmp_path / "run.db", tmp_path / "out.jsonl"
+    args = ("submit", "--json", "--concurrency", "2", str(source), "--grace", "60",
+            "--ledger", str(ledger), "--output", str(output), "--no-progress")  # fmt: skip
+    process = await asyncio.create_subprocess_exec(
+        *command(*args), env=environ(sandbox.env),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        await asyncio.wait_for(sandbox.wait_held(2), 60)
+        process.send_signal(signal.SIGTERM)
+        assert process.stderr is not None
+        said = ""
+        while "SIGTERM: stopping" not in said:
+            line = await asyncio.wait_for(process.stderr.readline(), 60)
+            assert line, said
+            said += line.decode()
+        sandbox.release()
+        said += (await asyncio.wait_for(process.stderr.read(), 60)).decode()
+        assert await asyncio.wait_for(process.wait(), 60) == 143, said
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    first = records(output.read_text())
+    read = re.search(r"documents:\s+(\d+) read before the interruption: (\d+) with an "
+                     r"outcome, 0 not started", said)  # fmt: skip
+    assert read, said
+    assert int(read[1]) == int(read[2]) == len(first) < count
+    assert {r["status"] for r in first} == {"accepted"}
+    assert sandbox.commit_count == len(first)
+    assert "To resume, run the same command again" in said
+    code, _, stderr = await run(*args, env=sandbox.env)
+    assert code == 0, stderr
     assert all(sandbox.committed[document_key(d)].commits == 1 for d in docs)
 
 

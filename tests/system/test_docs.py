@@ -10,18 +10,23 @@ survive the package's internal moves.
 
 from __future__ import annotations
 
+import argparse
+import configparser
 import importlib.util
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from aiohttp import test_utils
 from helpers import script_with_ctrl_c
 
 import invoicing_async
 from invoicing_async import InvoicingError, OutcomeStatus, ProviderKeyError, document_key
+from invoicing_async._cli._main import _build
 from invoicing_async.testing import instant_retries
 from invoicing_sandbox import Fault, Sandbox, sample_invoice
 
@@ -48,6 +53,11 @@ EXECUTED = {
     "many_issuers.py",
     "documents.py",
 }
+
+
+#: The service examples the pages include (a systemd unit, a Kubernetes manifest),
+#: checked by ``test_the_service_examples_parse_and_agree_with_the_command``.
+CHECKED = {"invoicing-worker.service", "invoicing-worker.yaml"}
 
 
 def load(name: str):
@@ -209,9 +219,7 @@ async def test_pos_backend_reports_refused_credentials_as_502(pos):
     assert sandbox.commit_count == 0
 
 
-async def test_pos_backend_reports_a_key_the_provider_cannot_decrypt_for_as_503(
-    caplog, tmp_path
-):
+async def test_pos_backend_reports_a_key_the_provider_cannot_decrypt_for_as_503(caplog, tmp_path):
     """The backend encrypts to a key the provider does not hold (it rotated its key): the
     till is told to retry later (503) and an operator is told (an ERROR line), never
     asked to fix the invoice (422); nothing is committed."""
@@ -424,7 +432,7 @@ def test_every_code_example_is_an_executed_file():
             if line.rstrip().endswith("::") and not line.lstrip().startswith(".. "):
                 pytest.fail(f"{page.name}: literal block after {line!r}")
     included = {path.name for _, path in _includes()}
-    assert included <= EXECUTED
+    assert included <= EXECUTED | CHECKED
     for _, path in _includes():
         assert path.parent == EXAMPLES
         assert path.exists()
@@ -546,3 +554,92 @@ def test_readme_numbers_cite_their_benchmark():
     assert bullets
     for bullet in bullets:
         assert re.search(r"python -m benchmarks --only \w+", bullet), bullet
+
+
+def _options_of(parser: argparse.ArgumentParser) -> set[str]:
+    """Every option string of ``parser`` and of its subcommands' parsers."""
+    found: set[str] = set()
+    for action in parser._actions:
+        found.update(action.option_strings)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _options_of(sub)
+    return found
+
+
+#: ``invoicing-async COMMAND ...`` up to the end of the inline literal or the line.
+_COMMAND_LINE = re.compile(r"invoicing-async((?: [^`\n]*)?)")
+
+
+def test_every_option_the_docs_name_is_an_option_of_its_command():
+    """Wherever the README, the pages, the examples or a docstring of the package write
+    ``invoicing-async COMMAND ... --option``, the command has that option (the
+    many-issuers guide named ``sandbox --issuers-file``, an option that never existed)."""
+    parser, commands = _build()
+    options = {
+        name: _options_of(sub) | _options_of(parser) for name, sub in commands.choices.items()
+    }
+    sources = [
+        ROOT / "README.rst",
+        *PAGES,
+        *EXAMPLES.glob("*.py"),
+        *(EXAMPLES / name for name in CHECKED),
+        *(ROOT / "invoicing_async").rglob("*.py"),
+        *(ROOT / "sandbox" / "invoicing_sandbox").rglob("*.py"),
+    ]
+    wrong = []
+    for source in sources:
+        for tail in _COMMAND_LINE.findall(source.read_text(encoding="utf-8")):
+            words = [w.strip("'\",.;:()") for w in tail.split()]
+            command = next((w for w in words if w and not w.startswith("-")), None)
+            if command not in options:
+                continue
+            named = {w.split("=", 1)[0] for w in words if re.fullmatch(r"--[a-z][\w-]*(=.*)?", w)}
+            wrong += [
+                f"{source.relative_to(ROOT)}: {command} {o}" for o in named - options[command]
+            ]
+    assert wrong == []
+
+
+def _option(words: list[str], name: str) -> str:
+    return words[words.index(name) + 1]
+
+
+def test_the_service_examples_parse_and_agree_with_the_command():
+    """The systemd unit and the Kubernetes manifest of the operating guide parse (an INI
+    file systemd reads; YAML documents), their command lines are ones the command
+    accepts, and they keep their promises: a stop by SIGTERM whose grace fits in the
+    time the orchestrator waits before SIGKILL, systemd not restarting a refused
+    configuration (78), SIGHUP to reload; Kubernetes' liveness probe on ``/healthz`` and
+    readiness probe on ``/readyz`` of the worker's metrics port."""
+    parser = _build()[0]
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.optionxform = str  # systemd's keys are case-sensitive
+    unit.read_string((EXAMPLES / "invoicing-worker.service").read_text(encoding="utf-8"))
+    service = unit["Service"]
+    command = shlex.split(service["ExecStart"])
+    assert command[0].endswith("/invoicing-async")
+    arguments = parser.parse_args(command[1:])
+    assert arguments.command == "worker"
+    assert service["KillSignal"] == "SIGTERM"
+    assert float(service["TimeoutStopSec"]) > arguments.grace + 5
+    assert "78" in service["RestartPreventExitStatus"].split()
+    assert "-HUP" in service["ExecReload"]
+
+    [deployment] = list(yaml.safe_load_all((EXAMPLES / "invoicing-worker.yaml").read_text()))
+    assert deployment["kind"] == "Deployment"
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    command = [*container["command"], *container["args"]]
+    assert command[0] == "invoicing-async"
+    arguments = parser.parse_args(command[1:])
+    assert arguments.command == "worker"
+    assert pod["terminationGracePeriodSeconds"] > arguments.grace + 5
+    assert arguments.metrics_host == "0.0.0.0"  # noqa: S104  (the kubelet probes the pod)
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    assert ports["metrics"] == arguments.metrics_port
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        assert container[probe]["httpGet"]["path"] == path
+        assert container[probe]["httpGet"]["port"] in ("metrics", arguments.metrics_port)
+        # The probe's own timeout outlasts the worker's (5 s for the loop, the database).
+        assert container[probe]["timeoutSeconds"] > 5

@@ -108,5 +108,11 @@ async def test_a_workers_metrics_show_its_backlog_falling_to_zero(sandbox, tmp_p
     finally:
         with contextlib.suppress(ProcessLookupError):
             process.send_signal(signal.SIGINT)
-        await asyncio.wait_for(process.wait(), 60)
+        try:
+            await asyncio.wait_for(process.wait(), 60)
+        finally:  # a worker that did not stop must not outlive the test (nor slow the rest)
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    assert process.returncode == 0
     await drain

@@ -186,7 +186,7 @@ async def test_postgres_enqueue_joins_the_callers_transaction(postgres_dsn):
         finally:
             await connection.close()
         assert await outbox.counts() == {"pending": 1}
-        assert repr(outbox) == "PostgresOutbox(...)"
+        assert repr(outbox).startswith("PostgresOutbox('postgresql://postgres@127.0.0.1:")
 
 
 async def test_postgres_fencing_an_expired_claim_cannot_overwrite_its_successor(postgres_dsn):
@@ -222,12 +222,12 @@ async def test_open_outbox_picks_the_backend_from_the_url(tmp_path):
     assert RetryPolicy().resend_ambiguous  # the outbox relies on duplicate detection
 
 
-async def test_a_stopped_worker_puts_back_what_it_holds(outbox):
+async def test_a_cancelled_worker_puts_back_what_it_holds_after_its_grace(outbox):
     """A worker cancelled (a stop signal, a deferral closing) while the provider holds
-    two of its requests puts back every entry it claimed at once, rather than leaving
-    them in flight until its leases expire; the two whose requests were out keep that
-    knowledge (maybe committed), and the next worker sends all of them, each committed
-    once."""
+    two of its requests lets them end for ``grace`` seconds; held longer, they are cut
+    off and it puts back every entry it claimed at once, rather than leaving them in
+    flight until its leases expire; the two whose requests were out keep that knowledge
+    (maybe committed), and the next worker sends all of them, each committed once."""
     async with Sandbox(key_algorithm="cv25519") as sb:
         keys = await outbox.enqueue(sample_invoices(6, issuer_vat=sb.client_id, lines=1))
         sb.hold()
@@ -236,7 +236,9 @@ async def test_a_stopped_worker_puts_back_what_it_holds(outbox):
                 sb.base_url, sb.client_id, sb.client_secret, provider_key=sb.provider_key
             ) as client:
                 worker = asyncio.ensure_future(
-                    outbox.run_worker(client, concurrency=2, stop_when_empty=True, poll=0.02)
+                    outbox.run_worker(
+                        client, concurrency=2, stop_when_empty=True, poll=0.02, grace=0.2
+                    )
                 )
                 await sb.wait_held(2)
                 worker.cancel()
@@ -250,3 +252,72 @@ async def test_a_stopped_worker_puts_back_what_it_holds(outbox):
         assert counts == {OutcomeStatus.ACCEPTED: 6}
         assert sb.commit_count == 6
         assert all(held.commits == 1 for held in sb.committed.values())
+
+
+async def test_a_worker_asked_to_stop_lets_its_requests_end_and_puts_back_the_rest(outbox):
+    """``stop`` set while the provider holds two of the worker's requests: it claims
+    nothing more and starts no other request; the two, let go, end and are written
+    ``accepted``; the worker returns their counts, and the four it held without
+    sending are back ``pending`` as they were (not maybe committed, no failed round):
+    nothing in flight, nothing lost, the next worker sends exactly those four."""
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        keys = await outbox.enqueue(sample_invoices(6, issuer_vat=sb.client_id, lines=1))
+        sb.hold()
+        stop = asyncio.Event()
+        with instant_retries():
+            async with InvoicingClient(
+                sb.base_url, sb.client_id, sb.client_secret, provider_key=sb.provider_key
+            ) as client:
+                worker = asyncio.ensure_future(
+                    outbox.run_worker(client, concurrency=2, poll=0.02, grace=60, stop=stop)
+                )
+                await sb.wait_held(2)
+                stop.set()
+                sb.release()
+                counts = await asyncio.wait_for(worker, 60)
+                assert counts == {OutcomeStatus.ACCEPTED: 2}
+                assert await outbox.counts() == {"accepted": 2, PENDING: 4}
+                for key in keys:
+                    entry = await outbox.status(key)
+                    if entry.status == PENDING:
+                        assert (entry.maybe_committed, entry.failures) == (False, 0)
+                assert sb.commit_count == 2
+                assert len([r for r in sb.requests if r.path == "/Invoice/secure"]) == 2
+                counts = await outbox.run_worker(client, stop_when_empty=True, poll=0.02)
+        assert counts == {OutcomeStatus.ACCEPTED: 4}
+        assert sb.commit_count == 6
+        assert all(held.commits == 1 for held in sb.committed.values())
+
+
+async def test_a_worker_cancelled_twice_stops_at_once(tmp_path):
+    """Cancelled while the provider holds its requests, a worker with a long grace
+    waits for them; cancelled again, it cuts them off at once (well within the grace)
+    and puts back what it holds. Asked to stop (``stop``) and cancelled at once, too."""
+    async with Sandbox(key_algorithm="cv25519") as sb, SqliteOutbox(tmp_path / "o.db") as outbox:
+        await outbox.enqueue(sample_invoices(4, issuer_vat=sb.client_id, lines=1))
+        sb.hold()
+        async with InvoicingClient(
+            sb.base_url, sb.client_id, sb.client_secret, provider_key=sb.provider_key
+        ) as client:
+            worker = asyncio.ensure_future(
+                outbox.run_worker(client, concurrency=2, poll=0.02, grace=3600)
+            )
+            await sb.wait_held(2)
+            worker.cancel()
+            await asyncio.sleep(0)
+            assert not worker.done()  # graceful: waiting for the held requests
+            worker.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(worker, 60)
+            assert await outbox.counts() == {PENDING: 4}
+            # Asked by ``stop``, then cancelled before the worker saw the first: at once.
+            stop = asyncio.Event()
+            worker = asyncio.ensure_future(
+                outbox.run_worker(client, concurrency=2, poll=0.02, grace=3600, stop=stop)
+            )
+            await sb.wait_held(4)
+            stop.set()
+            worker.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(worker, 60)
+            assert await outbox.counts() == {PENDING: 4}

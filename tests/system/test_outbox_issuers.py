@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 
 import pytest
 
@@ -141,12 +142,37 @@ async def test_a_small_issuer_enqueued_after_a_large_backlog_is_not_served_after
         assert commits[: last_small + 1].count(large) < 500, commits[: last_small + 1].count(large)
 
 
+class DrainerHold:
+    """Holds a till's drainer: the SQLite outbox's one-worker lock, taken by another
+    worker object before the till opens, makes the drainer wait ("another worker sends
+    from it"); once let go, its next pass sends what waits."""
+
+    def __init__(self, path) -> None:
+        self._other = SqliteOutbox(path)
+        self._held = False
+
+    async def __aenter__(self) -> DrainerHold:
+        await self._other._store()  # the lock of the one worker that sends
+        self._held = True
+        return self
+
+    async def let_go(self) -> None:
+        if self._held:
+            self._held = False
+            await self._other._unlock()
+            await self._other.close()
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.let_go()
+
+
 async def test_a_till_of_many_shops_defers_each_shops_sale_under_its_own_identity(tmp_path):
     """A Deferral over a pool, the provider refusing connections: two shops sell an
     invoice with the same key; both are deferred, each receipt names its shop and
     carries an offline QR signed with that shop's API key; the outbox holds two
-    entries. Once the provider is back the one drainer sends both, and each deferred
-    outcome is its own shop's record."""
+    entries, pending (the test holds the drainer meanwhile: its probes cannot claim one
+    before they are counted). Once the provider is back and the drainer let go, the one
+    drainer sends both, and each deferred outcome is its own shop's record."""
     issuers = sandbox_issuers(2)
     a, b = issuers
     delivered: dict[str, DeferredOutcome] = {}
@@ -161,12 +187,13 @@ async def test_a_till_of_many_shops_defers_each_shops_sale_under_its_own_identit
         Sandbox(key_algorithm="cv25519", issuers=issuers) as sb,
         pool_of(sb, issuers) as pool,
     ):
-        outbox = SqliteOutbox(tmp_path / "till.db")
+        path = tmp_path / "till.db"
+        outbox = SqliteOutbox(path)  # the till's (closed by the test: the till does not)
         till = Deferral(
             pool, outbox, budget=5.0, portal_url=PORTAL, on_outcome=on_outcome,
             probe_delay=0.02, probe_max_delay=0.05, poll=0.05,
         )  # fmt: skip
-        async with till:
+        async with outbox, DrainerHold(path) as hold, till:
             await sb.set_outage("refuse")
             receipts = [await till.submit_or_defer(shared(tin)) for tin in (a, b)]
             assert all(isinstance(r, DeferredReceipt) for r in receipts)
@@ -176,6 +203,7 @@ async def test_a_till_of_many_shops_defers_each_shops_sale_under_its_own_identit
                 assert receipt.offline_qr_url == expected
             assert await outbox.counts() == {PENDING: 2}
             await sb.set_outage(None)
+            await hold.let_go()
             await asyncio.wait_for(both.wait(), 60)
         for tin in (a, b):
             assert delivered[tin].outcome.status is OutcomeStatus.ACCEPTED
@@ -250,3 +278,29 @@ async def test_200_shops_sales_through_an_outage_each_resolve_to_their_own_recor
             assert outcome.result == held_record(sb, tin)
         for tin, record in direct.items():
             assert record == held_record(sb, tin)
+
+
+async def test_a_pool_worker_stopping_when_empty_leaves_what_it_has_no_key_for(outbox, caplog):
+    """A worker over a pool that has no credentials for one issuer, with an entry whose
+    document names no issuer: it sends every other entry and then stops (before: it
+    claimed and put back those entries every round, and never stopped), leaving them
+    pending for an operator; one WARNING names the issuer, one the documents naming
+    none, and when it stops, how many of each wait."""
+    issuers = sandbox_issuers(3)
+    a, b, stranger = issuers
+    nameless = sample_invoice(9, issuer_vat=a, lines=1)
+    del nameless["Issuer"]["Vat"]
+    caplog.set_level(logging.WARNING, logger="invoicing_async.ledger")
+    async with Sandbox(key_algorithm="cv25519", issuers=issuers) as sb:
+        for tin in issuers:
+            await outbox.enqueue([sample_invoice(n, issuer_vat=tin, lines=1) for n in range(2)])
+        await outbox.enqueue([nameless])
+        async with pool_of(sb, {a: issuers[a], b: issuers[b]}) as pool:
+            counts = await drain(outbox, pool)
+    assert counts == {OutcomeStatus.ACCEPTED: 4, OutcomeStatus.NOT_SENT: 3}
+    assert await outbox.counts() == {"accepted": 4, PENDING: 3}
+    said = [r.getMessage() for r in caplog.records if r.name == "invoicing_async.ledger"]
+    assert sum(f"issuer {stranger}'s documents wait" in line for line in said) == 1, said
+    assert sum("documents that name no issuer wait" in line for line in said) == 1, said
+    assert any(f"2 entries of issuer {stranger} wait" in line for line in said), said
+    assert any("1 entry of no issuer wait" in line for line in said), said

@@ -343,8 +343,12 @@ def test_memory_store_is_a_token_store():
 
 
 async def test_401_with_a_replaced_token_retries_with_the_current_one(clock):
-    """A late 401 for a token already replaced costs no token request."""
-    cache = TokenCache(clock=clock)
+    """A late 401 for a token already replaced costs no token request.
+
+    A provider of one node (no propagation delay): the retry does not wait seconds of
+    real time for the new token to be known; those waits are the next tests'.
+    """
+    cache = TokenCache(clock=clock, propagation_delay=0)
     fetch = Fetcher(clock)
     old = await cache._get(KEY, fetch)
     cache._invalidate(KEY, old)

@@ -6,10 +6,17 @@ An error about a credentials file names the file, the line and the TIN, never a 
 from __future__ import annotations
 
 import json
+import logging
+import os
 
 import pytest
 
-from invoicing_async._credentials import issuer_credentials, load_resolver, read_credentials
+from invoicing_async._credentials import (
+    CredentialsFile,
+    issuer_credentials,
+    load_resolver,
+    read_credentials,
+)
 
 KEYS = {"094019245": "key-of-the-first-shop", "800123456": 'key,of "the" second'}
 
@@ -90,3 +97,102 @@ def test_a_resolver_that_cannot_be_loaded_says_why(spec, said):
     with pytest.raises(ValueError, match="INVOICING_CREDENTIALS_RESOLVER") as refused:
         load_resolver(spec)
     assert said in str(refused.value)
+
+
+def refusal_of(path, text: str) -> str:
+    """What reading a credentials file of ``text`` is refused with."""
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match="credentials file") as refused:
+        read_credentials(path)
+    return str(refused.value)
+
+
+def test_every_malformed_line_is_reported_not_only_the_first(tmp_path):
+    """A CSV file with three bad lines among good ones: one error names each of them
+    (line 2: a third field, line 4: an empty key, line 5: a TIN again with another key),
+    so the operator fixes the file once, and no key of any line is shown."""
+    said = refusal_of(
+        tmp_path / "keys.csv",
+        "094019245,key-of-the-first-shop\n"
+        "800123456,key-of-the-second,extra\n"
+        "800123457,key-of-the-third\n"
+        "800123458,\n"
+        "094019245,another-key\n",
+    )
+    assert "line 2: expected TIN,API key" in said
+    assert "line 4:" in said
+    assert "'800123458'" in said
+    assert "line 5: '094019245' again" in said
+    assert "line 3" not in said
+    for key in ("key-of-the-first-shop", "key-of-the-second", "key-of-the-third", "another-key"):
+        assert key not in said
+
+
+def test_every_bad_issuer_of_a_json_file_is_reported(tmp_path):
+    """A JSON object with two keys that are not strings and one empty key: the error
+    names the three TINs, never a key."""
+    said = refusal_of(
+        tmp_path / "keys.json",
+        json.dumps({"094019245": 1, "800123456": "good-key", "800123457": [], "800123458": ""}),
+    )
+    assert "'094019245'" in said
+    assert "'800123457'" in said
+    assert "'800123458'" in said
+    assert "800123456" not in said
+    assert "good-key" not in said
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX file modes")
+def test_a_credentials_file_others_can_read_is_used_with_a_warning(tmp_path, caplog):
+    """A credentials file of mode 0644 (readable by every user of the machine) is read,
+    with one WARNING naming the file, its mode and the fix (chmod 600); a 0600 file is
+    read without a word. The warning shows no key."""
+    open_file = tmp_path / "open.json"
+    open_file.write_text(json.dumps(KEYS), encoding="utf-8")
+    open_file.chmod(0o644)
+    private = tmp_path / "private.json"
+    private.write_text(json.dumps(KEYS), encoding="utf-8")
+    private.chmod(0o600)
+    with caplog.at_level(logging.WARNING, logger="invoicing_async"):
+        assert read_credentials(private) == KEYS
+        assert caplog.records == []
+        assert read_credentials(open_file) == KEYS
+    [warning] = caplog.records
+    assert warning.levelno == logging.WARNING
+    message = warning.getMessage()
+    assert str(open_file) in message
+    assert "0644" in message
+    assert f"chmod 600 {open_file}" in message
+    assert all(key not in message for key in KEYS.values())
+
+
+def test_a_credentials_file_replaced_while_in_use_is_read_again(tmp_path):
+    """A credentials file as a running worker sees it: replaced by an atomic rename
+    (the new key written to a temporary file, renamed over the old one), the next look
+    up gives the new key; a replacement that cannot be read (a malformed line) keeps
+    the last good credentials in use, and is read as soon as it is fixed."""
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps({"094019245": "old-key"}), encoding="utf-8")
+    path.chmod(0o600)
+    credentials = CredentialsFile(path)
+    assert credentials.get("094019245") == "old-key"
+    revision = credentials.revision
+
+    def replace(text: str) -> None:
+        temporary = tmp_path / "keys.json.new"
+        temporary.write_text(text, encoding="utf-8")
+        temporary.chmod(0o600)
+        temporary.replace(path)  # an atomic rename
+
+    replace(json.dumps({"094019245": "new-key", "800123456": "another"}))
+    assert credentials.refresh() is True
+    assert credentials.get("094019245") == "new-key"
+    assert credentials.get("800123456") == "another"
+    assert credentials.revision > revision
+    assert credentials.refresh() is False  # unchanged since
+    replace('{"094019245": ')  # half a file
+    assert credentials.refresh() is False
+    assert credentials.get("094019245") == "new-key"
+    replace(json.dumps({"094019245": "newest-key"}))
+    assert credentials.refresh() is True
+    assert credentials.get("094019245") == "newest-key"

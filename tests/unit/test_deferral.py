@@ -170,8 +170,8 @@ async def test_a_pass_that_counted_the_outbox_empty_does_not_undo_a_sale_finding
     count_outbox, run_worker = SqliteStore.remaining, _drainer.run_worker
     refresh_backlog, refreshed = _drainer.Drainer.refresh_backlog, asyncio.Event()
 
-    async def remaining(store):  # the pass's own count (not its worker's) waits
-        count = await count_outbox(store)
+    async def remaining(store, skip=()):  # the pass's own count (not its worker's) waits
+        count = await count_outbox(store, skip)
         if holding[0] and not working[0]:
             release = asyncio.Event()
             counted.put_nowait((count, release))
@@ -642,3 +642,29 @@ async def test_a_fleet_of_tills_shares_a_postgres_outbox(sb, postgres_dsn):
                 assert item.result == sb.committed[key].record
     assert sb.commit_count == 10
     assert all(held.commits == 1 for held in sb.committed.values())
+
+
+async def test_a_closing_deferral_lets_its_drainers_request_end(sb, tmp_path):
+    """A till closes (its application stops) while its drainer's request for a deferred
+    sale is out: closing waits for it, as a graceful stop of the outbox worker does
+    (the drainer is one), instead of cutting it off; answered, the sale is recorded
+    ``accepted``, not put back as a request that may have been committed (to be sent
+    again, answered 409, by the next start)."""
+    path = tmp_path / "till.db"
+    async with client_for(sb) as client:
+        till = Deferral(client, path, **FAST)
+        await till.start()
+        receipt = await refused(sb, client, till, 1)
+        sb.hold()
+        await sb.set_outage(None)
+        await sb.wait_held(1)  # the drainer's probe, out
+        closing = asyncio.ensure_future(till.close())
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not closing.done()  # it waits for the request out
+        sb.release()
+        await asyncio.wait_for(closing, 60)
+    async with SqliteOutbox(path) as outbox:
+        entry = await outbox.status(receipt.key)
+    assert entry.status is OutcomeStatus.ACCEPTED
+    assert sb.commit_count == 1

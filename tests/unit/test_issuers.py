@@ -7,10 +7,12 @@ and when the resolver is asked. Through real HTTP in test_pool.py.
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
 from invoicing_async import RetryPolicy, TokenCache, UnknownIssuerError
+from invoicing_async._credentials import CredentialsFile
 from invoicing_async._issuers import Issuers
 from invoicing_async._transport import Transport
 
@@ -24,6 +26,18 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+class Vault:
+    """A resolver over ``keys`` that notes every TIN it is asked about."""
+
+    def __init__(self, keys=KEYS) -> None:
+        self.keys = dict(keys)
+        self.asked: list[str] = []
+
+    def __call__(self, tin: str) -> str | None:
+        self.asked.append(tin)
+        return self.keys.get(tin)
 
 
 def issuers(resolver=KEYS, **kwargs) -> Issuers:
@@ -43,11 +57,8 @@ async def test_an_idle_issuer_is_closed_after_idle_seconds_one_in_use_never():
     (at the next release): used again, it is resolved again. One in use stays however
     long it is held, and one idle for less is kept."""
     clock = Clock()
-    asked = []
-
-    def resolver(tin):
-        asked.append(tin)
-        return KEYS.get(tin)
+    resolver = Vault()
+    asked = resolver.asked
 
     pool = issuers(resolver, idle=60, clock=clock)
     held = await pool.acquire(A)
@@ -68,11 +79,8 @@ async def test_past_max_issuers_the_least_recently_used_idle_go_never_one_in_use
     """With more than ``max_issuers`` kept, idle issuers are closed least recently used
     first; an issuer in use is never closed, even the least recently used: the next
     idle one goes instead."""
-    asked = []
-
-    def resolver(tin):
-        asked.append(tin)
-        return KEYS.get(tin)
+    resolver = Vault()
+    asked = resolver.asked
 
     pool = issuers(resolver, max_issuers=2)
     oldest = await pool.acquire(A)  # held throughout
@@ -115,3 +123,115 @@ async def test_an_async_resolver_is_asked_once_for_concurrent_first_uses():
     channels = await asyncio.gather(*(pool.acquire(A) for _ in range(20)))
     assert asked == [A]
     assert len({id(channel) for channel in channels}) == 1
+
+
+class RefusingCache(TokenCache):
+    """A token cache whose refusals the test decides: the credentials of ``refused``
+    digests count as refused by the token endpoint."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused: set[str] = set()
+
+    def _refused(self, key) -> bool:
+        return key.secret_digest in self.refused
+
+
+async def test_a_refused_issuer_is_resolved_again_at_most_once_per_recheck_and_a_new_key_is_used():
+    """An issuer whose credentials the token endpoint refused is resolved again at its
+    next use once ``recheck_refused`` seconds have passed since it was last resolved,
+    not before; the resolver's same key keeps the channel (and what its token cache
+    knows), another key gives the issuer a new channel; an issuer not refused is never
+    asked about again."""
+    clock = Clock()
+    resolver = Vault()
+    vault, asked = resolver.keys, resolver.asked
+
+    cache = RefusingCache()
+    pool = Issuers(
+        "https://provider.example", resolver, transport=Transport(), token_cache=cache,
+        token_retry=RetryPolicy(), recheck_refused=30, clock=clock,
+    )  # fmt: skip
+    first = await pool.acquire(A)
+    pool.release(await pool.acquire(B))
+    cache.refused.add(first.tokens.key.secret_digest)  # A's key refused
+    clock.now += 29
+    assert await pool.acquire(A) is first  # not yet
+    clock.now += 1
+    assert await pool.acquire(A) is first  # asked again: the same key
+    assert asked == [A, B, A]
+    vault[A] = "a-rotated-key"
+    clock.now += 10
+    assert await pool.acquire(A) is first  # 10 s since it was asked: not again yet
+    clock.now += 20
+    rotated = await pool.acquire(A)
+    assert rotated is not first
+    assert rotated.tokens.key.secret_digest != first.tokens.key.secret_digest
+    pool.release(await pool.acquire(B))
+    assert asked == [A, B, A, A]  # B, never refused, was not asked again
+
+
+async def test_reload_has_every_issuer_resolved_again_at_its_next_use():
+    """``reload()`` (SIGHUP): every issuer, refused or not, is resolved again at its
+    next use (a changed key gives a new channel, the same key keeps it), and an issuer
+    the resolver did not know is asked about again at once."""
+    resolver = Vault()
+    vault, asked = resolver.keys, resolver.asked
+
+    pool = issuers(resolver, forget_unknown=3600)
+    a, b = await pool.acquire(A), await pool.acquire(B)
+    with pytest.raises(UnknownIssuerError):
+        await pool.acquire("800000099")
+    vault[A], vault["800000099"] = "a-rotated-key", "a-new-shop"
+    revision = pool.revision
+    pool.reload()
+    assert pool.revision > revision
+    assert await pool.acquire(A) is not a
+    assert await pool.acquire(B) is b
+    assert (await pool.acquire("800000099")).client_id == "800000099"
+    assert asked == [A, B, "800000099", A, B, "800000099"]
+
+
+async def test_a_credentials_file_replaced_is_read_again_by_refresh(tmp_path):
+    """A pool over a credentials file: ``refresh()`` sees the file replaced (an atomic
+    rename) and bumps the revision, so that every issuer is resolved again from the
+    new file at its next use; an unchanged file changes nothing."""
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps({A: "old-key"}), encoding="utf-8")
+    path.chmod(0o600)
+    pool = issuers(CredentialsFile(path))
+    old = await pool.acquire(A)
+    revision = pool.refresh()
+    assert pool.refresh() == revision  # unchanged
+    new = tmp_path / "keys.new"
+    new.write_text(json.dumps({A: "new-key"}), encoding="utf-8")
+    new.chmod(0o600)
+    new.replace(path)
+    assert pool.refresh() > revision
+    fresh = await pool.acquire(A)
+    assert fresh is not old
+    assert fresh.tokens.key.secret_digest != old.tokens.key.secret_digest
+
+
+async def test_a_distrusted_issuer_is_resolved_again_once_its_recheck_is_due():
+    """An issuer whose requests the provider refused while its token still lived (a key
+    revoked, answered 401 with a valid token: a batch stopped its documents, and the
+    worker says so with ``distrust``) is resolved again like one whose token request was
+    refused: at its next use once ``recheck_refused`` seconds passed, a new key giving a
+    new channel; after that it is trusted again."""
+    clock = Clock()
+    resolver = Vault()
+    vault, asked = resolver.keys, resolver.asked
+
+    pool = issuers(resolver, recheck_refused=30, clock=clock)
+    first = await pool.acquire(A)
+    pool.distrust(A)
+    pool.distrust("800000099")  # an issuer it does not keep: nothing to do
+    vault[A] = "a-rotated-key"
+    assert await pool.acquire(A) is first  # not due yet
+    clock.now += 30
+    rotated = await pool.acquire(A)
+    assert rotated is not first
+    clock.now += 60
+    assert await pool.acquire(A) is rotated  # trusted again: not asked again
+    assert asked == [A, A]

@@ -30,7 +30,7 @@ OWNERS = {
     "psycopg": {"invoicing_async._ledger._postgres_outbox"},
     "segno": {"invoicing_async.qr"},
     "opentelemetry": {"invoicing_async._telemetry"},
-    "prometheus_client": {"invoicing_async._telemetry"},
+    "prometheus_client": {"invoicing_async._metrics_server"},
 }
 
 

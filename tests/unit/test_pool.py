@@ -191,3 +191,37 @@ async def test_a_submission_names_its_issuer_and_every_outcome_says_whose_it_is(
     assert [o.issuer for o in outcomes] == ["800000005", "800000001", None]
     assert isinstance(outcomes[2].error, UnknownIssuerError)
     assert outcome_from_dict(outcome_to_dict(outcomes[0])).issuer == "800000005"
+
+
+async def test_a_key_rotated_in_the_vault_is_used_without_a_new_pool(sb):
+    """An issuer rotates its API key at the provider; the platform writes the new key
+    into its vault (the pool's async resolver). The pool's next batch meets the
+    refusal of the old key for that issuer alone (its documents ``not_sent``, the other
+    issuer's accepted); the batch after that asks the vault again and sends with the
+    new key: accepted, with no new pool and no key in any log line."""
+    vault = dict(ISSUERS)
+    asked = collections.Counter()
+
+    async def resolver(tin):
+        asked[tin] += 1
+        await asyncio.sleep(0)
+        return vault.get(tin)
+
+    a, b = "800000001", "800000002"
+    async with pool_for(sb, resolver, recheck_refused=0) as pool:
+        assert (await pool.submit_json(sample_invoice(1, issuer_vat=a))).mark
+        sb.rotate_issuer(a, "a-rotated-key")
+        vault[a] = "a-rotated-key"  # asked for again only once the old key is refused
+        first = await pool.submit_many(
+            [sample_invoice(2, issuer_vat=a), sample_invoice(3, issuer_vat=b)],
+            encrypted=False,
+            retry=QUICK,
+        )
+        assert [o.status for o in first] == [OutcomeStatus.NOT_SENT, OutcomeStatus.ACCEPTED]
+        again = await pool.submit_many(
+            [sample_invoice(2, issuer_vat=a)], encrypted=False, retry=QUICK
+        )
+        assert [o.status for o in again] == [OutcomeStatus.ACCEPTED]
+    assert sb.issuer_stats(a).commits == 2
+    assert asked[a] >= 2
+    assert asked[b] == 1

@@ -432,6 +432,22 @@ def test_a_bad_issuers_file_says_where_and_never_quotes_a_key(tmp_path, text, pr
     assert "secret" not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    "tin", ["not-a-tin", "12345678", "1234567890", "094019246", "\uff1094019245"]
+)
+def test_an_issuers_file_of_something_that_is_no_tin_is_refused(tmp_path, tin):
+    """An issuers file naming ``not-a-tin`` (or 8 or 10 digits, a wrong check digit,
+    a full-width digit) is refused, naming that TIN and what a TIN is, never its key; a
+    real TIN beside it does not save the file."""
+    path = tmp_path / "issuers.csv"
+    path.write_text(f"094019245,secret-one\n{tin},secret-two\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="not a TIN") as caught:
+        read_issuers(path)
+    assert repr(tin) in str(caught.value)
+    assert str(path) in str(caught.value)
+    assert "secret" not in str(caught.value)
+
+
 def _serve(arguments: list[str], cwd: Path) -> subprocess.Popen[str]:
     command = [
         sys.executable, "-m", "invoicing_async", "sandbox", "--port", "0",
@@ -493,13 +509,24 @@ def test_the_service_serves_many_issuers_and_never_prints_their_keys(tmp_path, s
 
 
 def test_the_service_refuses_a_bad_issuers_file_before_starting(tmp_path):
-    """A malformed --issuers file, or --issuers-out without --issuer-count, stops the
-    command with a one-line usage error (exit status 2) that quotes no key."""
+    """A malformed --issuers file, one that names something that is no TIN, or
+    --issuers-out without --issuer-count, stops the command with a one-line usage error
+    (exit status 2) that quotes no key."""
     bad = tmp_path / "bad.csv"
     bad.write_text("900000005,secret-one,extra\n", encoding="utf-8")
-    for arguments in (["--issuers", str(bad)], ["--issuers-out", str(tmp_path / "x")]):
+    no_tin = tmp_path / "no-tin.csv"
+    no_tin.write_text("not-a-tin,secret-one\n", encoding="utf-8")
+    for arguments in (
+        ["--issuers", str(bad)],
+        ["--issuers", str(no_tin)],
+        ["--issuers-out", str(tmp_path / "x")],
+    ):
         with _serve(arguments, tmp_path) as process:
-            stdout, stderr = process.communicate(timeout=60)
+            try:
+                stdout, stderr = process.communicate(timeout=60)
+            finally:
+                if process.poll() is None:  # it started serving: a failure, not a hang
+                    process.kill()
         assert process.returncode == 2, stderr
         assert "secret" not in stdout + stderr
         assert "Traceback" not in stderr

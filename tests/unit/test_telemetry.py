@@ -33,7 +33,7 @@ from invoicing_async import (
     UnknownOutcomeError,
     document_key,
 )
-from invoicing_async.outbox import SqliteOutbox
+from invoicing_async.outbox import PostgresOutbox, SqliteOutbox, _till
 from invoicing_async.telemetry import send_traceparent
 from invoicing_async.testing import instant_retries
 from invoicing_sandbox import Fault, Sandbox, sample_invoice
@@ -394,3 +394,28 @@ print(sorted(m for m in sys.modules if m.startswith("opentelemetry")))
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize(
+    ("dsn", "named"),
+    [
+        (
+            "postgresql://app:s3cret@db.example:5433/shop?sslmode=require&password=s3cret",
+            "PostgresOutbox('postgresql://app@db.example:5433/shop')",
+        ),
+        ("postgres://db.example/shop", "PostgresOutbox('postgres://db.example/shop')"),
+        (
+            "host=db.example port=5433 dbname=shop user=app password='s3cret'",
+            "PostgresOutbox('host=db.example port=5433 dbname=shop user=app')",
+        ),
+    ],
+)
+def test_a_postgres_outbox_is_named_by_its_database_never_its_password(dsn, named):
+    """The name a PostgreSQL outbox has on its gauges (``invoicing.outbox``, the
+    worker's and a till's drainer's) is its repr: it says which database (user, host,
+    port, database) and never holds the password, wherever the DSN puts it (before:
+    ``PostgresOutbox(...)`` for every outbox, whichever it was)."""
+    outbox = PostgresOutbox(dsn)
+    assert repr(outbox) == named
+    assert repr(_till(outbox)) == named  # the drainer's gauges
+    assert "s3cret" not in repr(outbox)

@@ -1,0 +1,402 @@
+"""The journal of an outbox worker's batch: the entries it claimed, written under their lease.
+
+:class:`Claims` is what :func:`~._worker.run_worker` hands to its batch as the journal:
+lookups answer from the claimed rows, and every write is fenced by the claim's lease (a
+worker whose claim was taken over writes nothing, and does not send). A heartbeat
+extends the leases; :meth:`Claims.feed` claims entries as the batch asks for them, fair
+across issuers and skipping the issuers whose documents wait for an operator.
+
+A worker that stops gracefully (:meth:`Claims.stop`) claims nothing more and starts no
+request: an entry the batch would send next waits in :meth:`Claims.before_send` until
+the batch is cut, and is put back untouched; the requests already out end (or are cut
+at the grace, their entries put back knowing they may have been committed).
+:attr:`Claims.sending` says how many are still out.
+
+:attr:`Claims.recorded` counts the outcomes written: an outcome whose write failed (the
+database went away) is not counted, and the request sent again is, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import functools
+import uuid
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ._documents import Submission
+from ._errors import LedgerError
+from ._journal import Ref, Verdict, Withdrawn
+from ._ledger._entry import PARKED, PENDING, outcome_json
+from ._ledger._rules import charged, decide, digest_of, is_final, requeue
+from ._ledger._store import Settlement
+from ._log import ledger as log
+from ._outcomes import OutcomeStatus
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+    from . import _telemetry as telemetry
+    from ._batch import Batch
+    from ._documents import Prepared
+    from ._ledger._store import Claim, Store
+    from ._outcomes import Outcome
+    from ._retry import RetryPolicy
+
+__all__ = ["Claims", "Hooks", "Rounds"]
+
+
+class Hooks(Protocol):
+    """What the owner of a worker (the client's drainer of deferred sales) is told and asked."""
+
+    async def before_send(self, ref: Ref) -> None:
+        """A claimed entry is about to be sent: return when it may be."""
+
+    def answered(self, outcome: Outcome) -> None:
+        """An entry's outcome, as soon as it is known (not yet written)."""
+
+    def settled(self, outcome: Outcome, *, done: bool) -> None:
+        """An entry's outcome is written; ``done``: no worker sends it again.
+
+        Final, or parked until an explicit retry.
+        """
+
+
+class Rounds(Protocol):
+    """What the feed asks the worker between claims (see ``_worker._Blocked``)."""
+
+    def observe(self, batch: Batch) -> None:
+        """Look at what the batch stopped (issuers whose documents now wait)."""
+
+    def skipped(self) -> Sequence[str]:
+        """The issuers whose entries are not claimed now."""
+
+    def due(self) -> bool:
+        """Whether the round should end, for a new batch (an issuer to try again)."""
+
+
+class _Pump:
+    """Coalesces writes: whatever is queued while one write runs goes in the next."""
+
+    def __init__(self, write: Callable[[list[Any]], Awaitable[set[Any]]]) -> None:
+        self._write = write
+        self._queued: list[tuple[Any, asyncio.Future[bool]]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def put(self, item: Any) -> asyncio.Future[bool]:
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._queued.append((item, future))
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._run())
+        return future
+
+    async def drain(self) -> None:
+        while self._task is not None and not self._task.done():
+            await asyncio.shield(self._task)
+
+    async def _run(self) -> None:
+        while self._queued:
+            group, self._queued = self._queued, []
+            try:
+                applied = await self._write([item for item, _ in group])
+            except Exception as exc:  # noqa: BLE001  (the store's failure goes to every waiter)
+                error = (
+                    exc
+                    if isinstance(exc, LedgerError)
+                    else LedgerError(f"cannot write the outbox: {exc}", reason="write_failed")
+                )
+                for _, future in group:
+                    if not future.done():
+                        future.set_exception(error)
+                continue
+            for item, future in group:
+                if not future.done():
+                    future.set_result(item.id in applied)
+
+
+class Claims:
+    """The batch's journal in a worker: the claimed entries, written under their lease."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        seconds: float,
+        policy: RetryPolicy,
+        hooks: Hooks | None = None,
+        pending: telemetry.Pending | None = None,
+    ) -> None:
+        self._store = store
+        self._pending = pending
+        self._hooks = hooks
+        self._seconds = seconds
+        self._policy = policy
+        #: The entries claimed and not settled, by document (issuer and key).
+        self.held: dict[Ref, Claim] = {}
+        self._leases: dict[str, int] = {}
+        self._failure: LedgerError | None = None
+        self._sending = _Pump(lambda items: store.mark_sending([(c.id, c.lease) for c in items]))
+        self._settling = _Pump(store.settle)
+        self._settles: list[asyncio.Future[bool]] = []
+        #: How many outcomes of each status were written (under their lease).
+        self.recorded: collections.Counter[OutcomeStatus] = collections.Counter()
+        #: Entries marked sending in the outbox and not settled.
+        self._marked: set[Ref] = set()
+        #: Entries whose request went (or goes), not settled: the requests in flight.
+        self._out: set[Ref] = set()
+        self._none_out = asyncio.Event()
+        self._none_out.set()
+        #: Set by :meth:`stop`: nothing more is claimed or sent.
+        self._stopping = asyncio.Event()
+
+    @property
+    def sending(self) -> int:
+        """Entries whose request is out (or between its attempts), not yet settled."""
+        return len(self._out)
+
+    @property
+    def stopping(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopping.is_set()
+
+    def stop(self) -> None:
+        """Claim nothing more and start no request; those out go on (a graceful stop)."""
+        self._stopping.set()
+
+    async def none_out(self) -> None:
+        """Return once no request is out (see :attr:`sending`)."""
+        await self._none_out.wait()
+
+    async def take(self, limit: int, skip: Sequence[str] = ()) -> list[Claim]:
+        """Claim up to ``limit`` entries under a new lease, none of ``skip``'s issuers."""
+        lease = uuid.uuid4().hex
+        claiming = asyncio.ensure_future(self._store.claim(limit, lease, self._seconds, skip))
+        try:
+            claimed = await asyncio.shield(claiming)
+        except asyncio.CancelledError:
+            # Stopped while claiming: the claim may be made all the same. Held, what it
+            # took is put back with the rest when the worker stops.
+            with contextlib.suppress(Exception):
+                self._hold(lease, await claiming)
+            raise
+        return self._hold(lease, claimed)
+
+    def _hold(self, lease: str, claimed: list[Claim]) -> list[Claim]:
+        fresh = [claim for claim in claimed if claim.ref not in self.held]
+        for claim in fresh:
+            self.held[claim.ref] = claim
+        if fresh:
+            self._leases[lease] = len(fresh)
+        return fresh
+
+    async def heartbeat(self) -> None:
+        """Extend the leases held, every third of their length, until cancelled."""
+        while True:
+            await asyncio.sleep(self._seconds / 3)
+            if self._leases:
+                try:
+                    await self._store.extend(list(self._leases), self._seconds)
+                except Exception as exc:  # noqa: BLE001  (a missed beat: the leases may expire)
+                    # An outage is told once, by the worker; a missed beat alone is harmless.
+                    log.debug("outbox: cannot extend the leases: %s", exc)
+
+    # --- the journal's hooks -----------------------------------------------------------------
+
+    async def lookup(self, refs: Sequence[Ref]) -> list[Verdict]:
+        """A claimed entry is pending: send it (knowing whether it may be committed)."""
+        resend = self._policy.resend_ambiguous
+        return [decide(self.held[ref].entry, resend_ambiguous=resend) for ref in refs]
+
+    @property
+    def waits_on_others(self) -> bool:
+        """Whether ``before_send`` may wait for another document: the hooks' gate may."""
+        return self._hooks is not None
+
+    async def before_send(self, ref: Ref) -> None:
+        """Mark the entry sending, under its lease; a lost lease withdraws it.
+
+        Once the worker stops, no request starts: this waits until the batch is cut.
+        """
+        self._check()
+        await self._unless_stopping()
+        if self._hooks is not None:
+            await self._hooks.before_send(ref)
+        claim = self.held.get(ref)
+        if claim is None or not await self._sending.put(claim):
+            raise Withdrawn(f"the claim on {ref.key} was taken over by another worker")
+        self._marked.add(ref)
+        await self._unless_stopping()
+        self._out.add(ref)
+        self._none_out.clear()
+
+    async def _unless_stopping(self) -> None:
+        if self._stopping.is_set():
+            await asyncio.Future()  # until the batch is cut (cancelled)
+
+    def after_outcome(self, outcome: Outcome, prepared: Prepared | None) -> None:
+        """Settle the entry under its lease: done, or back to be sent again later.
+
+        Once stopping, an entry that was never marked sending is not settled: it is put
+        back untouched with the others held.
+        """
+        self._check()
+        ref = Ref.of_outcome(outcome)
+        if self._stopping.is_set() and ref not in self._marked:
+            return
+        self._marked.discard(ref)
+        self._out.discard(ref)
+        if not self._out:
+            self._none_out.set()
+        if self._hooks is not None:
+            self._hooks.answered(outcome)
+        claim = self.held.pop(ref, None)
+        if claim is None:
+            return
+        self._drop(claim.lease)
+        fingerprint = digest_of(outcome, prepared)
+        final = is_final(outcome, fingerprint)
+        policy = self._policy
+        again = requeue(outcome, final=final, resend_ambiguous=policy.resend_ambiguous)
+        counted = again and charged(outcome)
+        failures = claim.entry.failures + int(counted)
+        park = again and policy.max_rounds is not None and failures >= policy.max_rounds
+        state = PARKED if park else PENDING if again else "done"
+        settlement = Settlement(
+            claim.id,
+            claim.lease,
+            state,
+            outcome.status.value,
+            final,
+            outcome.status is OutcomeStatus.UNKNOWN,
+            fingerprint if final else None,
+            outcome.attempts,
+            outcome_json(outcome),
+            # The wait grows with the rounds that counted against the document; one that
+            # did not (an outage, a 429) waits the first round's: the provider's trouble
+            # must not hold the backlog back for minutes once it answers again.
+            policy.delay_after_round(failures if counted else 1) if state == PENDING else 0.0,
+            failures,
+            claim.content,
+        )
+        future = self._settling.put(settlement)
+        future.add_done_callback(functools.partial(self._settled_done, outcome.status))
+        if park:
+            future.add_done_callback(functools.partial(_parked, outcome, failures))
+        if self._hooks is not None:
+            future.add_done_callback(functools.partial(self._tell, outcome, state != PENDING))
+        self._settles.append(future)
+
+    # --- the worker's side ----------------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Wait until every settlement is written; raise a write failure."""
+        await self._settling.drain()
+        self._settles = [f for f in self._settles if not f.done()]
+        self._check()
+
+    async def release(self, delay: float = 0.0) -> list[str]:
+        """Put back every entry still held (never sent, or interrupted).
+
+        Returns the leases that could not be put back (the database is unavailable):
+        put them back once it answers, or let them expire.
+        """
+        leases = list(self._leases)
+        self.held.clear()
+        self._leases.clear()
+        if leases:
+            try:
+                await asyncio.shield(self._store.release(leases, delay))
+            except Exception as exc:  # noqa: BLE001  (best effort: leases expire anyway)
+                log.debug("outbox: cannot put the entries held back: %s", exc)
+                return leases
+        return []
+
+    def _drop(self, lease: str) -> None:
+        left = self._leases.get(lease, 0) - 1
+        if left > 0:
+            self._leases[lease] = left
+        else:
+            self._leases.pop(lease, None)
+
+    def _settled_done(self, status: OutcomeStatus, future: asyncio.Future[bool]) -> None:
+        if future.cancelled():
+            return
+        error = future.exception()
+        if isinstance(error, LedgerError) and self._failure is None:
+            self._failure = error
+        elif error is None and future.result():
+            self.recorded[status] += 1
+        elif error is None:
+            log.warning("outbox: an outcome was not written: the entry's lease was taken over")
+
+    def _tell(self, outcome: Outcome, done: bool, future: asyncio.Future[bool]) -> None:
+        """Tell the hooks an outcome is written (under the lease: else it was not)."""
+        hooks = self._hooks
+        if hooks is not None and not future.cancelled() and future.exception() is None:
+            written = future.result()
+            if written:
+                hooks.settled(outcome, done=done)
+
+    def _check(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    async def feed(
+        self, batch: Batch, *, size: int, poll: float, stop_when_empty: bool, rounds: Rounds
+    ) -> AsyncIterator[Submission]:
+        """Claimed documents, as the batch asks for them.
+
+        Ends with the batch's breaker, when the worker stops, when ``rounds`` says a new
+        batch is due, or (``stop_when_empty``) when nothing is left but what waits for an
+        operator.
+        """
+        buffer: collections.deque[Claim] = collections.deque()
+        while batch.stopped is None and not self.stopping:
+            rounds.observe(batch)
+            if not buffer:
+                if rounds.due():
+                    return
+                skip = rounds.skipped()
+                if self._pending is not None:  # the gauge, while metrics are read
+                    await self._pending.refresh(self._store.remaining)
+                buffer.extend(await self.take(size, skip))
+                if not buffer:
+                    if self._pending is not None:
+                        await self._pending.refresh(self._store.remaining, force=True)
+                    if stop_when_empty and await self._store.remaining(skip) <= len(self.held):
+                        return
+                    await self._idle(poll)
+                    continue
+            claim = buffer.popleft()
+            # Sent for the issuer stored with it: a pool routes it to that issuer.
+            issuer, key = claim.ref
+            yield Submission(
+                document=claim.document,
+                key=key,
+                issuer=issuer or None,
+                encrypted=claim.encrypted,
+            )
+
+    async def _idle(self, seconds: float) -> None:
+        """Wait ``seconds``, or until the worker stops."""
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({stopping}, timeout=seconds)
+        finally:
+            stopping.cancel()
+
+
+def _parked(outcome: Outcome, failures: int, future: asyncio.Future[bool]) -> None:
+    """Say that an entry was parked (once its settlement is written under the lease)."""
+    if future.cancelled() or future.exception() is not None or not future.result():
+        return
+    error = outcome.error
+    log.warning(
+        "outbox: invoice %s is parked after %d failed rounds (%s%s): no worker sends it "
+        "again until it is marked to be sent again (invoicing-async ledger retry)",
+        outcome.key,
+        failures,
+        outcome.status.value,
+        f": {type(error).__name__}: {error}" if error is not None else "",
+    )
