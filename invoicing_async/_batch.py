@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import random
 import time
 import types
@@ -45,7 +44,7 @@ import attrs
 from . import _telemetry as telemetry
 from ._checked import Checked
 from ._decision import End, Shared
-from ._delivery import Delivery
+from ._delivery import Delivery, Route
 from ._documents import (
     Identity,
     Prepared,
@@ -64,20 +63,12 @@ from ._pacer import Pacer
 from ._retry import RetryPolicy
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Callable
 
     from ._journal import Journal
-    from ._models import DocumentResult
     from ._prepare import Body, Preparer
 
-__all__ = ["Batch", "BatchOptions", "Route", "Sender"]
-
-
-class Route(Protocol):
-    """What a batch sends a document of one issuer through (its channel)."""
-
-    def send(self, prepared: Prepared, *, timeout: float | None) -> Awaitable[DocumentResult]:
-        """One attempt; the record, or the typed error."""
+__all__ = ["Batch", "BatchOptions", "Sender"]
 
 
 class Sender(Protocol):
@@ -150,7 +141,7 @@ class _Failed:
 class _Pending:
     """A document read from the input, not yet prepared (one per document: slots)."""
 
-    __slots__ = ("document", "identity", "index", "key", "options", "verdict")
+    __slots__ = ("_ref", "document", "identity", "index", "key", "options", "verdict")
 
     def __init__(
         self,
@@ -166,6 +157,15 @@ class _Pending:
         self.document = document
         self.options = options
         self.verdict = SEND
+        self._ref: Ref | None = None
+
+    @property
+    def ref(self) -> Ref:
+        """The document as a journal knows it (made once)."""
+        ref = self._ref
+        if ref is None:
+            ref = self._ref = Ref.of(self.key, self.identity.issuer)
+        return ref
 
     def __repr__(self) -> str:
         return f"<_Pending {self.index} {self.key}>"
@@ -469,9 +469,7 @@ class Batch:
         if self._journal is not None:
             pending = [item for item in identified if isinstance(item, _Pending)]
             if pending:
-                verdicts = await self._journal.lookup(
-                    [Ref.of(item.key, item.identity.issuer) for item in pending]
-                )
+                verdicts = await self._journal.lookup([item.ref for item in pending])
                 found = dict(zip(map(id, pending), verdicts, strict=True))
                 identified = [
                     item if isinstance(item, Outcome) else self._verdict(item, found[id(item)])
@@ -631,9 +629,7 @@ class Batch:
                     self._record(lane, item)
                     return
                 try:
-                    await journal.before_send(
-                        Ref.of(item.pending.key, item.pending.identity.issuer)
-                    )
+                    await journal.before_send(item.pending.ref)
                 except Withdrawn:
                     self._lanes.sent(lane, slot, None)
                     await self._finish(lane, item, delivery.give_up("lease lost"))
@@ -642,7 +638,7 @@ class Batch:
                     self._lanes.sent(lane, slot, None)
                     raise
         try:
-            decision = await delivery.step(functools.partial(issuer.route.send, item.prepared))
+            decision = await delivery.step(issuer.route, item.prepared)
         finally:
             self._lanes.sent(lane, slot, delivery.core.load)
         if isinstance(decision, End):
@@ -670,9 +666,7 @@ class Batch:
         assert self._journal is not None  # noqa: S101  (recorded only with one)
         with item.call:
             try:
-                await self._journal.before_send(
-                    Ref.of(item.pending.key, item.pending.identity.issuer)
-                )
+                await self._journal.before_send(item.pending.ref)
             except Withdrawn:
                 await self._finish(lane, item, item.delivery.give_up("lease lost"))
                 return

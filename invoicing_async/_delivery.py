@@ -26,12 +26,19 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from ._decision import End, Shared, Wait
-    from ._documents import Identity
+    from ._documents import Identity, Prepared
     from ._limiter import Limiter
     from ._models import DocumentResult
     from ._retry import RetryPolicy
 
-__all__ = ["Delivery", "SendOnce"]
+__all__ = ["Delivery", "Route", "SendOnce"]
+
+
+class Route(Protocol):
+    """What a batch sends a document of one issuer through (its channel)."""
+
+    def send(self, prepared: Prepared, *, timeout: float | None) -> Awaitable[DocumentResult]:
+        """One attempt; the record, or the typed error."""
 
 
 class SendOnce(Protocol):
@@ -52,7 +59,7 @@ class Delivery:
     :param safety: a document submission is a ``DEDUPLICATED_WRITE``.
     """
 
-    __slots__ = ("_attempts", "_sending", "identity", "index", "key")
+    __slots__ = ("_attempts", "_prepared", "_route", "_sending", "identity", "index", "key")
 
     def __init__(
         self,
@@ -115,34 +122,46 @@ class Delivery:
         )
         return self.outcome(end)
 
-    def step(self, send: SendOnce) -> Awaitable[End | Wait]:
-        """At most one attempt, as the core says (a batch's worker)."""
-        return step(self._attempts, self.attempt(send), subject=self, log=log)
+    def step(self, route: Route, prepared: Prepared) -> Awaitable[End | Wait]:
+        """At most one attempt through ``route``, as the core says (a batch's worker).
+
+        No closure and no partial for the attempt: it is a method of the delivery.
+        """
+        self._route = route
+        self._prepared = prepared
+        return step(self._attempts, self._attempt_on_route, subject=self, log=log)
+
+    def _attempt_on_route(self, timeout: float | None) -> Awaitable[DocumentResult]:
+        return self._checked(self._route.send(self._prepared, timeout=timeout))
 
     def attempt(self, send: SendOnce) -> Callable[[float | None], Awaitable[DocumentResult]]:
         """One attempt with ``send``: the record, checked against the document's identity."""
 
-        async def attempt(timeout: float | None) -> DocumentResult:
-            self._sending = True
-            try:
-                record = await send(timeout=timeout)
-            except DuplicateDocumentError as exc:
-                self._sending = False
-                # A 409's record of another document is a foreign record, not a duplicate.
-                foreign = None if exc.result is None else self._foreign(exc.result, 409)
-                if foreign is not None:
-                    raise foreign from None
-                raise
-            except InvoicingError:
-                self._sending = False  # answered (a cancellation leaves it out: maybe sent)
-                raise
-            self._sending = False
-            mismatch = self._foreign(record, 201)
-            if mismatch is not None:
-                raise mismatch
-            return record
+        def attempt(timeout: float | None) -> Awaitable[DocumentResult]:
+            return self._checked(send(timeout=timeout))
 
         return attempt
+
+    async def _checked(self, sending: Awaitable[DocumentResult]) -> DocumentResult:
+        """The record ``sending`` answers, checked against the document's identity."""
+        self._sending = True
+        try:
+            record = await sending
+        except DuplicateDocumentError as exc:
+            self._sending = False
+            # A 409's record of another document is a foreign record, not a duplicate.
+            foreign = None if exc.result is None else self._foreign(exc.result, 409)
+            if foreign is not None:
+                raise foreign from None
+            raise
+        except InvoicingError:
+            self._sending = False  # answered (a cancellation leaves it out: maybe sent)
+            raise
+        self._sending = False
+        mismatch = self._foreign(record, 201)
+        if mismatch is not None:
+            raise mismatch
+        return record
 
     def give_up(self, why: str, error: InvoicingError | None = None) -> Outcome:
         """Stop before (or between) attempts: see :meth:`~._decision.Attempts.give_up`."""

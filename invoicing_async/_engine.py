@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     import ssl
     from collections.abc import Awaitable, Callable
 
-    from ._batch import BatchOptions, Route
+    from ._batch import BatchOptions
+    from ._delivery import Route
     from ._documents import Document, SendOptions
     from ._journal import Journal
     from ._models import DocumentResult
