@@ -69,6 +69,9 @@ class Rounds(Protocol):
     def observe(self, batch: Batch) -> None:
         """Look at what the batch stopped (issuers whose documents now wait)."""
 
+    def outcome(self, outcome: Outcome) -> None:
+        """An entry's outcome, told as it is settled (before it is written back)."""
+
     def skipped(self) -> Sequence[str]:
         """The issuers whose entries are not claimed now."""
 
@@ -139,8 +142,12 @@ class Claims:
         self._sending = _Pump(lambda items: store.mark_sending([(c.id, c.lease) for c in items]))
         self._settling = _Pump(store.settle)
         self._settles: list[asyncio.Future[bool]] = []
+        #: Told of every outcome as it settles (the worker's issuers that wait).
+        self._rounds: Rounds | None = None
         #: How many outcomes of each status were written (under their lease).
         self.recorded: collections.Counter[OutcomeStatus] = collections.Counter()
+        #: Outcomes whose write failed as the database went away: written or not.
+        self.unconfirmed = 0
         #: Entries marked sending in the outbox and not settled.
         self._marked: set[Ref] = set()
         #: Entries whose request went (or goes), not settled: the requests in flight.
@@ -241,6 +248,10 @@ class Claims:
         back untouched with the others held.
         """
         self._check()
+        if self._rounds is not None:
+            # Told before the entry is written back: its issuer is skipped by the next
+            # claim if it now waits (an entry put back with no wait is claimable at once).
+            self._rounds.outcome(outcome)
         ref = Ref.of_outcome(outcome)
         if self._stopping.is_set() and ref not in self._marked:
             return
@@ -323,8 +334,11 @@ class Claims:
         if future.cancelled():
             return
         error = future.exception()
-        if isinstance(error, LedgerError) and self._failure is None:
-            self._failure = error
+        if isinstance(error, LedgerError):
+            # The database went away while it was written: it may or may not have been.
+            self.unconfirmed += 1
+            if self._failure is None:
+                self._failure = error
         elif error is None and future.result():
             self.recorded[status] += 1
         elif error is None:
@@ -351,6 +365,7 @@ class Claims:
         batch is due, or (``stop_when_empty``) when nothing is left but what waits for an
         operator.
         """
+        self._rounds = rounds
         buffer: collections.deque[Claim] = collections.deque()
         while batch.stopped is None and not self.stopping:
             rounds.observe(batch)

@@ -126,6 +126,7 @@ async def run_worker(
     pauses = Backoff(1.0, _MAX_PAUSE, jitter="none")
     pause = poll
     orphaned: list[str] = []  # leases held when the database went away
+    unconfirmed = 0  # outcomes whose write the database's going away left unknown
     pending = telemetry.Pending(name)  # observed while this function runs
     blocked = _Blocked(engine)
     while not stop.is_set():
@@ -156,12 +157,13 @@ async def run_worker(
             continue
         finally:
             counts += claims.recorded
+            unconfirmed += claims.unconfirmed
         if stop.is_set():
             break
         if batch.stopped is not None:
             if stop_when_empty:
                 log.warning("outbox worker stops: %s", batch.stopped)
-                return dict(counts)
+                return _counted(counts, unconfirmed)
             log.warning("outbox worker paused %.0f s: %s", pause, batch.stopped)
             await _sleep(pause, stop)
             pause = pauses.next()
@@ -170,7 +172,27 @@ async def run_worker(
         pause = poll
         if empty:
             await _stopping(store, blocked)
-            return dict(counts)
+            return _counted(counts, unconfirmed)
+    return _counted(counts, unconfirmed)
+
+
+def _counted(
+    counts: collections.Counter[OutcomeStatus], unconfirmed: int
+) -> dict[OutcomeStatus, int]:
+    """The counts a worker returns; said once if some writes were left unknown.
+
+    An outcome whose write failed as the database went away is counted where it is
+    written again (by this worker or another, after a re-send the provider answers
+    ``409``); if that write had landed after all, the entry is done and counted by no
+    one: the counts may fall short by as many, never count an entry twice.
+    """
+    if unconfirmed:
+        log.warning(
+            "outbox worker: %d outcome(s) were being written when the outbox database went "
+            "away; those whose write landed are not in this worker's counts (the outbox "
+            "holds them: invoicing-async outbox status)",
+            unconfirmed,
+        )
     return dict(counts)
 
 
@@ -199,7 +221,7 @@ async def _round(
     documents = claims.feed(
         batch, size=size, poll=poll, stop_when_empty=stop_when_empty, rounds=blocked
     )
-    consume = asyncio.ensure_future(_consume(batch, documents, blocked))
+    consume = asyncio.ensure_future(_consume(batch, documents))
     cancelled = False
     try:
         cancelled = await _until_asked(consume, stop)
@@ -230,11 +252,14 @@ async def _round(
     return await claims.release(0.0 if batch.stopped is None else pause)
 
 
-async def _consume(batch: Batch, documents: AsyncIterator[Submission], blocked: _Blocked) -> None:
-    """Run the batch over the claimed documents; tell ``blocked`` of every outcome."""
+async def _consume(batch: Batch, documents: AsyncIterator[Submission]) -> None:
+    """Run the batch over the claimed documents.
+
+    The claims tell the worker's issuers that wait of each outcome, as it settles.
+    """
     async with contextlib.aclosing(batch.run(documents)) as outcomes:
-        async for outcome in outcomes:
-            blocked.outcome(outcome)
+        async for _ in outcomes:
+            pass
 
 
 async def _until_asked(consume: asyncio.Future[None], stop: asyncio.Event) -> bool:
