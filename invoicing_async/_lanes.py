@@ -107,6 +107,12 @@ class _Workers:
         self._closed = True
         self._wake_all_if_done()
 
+    @staticmethod
+    def pause(lane: Lane[Any], seconds: float) -> None:
+        """Send nothing of ``lane`` for ``seconds`` (its issuer was asked to slow down)."""
+        until = asyncio.get_running_loop().time() + seconds
+        lane._paused_until = max(lane._paused_until, until)  # noqa: SLF001
+
     def _wake_one(self) -> None:
         while self._waiters:
             waiter = self._waiters.popleft()
@@ -241,11 +247,6 @@ class Lanes(_Workers, Generic[T]):
         now = asyncio.get_running_loop().time()
         heapq.heappush(lane._later, (now + delay, next(self._seq), item))  # noqa: SLF001
         self._offer(lane, now)
-
-    def pause(self, lane: Lane[T], seconds: float) -> None:
-        """Send nothing of ``lane`` for ``seconds`` (its issuer was asked to slow down)."""
-        until = asyncio.get_running_loop().time() + seconds
-        lane._paused_until = max(lane._paused_until, until)  # noqa: SLF001
 
     def settled(self, lane: Lane[T]) -> None:
         """An item of ``lane`` is settled: its room is free; an empty lane is dropped."""
@@ -448,11 +449,6 @@ class OneLane(_Workers, Generic[T]):
                 self._wake_one()
         else:
             self._arm(due)
-
-    def pause(self, lane: Lane[T], seconds: float) -> None:
-        """Send nothing for ``seconds`` (the issuer was asked to slow down)."""
-        until = asyncio.get_running_loop().time() + seconds
-        lane._paused_until = max(lane._paused_until, until)  # noqa: SLF001
 
     def settled(self, lane: Lane[T]) -> None:
         """An item is settled: its room is free (whoever waits for half of it is woken)."""
