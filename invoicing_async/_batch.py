@@ -82,6 +82,14 @@ class Sender(Protocol):
         """Connection pool size (0: unlimited)."""
 
     @property
+    def idle_routes(self) -> int:
+        """Idle issuers a batch keeps the lane and route of: as many as the pool keeps.
+
+        A lane holds the issuer's limit, pause, breaker and budget while it holds no
+        document, so that its documents coming again find it as it was.
+        """
+
+    @property
     def per_issuer(self) -> bool:
         """Whether documents go to the issuer they name (a pool).
 
@@ -292,7 +300,7 @@ class Batch:
                 max(self._workers * 16, _LOOKAHEAD),
                 limit=self._workers,
                 on_empty=self._lane_done,
-                keep_idle=_IDLE_ISSUERS,
+                keep_idle=self._sender.idle_routes,
             )
         return OneLane(2 * self._workers, limit=self._workers)  # a document ready for each
 
@@ -743,9 +751,6 @@ class _Issuer:
     shared: Shared
 
 
-#: Issuers whose lane (its limit, pause, breaker, budget) a batch keeps while it holds no
-#: document, and whose route it keeps: as many as a pool keeps idle issuers by default.
-_IDLE_ISSUERS = 10_000
 
 
 async def _chunks(

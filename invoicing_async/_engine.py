@@ -95,6 +95,10 @@ _OPTIONS = frozenset(
 class Channels(Protocol):
     """Which channel sends a document of an issuer (see :mod:`._issuers`)."""
 
+    @property
+    def max_issuers(self) -> int:
+        """Idle issuers whose channel is kept at most (0: one issuer)."""
+
     async def acquire(self, issuer: str | None) -> Channel:
         """The channel of ``issuer``, kept until :meth:`release`.
 
@@ -113,6 +117,9 @@ class OneIssuer:
     A document of another issuer is sent with the client's credentials, as it always
     was: the provider answers 401 when its VAT number does not match the API key.
     """
+
+    #: One issuer: no idle ones are kept apart.
+    max_issuers = 0
 
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
@@ -325,6 +332,11 @@ class Engine:
     def limit(self) -> int:
         """The connection pool size (0: unlimited)."""
         return self._transport.limit
+
+    @property
+    def idle_routes(self) -> int:
+        """Idle issuers a batch keeps its lanes of (as many as the pool keeps idle)."""
+        return self._channels.max_issuers
 
     @property
     def per_issuer(self) -> bool:

@@ -147,6 +147,11 @@ class Issuers:
     def __repr__(self) -> str:
         return f"<Issuers {self._base_url} in use={len(self._slots)}>"
 
+    @property
+    def max_issuers(self) -> int:
+        """Idle issuers whose channel is kept at most."""
+        return self._max
+
     def __len__(self) -> int:
         """Issuers whose channel is kept now."""
         return len(self._slots)
