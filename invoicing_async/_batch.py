@@ -751,8 +751,6 @@ class _Issuer:
     shared: Shared
 
 
-
-
 async def _chunks(
     documents: Iterable[Any] | AsyncIterable[Any], size: int
 ) -> AsyncIterator[list[tuple[int, Any]]]:

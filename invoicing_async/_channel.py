@@ -32,7 +32,7 @@ from ._errors import (
 )
 from ._log import auth as auth_log
 from ._outcomes import OutcomeStatus
-from ._redact import mentions, redact_error, redact_record
+from ._redact import found_in, needles, redact_error, redact_record
 from ._safety import Safety
 from ._tokencache import CredentialsKey, TokenCache, Tokens
 
@@ -75,6 +75,9 @@ class Channel:
         self._token_retry = token_retry
         # Tokens used lately: scrubbed from provider text that echoes them.
         self._recent_secrets: collections.deque[str] = collections.deque(maxlen=8)
+        # What may_echo looks for, and the cached token it was made with.
+        self._needles: tuple[bytes, ...] | None = None
+        self._needles_token: AccessToken | None = None
 
     def __repr__(self) -> str:
         return f"<Channel {self._base_url} client_id={self._client_id!r}>"
@@ -156,8 +159,7 @@ class Channel:
         result: DocumentResult = self._checked(
             lambda r: proto.parse_document_response(r, encrypted=encrypted), response, reauth_in
         )
-        secrets = self._secrets()
-        return redact_record(result, secrets) if mentions(response.body, secrets) else result
+        return redact_record(result, self._secrets()) if self.may_echo(response.body) else result
 
     async def send_call(
         self,
@@ -200,6 +202,17 @@ class Channel:
         """The API key and the tokens in use lately: never to be handed on."""
         return self._secrets()
 
+    def may_echo(self, body: bytes) -> bool:
+        """Whether the provider's raw ``body`` may hold one of :meth:`known_secrets`.
+
+        A byte search for secrets encoded once per token: a record's scan (and its copy)
+        only when it may find one.
+        """
+        token = self._tokens.peek()
+        if self._needles is None or token is not self._needles_token:
+            self._needles, self._needles_token = needles(self._secrets()), token
+        return found_in(body, self._needles)
+
     # --- tokens ----------------------------------------------------------------------------
 
     async def token(self) -> AccessToken:
@@ -209,6 +222,7 @@ class Channel:
             self._recent_secrets.append(token.value)
             if token.refresh_token:
                 self._recent_secrets.append(token.refresh_token)
+            self._needles = None
         return token
 
     async def _authorized(
@@ -228,7 +242,9 @@ class Channel:
         seconds until one may be requested (``None`` otherwise: a 401 to a token fetched
         for this request, or to one never accepted, is the request's own answer).
         """
-        token = await self._token_within(timeout)
+        token = self._tokens.fresh()  # the common case: no task, no timer, no frame
+        if token is None:
+            token = await self._token_within(timeout)
         response = await self._transport.send(build(token), timeout=timeout)
         if not response.unauthorized:  # the common case: the provider knows this token
             self._tokens.confirm(token)
@@ -277,9 +293,6 @@ class Channel:
         :class:`AuthenticationError`), so bulk submission neither rejects the document
         nor calls it possibly committed.
         """
-        token = self._tokens.fresh()
-        if token is not None:
-            return token  # the common case: no task, no timer
         found = await self._within(self.token(), timeout)
         assert found is not None  # noqa: S101  (token() returns a token or raises)
         return found

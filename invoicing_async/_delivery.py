@@ -23,7 +23,7 @@ from ._safety import Safety
 
 if TYPE_CHECKING:
     import random
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable
 
     from ._decision import End, Shared, Wait
     from ._documents import Identity, Prepared
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ._models import DocumentResult
     from ._retry import RetryPolicy
 
-__all__ = ["Delivery", "Route", "SendOnce"]
+__all__ = ["Delivery", "Route"]
 
 
 class Route(Protocol):
@@ -39,12 +39,6 @@ class Route(Protocol):
 
     def send(self, prepared: Prepared, *, timeout: float | None) -> Awaitable[DocumentResult]:
         """One attempt; the record, or the typed error."""
-
-
-class SendOnce(Protocol):
-    """One attempt at sending a document, within ``timeout`` seconds (``None``: no limit)."""
-
-    def __call__(self, *, timeout: float | None) -> Awaitable[DocumentResult]: ...
 
 
 class Delivery:
@@ -115,10 +109,14 @@ class Delivery:
         """What its log lines carry as ``extra``."""
         return {"invoicing.document_key": self.key, "invoicing.issuer": self.identity.issuer}
 
-    async def run(self, send: SendOnce, *, limiter: Limiter | None = None) -> Outcome:
-        """Send until the outcome is known; ``send(timeout=...)`` makes one attempt."""
+    async def run(
+        self, route: Route, prepared: Prepared, *, limiter: Limiter | None = None
+    ) -> Outcome:
+        """Send ``prepared`` through ``route`` until the outcome is known (a single call)."""
+        self._route = route
+        self._prepared = prepared
         end = await drive(
-            self._attempts, self.attempt(send), subject=self, log=log, limiter=limiter
+            self._attempts, self._attempt_on_route, subject=self, log=log, limiter=limiter
         )
         return self.outcome(end)
 
@@ -132,15 +130,8 @@ class Delivery:
         return step(self._attempts, self._attempt_on_route, subject=self, log=log)
 
     def _attempt_on_route(self, timeout: float | None) -> Awaitable[DocumentResult]:
+        """One attempt: the record, checked against the document's identity."""
         return self._checked(self._route.send(self._prepared, timeout=timeout))
-
-    def attempt(self, send: SendOnce) -> Callable[[float | None], Awaitable[DocumentResult]]:
-        """One attempt with ``send``: the record, checked against the document's identity."""
-
-        def attempt(timeout: float | None) -> Awaitable[DocumentResult]:
-            return self._checked(send(timeout=timeout))
-
-        return attempt
 
     async def _checked(self, sending: Awaitable[DocumentResult]) -> DocumentResult:
         """The record ``sending`` answers, checked against the document's identity."""

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from . import _telemetry as telemetry
@@ -276,13 +275,13 @@ class Engine:
 
         :param issuer: overrides the issuer the document names (``Issuer.Vat``).
         """
-        with telemetry.calling("invoicing.submit", "document"):
+        key, identity = describe(document)
+        if issuer is not None:
+            identity = identity._replace(issuer=issuer)
+        fields = telemetry.document_fields(key, identity.issuer)
+        with telemetry.calling("invoicing.submit", "document", fields):
             self.ensure_usable()
             deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
-            key, identity = describe(document)
-            if issuer is not None:
-                identity = identity._replace(issuer=issuer)
-            telemetry.describe(key, identity)
             body = await self._preparer.prepare_one(document, encrypted=options.encrypted)
             if isinstance(body, InvoicingError):
                 raise body
@@ -320,7 +319,7 @@ class Engine:
             deadline=deadline,
             sale=sale,
         )
-        run = delivery.run(functools.partial(channel.send, prepared))
+        run = delivery.run(channel, prepared)
         try:
             if grace is None or deadline is None:
                 return await run

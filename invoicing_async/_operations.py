@@ -33,7 +33,7 @@ from ._documents import dumps
 from ._errors import DuplicateDocumentError, ValidationError
 from ._log import operations as log
 from ._outcomes import OutcomeStatus
-from ._redact import mentions, redact_json, redact_record
+from ._redact import redact_json, redact_record
 from ._safety import OPERATIONS, Safety, default_safety, operation_for, tighten
 
 if TYPE_CHECKING:
@@ -132,9 +132,8 @@ async def perform_answer(
 
     def ok(response: proto.Response) -> tuple[int, Any]:
         body = proto.parse_json_response(response, call.what)
-        known = channel.known_secrets()
-        if mentions(response.body, known):
-            body = redact_json(body, known)
+        if channel.may_echo(response.body):
+            body = redact_json(body, channel.known_secrets())
         return response.status, body
 
     try:
@@ -158,8 +157,8 @@ async def perform_record(
 
     def ok(response: proto.Response) -> tuple[int, DocumentResult]:
         record = proto.parse_document_response(response)
-        known = channel.known_secrets()
-        record = redact_record(record, known) if mentions(response.body, known) else record
+        if channel.may_echo(response.body):
+            record = redact_record(record, channel.known_secrets())
         return response.status, record
 
     _status, record, _attempts = await _perform(

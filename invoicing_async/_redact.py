@@ -8,7 +8,7 @@ errors, outcomes, logs and the journal.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -16,7 +16,7 @@ import attrs
 from ._errors import DuplicateDocumentError, ForeignRecordError, InvoicingError
 from ._models import DocumentResult
 
-__all__ = ["mentions", "redact", "redact_error", "redact_record"]
+__all__ = ["found_in", "needles", "redact", "redact_error", "redact_record"]
 
 _MARK = "[redacted]"
 #: Record fields that hold provider text (the rest are numbers, dates, enums).
@@ -46,15 +46,19 @@ def redact_json(value: Any, secrets: Collection[str]) -> Any:
     return value
 
 
-def mentions(body: bytes, secrets: Collection[str]) -> bool:
-    """Whether the raw ``body`` may hold a secret: a cheap test before a record's scan.
+def needles(secrets: Iterable[str]) -> tuple[bytes, ...]:
+    """The secrets as :func:`found_in` looks for them: encoded, those long enough to tell."""
+    return tuple(s.encode("utf-8") for s in secrets if len(s) >= 4)
 
+
+def found_in(body: bytes, encoded: Iterable[bytes]) -> bool:
+    """Whether the raw ``body`` may hold a secret (``encoded``: see :func:`needles`).
+
+    A cheap test before a record's scan.
     A JSON escape (a backslash sequence) could hide a secret from a byte search, so any
     backslash in the body counts as "maybe".
     """
-    if b"\\" in body:
-        return True
-    return any(len(s) >= 4 and s.encode("utf-8") in body for s in secrets)
+    return b"\\" in body or any(needle in body for needle in encoded)
 
 
 def redact_record(record: DocumentResult, secrets: Collection[str]) -> DocumentResult:

@@ -46,6 +46,7 @@ from ._errors import InvoicingError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Mapping
+    from contextlib import AbstractContextManager
     from typing import ParamSpec
 
     from ._decision import End, Wait
@@ -449,16 +450,25 @@ def call(name: str, kind: str, fields: dict[str, Any] | None = None, *, root: bo
     return Call(kind, fields, tracer=tracer, meters=meters, span=span)
 
 
-class calling:  # noqa: N801  (used as a function: ``with calling(...) as call``)
+def calling(
+    name: str, kind: str, fields: dict[str, Any] | None = None
+) -> AbstractContextManager[Call]:
     """A call, current while the block runs, ended when it leaves (see :meth:`Call.finish`).
 
-    An ending told before (:meth:`Call.ended`) stands.
+    An ending told before (:meth:`Call.ended`) stands. While nobody listens, the
+    :class:`Quiet` call itself: it has nothing to end.
     """
+    made = call(name, kind, fields)
+    return made if type(made) is Quiet else _Finishing(made)
+
+
+class _Finishing:
+    """A call entered for the block, and ended as the block leaves."""
 
     __slots__ = ("_made",)
 
-    def __init__(self, name: str, kind: str, fields: dict[str, Any] | None = None) -> None:
-        self._made = call(name, kind, fields)
+    def __init__(self, made: Call) -> None:
+        self._made = made
 
     def __enter__(self) -> Call:
         return self._made.__enter__()

@@ -127,53 +127,56 @@ async def run_worker(
     pause = poll
     orphaned: list[str] = []  # leases held when the database went away
     unconfirmed = 0  # outcomes whose write the database's going away left unknown
-    pending = telemetry.Pending(name)  # observed while this function runs
+    pending = telemetry.Pending(name)  # observed while this function runs (closed after)
     blocked = _Blocked(engine)
-    while not stop.is_set():
-        claims = Claims(store, seconds=lease, policy=retry, hooks=hooks, pending=pending)
-        options = BatchOptions(concurrency=concurrency, retry=retry, trace=False)
-        batch = engine.batch(options, claims)
-        try:
-            if orphaned:
-                await store.release(orphaned, 0.0)
-                orphaned = []
-            orphaned += await _round(
-                claims, batch, blocked, size=concurrency, poll=poll,
-                stop_when_empty=stop_when_empty, pause=pause, grace=grace, stop=stop,
-            )  # fmt: skip
-            blocked.observe(batch)  # what it stopped after its feed ended
-            empty = (
-                stop_when_empty
-                and batch.stopped is None
-                and not stop.is_set()
-                and await store.remaining(blocked.skipped()) == 0
-            )
-        except LedgerError as exc:
-            if exc.reason != "unavailable":
-                raise
-            orphaned += await claims.release()
-            if not await until_available(store.remaining, stop, error=exc):
+    try:
+        while not stop.is_set():
+            claims = Claims(store, seconds=lease, policy=retry, hooks=hooks, pending=pending)
+            options = BatchOptions(concurrency=concurrency, retry=retry, trace=False)
+            batch = engine.batch(options, claims)
+            try:
+                if orphaned:
+                    await store.release(orphaned, 0.0)
+                    orphaned = []
+                orphaned += await _round(
+                    claims, batch, blocked, size=concurrency, poll=poll,
+                    stop_when_empty=stop_when_empty, pause=pause, grace=grace, stop=stop,
+                )  # fmt: skip
+                blocked.observe(batch)  # what it stopped after its feed ended
+                empty = (
+                    stop_when_empty
+                    and batch.stopped is None
+                    and not stop.is_set()
+                    and await store.remaining(blocked.skipped()) == 0
+                )
+            except LedgerError as exc:
+                if exc.reason != "unavailable":
+                    raise
+                orphaned += await claims.release()
+                if not await until_available(store.remaining, stop, error=exc):
+                    break
+                continue
+            finally:
+                counts += claims.recorded
+                unconfirmed += claims.unconfirmed
+            if stop.is_set():
                 break
-            continue
-        finally:
-            counts += claims.recorded
-            unconfirmed += claims.unconfirmed
-        if stop.is_set():
-            break
-        if batch.stopped is not None:
-            if stop_when_empty:
-                log.warning("outbox worker stops: %s", batch.stopped)
+            if batch.stopped is not None:
+                if stop_when_empty:
+                    log.warning("outbox worker stops: %s", batch.stopped)
+                    return _counted(counts, unconfirmed)
+                log.warning("outbox worker paused %.0f s: %s", pause, batch.stopped)
+                await _sleep(pause, stop)
+                pause = pauses.next()
+                continue
+            pauses.reset()
+            pause = poll
+            if empty:
+                await _stopping(store, blocked)
                 return _counted(counts, unconfirmed)
-            log.warning("outbox worker paused %.0f s: %s", pause, batch.stopped)
-            await _sleep(pause, stop)
-            pause = pauses.next()
-            continue
-        pauses.reset()
-        pause = poll
-        if empty:
-            await _stopping(store, blocked)
-            return _counted(counts, unconfirmed)
-    return _counted(counts, unconfirmed)
+        return _counted(counts, unconfirmed)
+    finally:
+        pending.close()
 
 
 def _counted(

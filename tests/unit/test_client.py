@@ -415,6 +415,29 @@ async def test_secrets_echoed_into_a_record_are_scrubbed(mock, status):
     assert result.extra == {"extraInfo": {"seen": ["[redacted]"]}}
 
 
+async def test_a_record_echoing_a_token_fetched_since_the_last_record_is_scrubbed(mock):
+    """The secrets a record is searched for follow the token: after a 401 made the
+    client fetch a new token, a record echoing that new token is scrubbed too."""
+    mock.post(TOKEN_URL, payload=token_body(1))
+    mock.post(TOKEN_URL, payload=token_body(2))
+    mock.post(JSON_URL, status=201, payload={"mark": 400001000000001, "message": "clean"})
+    mock.post(
+        JSON_URL,
+        status=401,
+        payload={"message": "token revoked"},
+        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+    )
+    echo = {"mark": 400001000000002, "message": "accepted with token TOKEN-SENTINEL-2"}
+    mock.post(JSON_URL, status=201, payload=echo)
+    async with client() as c:
+        first = await c.submit_json(INVOICE)
+        second = await c.submit_json({**INVOICE, "Number": "2"})
+    assert first.message == "clean"
+    assert second.mark == 400001000000002
+    assert "SENTINEL" not in repr(second)
+    assert len(calls(mock, "POST", TOKEN_URL)) == 2
+
+
 async def test_secrets_never_in_errors_reprs_or_logs(mock, caplog):
     """API key and tokens appear in no repr, error message or DEBUG log line."""
     caplog.set_level(logging.DEBUG, logger="invoicing_async")

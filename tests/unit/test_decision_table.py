@@ -129,7 +129,6 @@ def scripted(answers):
 
 
 async def single_call(answers, safety):
-    attempt = scripted(answers)
     delivery = Delivery(
         "id:X-1",
         0,
@@ -138,12 +137,11 @@ async def single_call(answers, safety):
         deadline=asyncio.get_running_loop().time() + 60,
         safety=safety,
     )
-    outcome = await delivery.run(attempt)
+    outcome = await delivery.run(_Sender(answers), prepared=None)
     return outcome.status, outcome.attempts
 
 
 async def in_a_batch(answers, safety):
-    attempt = scripted(answers)
     shared = Shared(Budget(POLICY), Breaker(POLICY.circuit_breaker), ReauthWaits(3))
     delivery = Delivery(
         "id:X-1",
@@ -154,7 +152,7 @@ async def in_a_batch(answers, safety):
         deadline=asyncio.get_running_loop().time() + 60,
         safety=safety,
     )
-    outcome = await delivery.run(attempt, limiter=Limiter(4))
+    outcome = await delivery.run(_Sender(answers), prepared=None, limiter=Limiter(4))
     return outcome.status, outcome.attempts
 
 

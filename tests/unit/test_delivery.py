@@ -57,6 +57,16 @@ def script(*answers):
     return send
 
 
+class route:  # noqa: N801  (read as a function: route(send))
+    """A channel whose every attempt is ``send(timeout=...)``."""
+
+    def __init__(self, send):
+        self._send = send
+
+    def send(self, prepared, *, timeout):
+        return self._send(timeout=timeout)
+
+
 def delivery(**kwargs):
     kwargs.setdefault("policy", NO_WAIT)
     return Delivery("id:X-7", 0, IDENTITY, **kwargs)
@@ -107,7 +117,7 @@ RESET = TransportError("reset after sending", maybe_sent=True)
 )
 async def test_each_answer_gives_its_truthful_outcome(answers, status, attempts):
     """The classification table: what each answer means for the document."""
-    outcome = await delivery().run(script(*answers))
+    outcome = await delivery().run(route(script(*answers)), None)
     assert (outcome.status, outcome.attempts) == (status, attempts)
     if status is OutcomeStatus.UNKNOWN:
         assert isinstance(outcome.error, UnknownOutcomeError)
@@ -122,7 +132,7 @@ async def test_without_resends_an_ambiguous_failure_ends_unknown_at_once():
     committed."""
     policy = RetryPolicy(base_delay=0, max_delay=0, resend_ambiguous=False)
     send = script(RESET, OWN)
-    outcome = await delivery(policy=policy).run(send)
+    outcome = await delivery(policy=policy).run(route(send), None)
     assert outcome.status is OutcomeStatus.UNKNOWN
     assert outcome.error.last_error is RESET
     assert len(send.calls) == 1
@@ -139,10 +149,10 @@ async def test_a_409_without_a_readable_record_is_resent_for_the_record(first, s
     Only when no attempt is left does the outcome keep the 409 without a record."""
     unreadable = DuplicateDocumentError("dup", result=None)
     answers = [a for a in (first, unreadable, DuplicateDocumentError("dup", result=OWN)) if a]
-    outcome = await delivery().run(script(*answers))
+    outcome = await delivery().run(route(script(*answers)), None)
     assert (outcome.status, outcome.result) == (status, OWN)
     last_chance = delivery(policy=RetryPolicy(base_delay=0, max_attempts=len(answers) - 1))
-    held = await last_chance.run(script(*answers[:-1]))
+    held = await last_chance.run(route(script(*answers[:-1])), None)
     assert (held.status, held.result, held.error) == (status, None, unreadable)
 
 
@@ -150,7 +160,9 @@ async def test_a_409_without_a_record_stays_held_when_the_retry_budget_runs_out(
     """The batch's budget spent after a record-less 409: still held, never NOT_SENT."""
     policy = RetryPolicy(base_delay=0, max_delay=0, min_budget=0, budget_ratio=0)
     unreadable = DuplicateDocumentError("dup", result=None)
-    outcome = await delivery(policy=policy, shared=shared(policy)).run(script(unreadable))
+    outcome = await delivery(policy=policy, shared=shared(policy)).run(
+        route(script(unreadable)), None
+    )
     assert (outcome.status, outcome.result, outcome.error) == (
         OutcomeStatus.DUPLICATE,
         None,
@@ -166,11 +178,15 @@ async def test_in_a_batch_a_429_costs_a_quarter_attempt():
     slow = RateLimitError("slow", status=429)
     policy = RetryPolicy(base_delay=0, max_delay=0, max_attempts=2)
     answers = [slow] * 4 + [OWN]
-    in_batch = await delivery(policy=policy, shared=shared(policy)).run(script(*answers))
+    in_batch = await delivery(policy=policy, shared=shared(policy)).run(
+        route(script(*answers)), None
+    )
     assert (in_batch.status, in_batch.attempts) == (OutcomeStatus.ACCEPTED, 5)
-    alone = await delivery(policy=policy).run(script(*answers))
+    alone = await delivery(policy=policy).run(route(script(*answers)), None)
     assert (alone.status, alone.attempts) == (OutcomeStatus.NOT_SENT, 2)
-    always = await delivery(policy=policy, shared=shared(policy)).run(script(*[slow] * 9))
+    always = await delivery(policy=policy, shared=shared(policy)).run(
+        route(script(*[slow] * 9)), None
+    )
     assert (always.status, always.attempts) == (OutcomeStatus.NOT_SENT, 8)
 
 
@@ -180,10 +196,14 @@ async def test_a_foreign_record_is_never_accepted(duplicate):
     the document's own record (here through the 409 that follows) is what it ends with."""
     foreign = DocumentResult(mark=2, series="A", number="8", internal_id="X-8")
     first = DuplicateDocumentError("dup", result=foreign) if duplicate else foreign
-    outcome = await delivery().run(script(first, DuplicateDocumentError("dup", result=OWN)))
+    outcome = await delivery().run(
+        route(script(first, DuplicateDocumentError("dup", result=OWN))), None
+    )
     assert outcome.status is OutcomeStatus.ACCEPTED
     assert outcome.result == OWN
-    only_foreign = await delivery(policy=RetryPolicy(max_attempts=1)).run(script(first))
+    only_foreign = await delivery(policy=RetryPolicy(max_attempts=1)).run(
+        route(script(first)), None
+    )
     assert only_foreign.status is OutcomeStatus.UNKNOWN
     assert isinstance(only_foreign.error.last_error, ForeignRecordError)
     assert only_foreign.error.last_error.result == foreign
@@ -196,7 +216,7 @@ async def test_a_retry_after_beyond_the_deadline_gives_up_without_sleeping():
     loop = asyncio.get_running_loop()
     started = loop.time()
     outcome = await delivery(policy=RetryPolicy(), deadline=started + 60).run(
-        script(RateLimitError("slow", status=429, retry_after=600))
+        route(script(RateLimitError("slow", status=429, retry_after=600))), None
     )
     assert loop.time() - started < 30
     assert outcome.status is OutcomeStatus.NOT_SENT
@@ -207,7 +227,7 @@ async def test_each_attempt_gets_what_is_left_of_the_deadline():
     loop = asyncio.get_running_loop()
     send = script(REFUSED, OWN)
     policy = RetryPolicy(base_delay=0, max_delay=0, attempt_timeout=30)
-    await delivery(policy=policy, deadline=loop.time() + 2).run(send)
+    await delivery(policy=policy, deadline=loop.time() + 2).run(route(send), None)
     assert all(0 < timeout <= 2 for timeout in send.calls)
 
 
@@ -218,7 +238,7 @@ async def test_a_cancelled_send_is_recorded_as_unknown_a_cancelled_wait_as_not_s
         await asyncio.sleep(3600)
 
     sending = delivery()
-    task = asyncio.ensure_future(sending.run(hang))
+    task = asyncio.ensure_future(sending.run(route(hang), None))
     await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -226,7 +246,7 @@ async def test_a_cancelled_send_is_recorded_as_unknown_a_cancelled_wait_as_not_s
     assert sending.interrupted().status is OutcomeStatus.UNKNOWN
 
     waiting = delivery(policy=RetryPolicy(base_delay=3600, max_delay=3600))
-    task = asyncio.ensure_future(waiting.run(script(REFUSED)))
+    task = asyncio.ensure_future(waiting.run(route(script(REFUSED)), None))
     await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -256,7 +276,7 @@ async def test_an_open_breaker_sends_nothing_more():
     batch = shared()
     batch.breaker.trip(CredentialsError("creds", status=400))
     send = script(OWN)
-    outcome = await delivery(shared=batch).run(send)
+    outcome = await delivery(shared=batch).run(route(send), None)
     assert outcome.status is OutcomeStatus.NOT_SENT
     assert isinstance(outcome.error, CredentialsError)
     assert send.calls == []
@@ -301,7 +321,7 @@ async def test_retries_and_give_ups_are_logged_with_key_and_attempt(caplog):
     """An operator sees each retry (INFO) and each give-up (WARNING) with the document's
     key and the attempt number."""
     caplog.set_level(logging.INFO, logger="invoicing_async")
-    await delivery().run(script(REFUSED, REFUSED, REFUSED, REFUSED))
+    await delivery().run(route(script(REFUSED, REFUSED, REFUSED, REFUSED)), None)
     retries = [r for r in caplog.records if r.levelno == logging.INFO]
     assert all(r.getMessage().startswith("invoice id:X-7: attempt") for r in retries)
     assert len(retries) == 3
@@ -325,7 +345,9 @@ async def test_a_401_in_the_reauth_cooldown_is_waited_out_within_a_deadline():
     policy = RetryPolicy(base_delay=3600, max_delay=3600, circuit_breaker=1)
     state = shared(policy)
     started = loop.time()
-    outcome = await delivery(policy=policy, deadline=started + 60, shared=state).run(send)
+    outcome = await delivery(policy=policy, deadline=started + 60, shared=state).run(
+        route(send), None
+    )
     assert outcome.status is OutcomeStatus.ACCEPTED
     assert outcome.attempts == 2
     assert loop.time() - started < 30  # the 0.05 s cooldown, not the 3600 s backoff
@@ -342,7 +364,7 @@ async def test_a_401_in_the_reauth_cooldown_without_time_to_wait_is_not_sent_and
         state = shared(policy)
         blocked = AuthenticationError("token refused", status=401, reauth_in=30.0)
         outcome = await delivery(policy=policy, deadline=deadline, shared=state).run(
-            script(blocked)
+            route(script(blocked)), None
         )
         assert outcome.status is OutcomeStatus.NOT_SENT
         assert outcome.error.reauth_in == 30.0
@@ -364,9 +386,9 @@ async def test_a_batch_waits_out_reauth_cooldowns_as_windows_shared_by_its_docum
     assert waits.enter(30.0)
 
     state = attrs.evolve(shared(), reauth=ReauthWaits(1))
-    outcome = await delivery(shared=state).run(script(COOLDOWN_401, OWN))
+    outcome = await delivery(shared=state).run(route(script(COOLDOWN_401, OWN)), None)
     assert (outcome.status, outcome.attempts) == (OutcomeStatus.ACCEPTED, 2)
     state = attrs.evolve(shared(), reauth=ReauthWaits(0))
-    outcome = await delivery(shared=state).run(script(COOLDOWN_401, OWN))
+    outcome = await delivery(shared=state).run(route(script(COOLDOWN_401, OWN)), None)
     assert (outcome.status, outcome.attempts) == (OutcomeStatus.NOT_SENT, 1)
     assert outcome.error is COOLDOWN_401

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from invoicing_async import AuthenticationError, DocumentResult, DuplicateDocumentError
-from invoicing_async._redact import mentions, redact_error, redact_record
+from invoicing_async._redact import found_in, needles, redact_error, redact_record
 
 KEY = "KEY-12345"
 
@@ -50,6 +50,6 @@ def test_the_record_of_a_duplicate_is_scrubbed_with_its_error():
 def test_the_byte_precheck_never_misses_an_escaped_secret():
     """The pre-check on the raw body answers "maybe" for a secret, and for any escape
     that could hide one; a short secret (under 4 characters) is not searched for."""
-    assert mentions(f'{{"m":"{KEY}"}}'.encode(), [KEY])
-    assert mentions(b'{"m":"KEY\\u002d12345"}', [KEY])
-    assert not mentions(b'{"m":"nothing here"}', [KEY, "ab"])
+    assert found_in(f'{{"m":"{KEY}"}}'.encode(), needles([KEY]))
+    assert found_in(b'{"m":"KEY\\u002d12345"}', needles([KEY]))
+    assert not found_in(b'{"m":"nothing here"}', needles([KEY, "ab"]))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import subprocess
 import sys
@@ -325,6 +326,22 @@ async def test_the_outbox_pending_gauge_counts_what_a_worker_has_left(sb, tmp_pa
     [(attributes, point)] = before
     assert attributes == {"invoicing.outbox": repr(outbox)}
     assert point.value == 5
+
+
+async def test_a_worker_that_returned_no_longer_reports_its_pending_gauge(sb, tmp_path):
+    """Once an outbox worker has returned, its gauge is gone at once, not when the
+    garbage collector gets to it: a later worker's gauge is the only one read."""
+    documents = [sample_invoice(n, issuer_vat=sb.client_id) for n in range(1, 3)]
+    with otel() as t:
+        async with SqliteOutbox(tmp_path / "outbox.db") as outbox:
+            await outbox.enqueue(documents, encrypted=False)
+            async with client_for(sb) as client:
+                gc.disable()  # what a cycle keeps alive stays alive: the test decides
+                try:
+                    await outbox.run_worker(client, stop_when_empty=True, poll=0.05)
+                    assert t.points("invoicing.outbox.pending") == []
+                finally:
+                    gc.enable()
 
 
 async def test_a_record_logged_while_a_document_is_sent_carries_its_fields(sb, caplog):
