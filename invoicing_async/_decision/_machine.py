@@ -47,15 +47,29 @@ from invoicing_async._errors import (
     TransportError,
     UnknownOutcomeError,
 )
-from invoicing_async._outcomes import OutcomeStatus
 from invoicing_async._safety import Safety
 
 from ._shared import SINGLE, Shared
-from ._table import RULES, WHY, Blame, Kind, Load, classify, duplicate_means_success, may_resend
+from ._table import (
+    _A,
+    _D,
+    _N,
+    _R,
+    _U,
+    RULES,
+    WHY,
+    Blame,
+    Kind,
+    Load,
+    classify,
+    duplicate_means_success,
+    may_resend,
+)
 
 if TYPE_CHECKING:
     import random
 
+    from invoicing_async._outcomes import OutcomeStatus
     from invoicing_async._retry import RetryPolicy
 
 __all__ = ["Attempts", "End", "Send", "Wait"]
@@ -109,14 +123,6 @@ class End(NamedTuple):
 _REAUTH_MARGIN = 0.05
 
 _FIND_OUT_DOCUMENT = "re-send it later to find out (the provider answers 409 if it holds it)"
-
-_A, _D, _R, _U, _N = (
-    OutcomeStatus.ACCEPTED,
-    OutcomeStatus.DUPLICATE,
-    OutcomeStatus.REJECTED,
-    OutcomeStatus.UNKNOWN,
-    OutcomeStatus.NOT_SENT,
-)
 
 
 @attrs.define
