@@ -448,8 +448,11 @@ async def test_three_cli_workers_with_a_token_store_fetch_one_token_per_issuer(
     assert all(held.commits == 1 for held in sb.committed.values())
     per_issuer = {tin: sb.issuer_stats(tin).token_requests for tin in issuers}
     assert max(per_issuer.values()) == 1, per_issuer
-    shares = [int(re.search(r"worker done: (\d+) accepted", w.said)[1]) for w in (one, two, three)]
-    assert sum(shares) == 180
+    # A worker may have found nothing left to claim ("worker done: nothing sent").
+    summaries = [re.search(r"worker done: (.*)", w.said) for w in (one, two, three)]
+    assert all(summaries), [w.said for w in (one, two, three)]
+    shares = [re.search(r"(\d+) accepted", found[1]) for found in summaries if found]
+    assert sum(int(share[1]) for share in shares if share) == 180, [w.said for w in (one, two, three)]
 
 
 # --- health --------------------------------------------------------------------------------
