@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import BENCHMARKS
+from . import BENCHMARKS, compare
 from ._common import Section, Settings
 
 if TYPE_CHECKING:
@@ -229,7 +229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     note = chart(sections, args.output / "results.png")
     text = render(sections, settings, command, time.perf_counter() - started, note)
     results = args.output / "RESULTS.rst"
-    results.write_text(text, encoding="utf-8")
+    # A comparison with an older checkout (benchmarks.compare --results) stays.
+    kept = compare.keep(results.read_text(encoding="utf-8")) if results.exists() else ""
+    results.write_text(f"{text}\n{kept}\n" if kept else text, encoding="utf-8")
     print()
     print(text)
     print(f"results written to {results}")

@@ -1,9 +1,10 @@
 """Compare two checkouts of the library on the same invoices: ``submit_many`` throughput.
 
-``python -m benchmarks.compare OLD NEW [--mode json|pgp|ledger|single-json|single-pgp]
-[--rounds 4] [--count 3000] [--latency 0]`` runs one job once per round and tree, the
-trees interleaved (the machine is shared: drift hits both alike), each run a fresh
-interpreter with ``PYTHONPATH=<tree>``, against one provider process (``_provider.py``):
+``python -m benchmarks.compare OLD NEW [--mode MODE,...|all] [--rounds 4] [--count 3000]
+[--latency 0] [--results benchmarks/RESULTS.rst]`` runs each job (mode) once per round
+and tree, the trees interleaved (the machine is shared: drift hits both alike), each run
+a fresh interpreter with ``PYTHONPATH=<tree>``, against one provider process
+(``_provider.py``):
 
 - ``json``, ``pgp``: ``submit_many(concurrency=64)``;
 - ``ledger``: the same, JSON, journaled in a fresh ledger file;
@@ -12,7 +13,9 @@ interpreter with ``PYTHONPATH=<tree>``, against one provider process (``_provide
 
 Every run sends the same invoices, written once to a JSON file: trees whose
 ``sample_invoice`` differ would otherwise not compare the library alone. It prints
-docs/s and client CPU per document for each run, and the medians.
+docs/s and client CPU per document for each run, the medians and each round's paired
+ratio; ``--results`` writes the table into a results file as its own section
+(``python -m benchmarks`` keeps that section when it rewrites the file).
 
 For example, against the first release in a worktree::
 
@@ -91,22 +94,39 @@ def _run(tree: Path, url: str, mode: str, invoices: Path) -> dict[str, float]:
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+MODES = ("json", "pgp", "ledger", "single-json", "single-pgp")
+#: Where ``--results`` puts its section in a results file (``python -m benchmarks`` keeps it).
+BEGIN, END = ".. compare: begin", ".. compare: end"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.compare")
     parser.add_argument("trees", nargs=2, type=Path, help="two checkouts: old, new")
     parser.add_argument(
-        "--mode", choices=["json", "pgp", "ledger", "single-json", "single-pgp"], default="json"
+        "--mode",
+        default="json",
+        help=f"one or more of {', '.join(MODES)}, comma-separated, or 'all'",
     )
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--count", type=int, default=3000)
     parser.add_argument("--latency", type=float, default=0.0, help="provider latency (s)")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        help="also write the table into this file (benchmarks/RESULTS.rst): its section "
+        "replaced, the rest kept",
+    )
     args = parser.parse_args(argv)
+    modes = list(MODES) if args.mode == "all" else [m.strip() for m in args.mode.split(",")]
+    unknown = sorted(set(modes) - set(MODES))
+    if unknown:
+        parser.error(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}")
     from invoicing_sandbox import sample_invoice  # noqa: PLC0415
 
     from ._common import keypair  # noqa: PLC0415  (the parent only: see _child)
     from ._provider import ProviderProcess  # noqa: PLC0415
 
-    results: dict[Path, list[dict[str, float]]] = {tree: [] for tree in args.trees}
+    rows = []
     with tempfile.TemporaryDirectory() as work, ProviderProcess(args.latency) as provider:
         invoices = Path(work) / "invoices.json"
         key = keypair("rsa3072").public_armored
@@ -115,13 +135,25 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps([sample_invoice(n, lines=10) for n in range(args.count)]),
             encoding="utf-8",
         )
-        for round_ in range(args.rounds):
-            order = args.trees if round_ % 2 == 0 else args.trees[::-1]
-            for tree in order:
-                result = _run(tree.resolve(), provider.url, args.mode, invoices)
-                results[tree].append(result)
-                print(f"{tree}: {result['rate']:,.0f} docs/s, {result['cpu_us']:.1f} µs CPU/doc")
-    old, new = (results[tree] for tree in args.trees)
+        for mode in modes:
+            if len(modes) > 1:
+                print(f"--- {mode}", flush=True)
+            rows.append(_compare(args.trees, provider.url, mode, invoices, args.rounds))
+    if args.results:
+        _write(args, rows)
+    return 0
+
+
+def _compare(trees: list[Path], url: str, mode: str, invoices: Path, rounds: int) -> list[str]:
+    """Run ``mode`` on both trees, interleaved; print the runs and medians, return a row."""
+    results: dict[Path, list[dict[str, float]]] = {tree: [] for tree in trees}
+    for round_ in range(rounds):
+        order = trees if round_ % 2 == 0 else trees[::-1]
+        for tree in order:
+            result = _run(tree.resolve(), url, mode, invoices)
+            results[tree].append(result)
+            print(f"{tree}: {result['rate']:,.0f} docs/s, {result['cpu_us']:.1f} µs CPU/doc")
+    old, new = (results[tree] for tree in trees)
     rate = [statistics.median(r["rate"] for r in runs) for runs in (old, new)]
     cpu = [statistics.median(r["cpu_us"] for r in runs) for runs in (old, new)]
     print(
@@ -131,11 +163,65 @@ def main(argv: list[str] | None = None) -> int:
     # Each round runs both trees back to back: its ratio is measured under one load, and
     # the median of the rounds' ratios is less moved by a machine that gets busier.
     paired = [b["rate"] / a["rate"] for a, b in zip(old, new, strict=True)]
-    print(
-        f"paired: {', '.join(f'{r:.3f}' for r in paired)}; "
-        f"median {statistics.median(paired):.3f}x"
+    ratio = statistics.median(paired)
+    print(f"paired: {', '.join(f'{r:.3f}' for r in paired)}; median {ratio:.3f}x")
+    return [
+        mode,
+        f"{rate[0]:,.0f} -> {rate[1]:,.0f}",
+        f"{cpu[0]:.0f} -> {cpu[1]:.0f}",
+        " / ".join(f"{r:.2f}" for r in paired),
+        f"{ratio:.2f}x",
+        "PASS" if ratio >= 1.0 else "MISS",
+    ]
+
+
+def _write(args: argparse.Namespace, rows: list[list[str]]) -> None:
+    """Put the table into ``args.results`` between BEGIN and END (replacing one there)."""
+    from .__main__ import _underline, grid  # noqa: PLC0415
+
+    old, new = (_describe(tree) for tree in args.trees)
+    title = "Against an older checkout: ``python -m benchmarks.compare``"
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    about = (
+        f"``{old}`` (old) and ``{new}`` (new), {args.rounds} interleaved rounds of "
+        f"{args.count:,} invoices each, concurrency {CONCURRENCY}, one provider process, "
+        f"{when}. Wanted: the new tree at 1.0x the old one's throughput or more (the "
+        "median of the rounds' paired ratios)."
     )
-    return 0
+    section = "\n\n".join([
+        BEGIN,
+        _underline(title, "-"),
+        about,
+        grid(
+            ["Mode", "docs/s (median)", "µs CPU/doc", "paired ratios", "median", "Verdict"],
+            rows,
+        ),
+        END,
+    ])  # fmt: skip
+    text = args.results.read_text(encoding="utf-8") if args.results.exists() else ""
+    kept = keep(text) if text else ""
+    text = text.replace(kept, "").rstrip("\n") if kept else text.rstrip("\n")
+    args.results.write_text(f"{text}\n\n{section}\n".lstrip("\n"), encoding="utf-8")
+    print(f"written to {args.results}")
+
+
+def keep(text: str) -> str:
+    """The compare section of a results file's text ("" when it has none)."""
+    start, end = text.find(BEGIN), text.find(END)
+    return text[start : end + len(END)] if 0 <= start < end else ""
+
+
+def _describe(tree: Path) -> str:
+    """A tree as its commit (and ``+changes`` when its work tree differs)."""
+    git = ["git", "-C", str(tree)]
+    head = subprocess.run(
+        [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    dirty = subprocess.run(
+        [*git, "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True, text=True, check=False,
+    ).stdout.strip()  # fmt: skip
+    return f"{tree.name or tree.resolve().name} {head or '?'}{' +changes' if dirty else ''}"
 
 
 if __name__ == "__main__":

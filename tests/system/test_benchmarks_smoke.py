@@ -77,6 +77,29 @@ def test_compare_runs_two_trees_on_the_same_invoices(mode):
     assert "median:" in stdout
 
 
+def test_compare_writes_its_table_into_the_results_and_a_later_run_keeps_it(tmp_path):
+    """`benchmarks.compare --mode json,single-json --results FILE` adds one section with a
+    row per mode and its verdict, keeping the file's other text and replacing its own
+    section when run again; `python -m benchmarks` rewriting the file keeps it too."""
+    results = tmp_path / "RESULTS.rst"
+    results.write_text("Benchmark results\n=================\n\nearlier text\n", encoding="utf-8")
+    compare = ("benchmarks.compare", str(ROOT), str(ROOT), "--count", "30", "--rounds", "1")
+    for _ in range(2):
+        _run(*compare, "--mode", "json,single-json", "--results", str(results))
+    text = results.read_text(encoding="utf-8")
+    assert "earlier text" in text
+    assert text.count("Against an older checkout") == 1
+    section = text[text.index("Against an older checkout") :]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    assert [row.split("|")[1].strip() for row in rows] == ["Mode", "json", "single-json"]
+    assert all(row.split("|")[6].strip() in {"PASS", "MISS"} for row in rows[1:])
+
+    rewritten = _quick("pgp", tmp_path)
+    assert "PGP stage" in rewritten
+    assert "earlier text" not in rewritten
+    assert rewritten.count("Against an older checkout") == 1
+
+
 def test_quick_single_call_benchmark_exits_0_and_checks_both_providers(tmp_path):
     """`python -m benchmarks --quick --only single` exits 0 and writes the single-call
     table, with its target checked against the instant and the 20 ms provider."""
