@@ -570,13 +570,17 @@ def test_readme_invoice_is_the_sample_the_sandbox_accepts():
 
 
 def test_readme_numbers_cite_their_benchmark():
-    """Every bullet of README's Speed section names the benchmark command behind it."""
+    """Every bullet of README's Speed section names the benchmark command behind it
+    (``python -m benchmarks --only NAME``, or ``benchmarks.compare`` against an older
+    checkout)."""
     text = (ROOT / "README.rst").read_text(encoding="utf-8")
     speed = text.split("\nSpeed\n-----\n", 1)[1].split("\nErrors\n------\n", 1)[0]
     bullets = re.split(r"\n- ", speed)[1:]
     assert bullets
     for bullet in bullets:
-        assert re.search(r"python -m benchmarks --only \w+", bullet), bullet
+        assert re.search(r"python -m benchmarks(?: --only \w+|\.compare \S+ \S+ --mode)", bullet), (
+            bullet
+        )
 
 
 def _options_of(parser: argparse.ArgumentParser) -> set[str]:
