@@ -66,6 +66,9 @@ CredentialsResolver = Union[  # noqa: UP007  (a runtime alias: documented, and 3
 class Reloadable(Protocol):
     """A resolver that can read its source again (a credentials file)."""
 
+    #: How many times the credentials it holds changed (read again, and different).
+    revision: int
+
     def refresh(self) -> bool:
         """Read the source again if it changed; whether the credentials changed."""
 
@@ -121,6 +124,8 @@ class Issuers:
         self._resolver = resolver
         #: The resolver, if it reads a source it can read again (a credentials file).
         self._source = _reloadable(resolver)
+        #: The source's revision this pool's revision has taken in.
+        self._source_revision = self._source.revision if self._source is not None else 0
         self._transport = transport
         self._cache = token_cache
         self._token_retry = token_retry
@@ -190,16 +195,21 @@ class Issuers:
         """
         if self._source is not None:
             self._source.reload()
+            self._source_revision = self._source.revision
         self._changed()
 
     def refresh(self) -> int:
         """Look whether the resolver's source changed (read it again if so); the revision.
 
         Only a resolver that can tell (a credentials file) is looked at; a changed source
-        has every issuer resolved again at its next use.
+        has every issuer resolved again at its next use, whether this look or a lookup
+        since (the file reads itself again when looked up) found the change.
         """
-        if self._source is not None and self._source.refresh():
-            self._changed()
+        if self._source is not None:
+            self._source.refresh()
+            if self._source.revision != self._source_revision:
+                self._source_revision = self._source.revision
+                self._changed()
         return self._revision
 
     def _changed(self) -> None:

@@ -235,3 +235,25 @@ async def test_a_distrusted_issuer_is_resolved_again_once_its_recheck_is_due():
     clock.now += 60
     assert await pool.acquire(A) is rotated  # trusted again: not asked again
     assert asked == [A, A]
+
+
+async def test_a_credentials_file_replaced_is_seen_by_refresh_after_a_lookup_read_it(tmp_path):
+    """The file replaced, then an issuer looked up (the file reads itself again, at most
+    once a second): the pool's ``refresh()`` still bumps the revision, so that issuers
+    resolved before get the new keys too (not only those resolved after)."""
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps({A: "old-key", B: "b-key"}), encoding="utf-8")
+    path.chmod(0o600)
+    clock = Clock()
+    pool = issuers(CredentialsFile(path, clock=clock))
+    old = await pool.acquire(A)
+    revision = pool.refresh()
+    new = tmp_path / "keys.new"
+    new.write_text(json.dumps({A: "new-key", B: "b-key"}), encoding="utf-8")
+    new.chmod(0o600)
+    new.replace(path)
+    clock.now += 2  # past the file's own look-again interval
+    await pool.acquire(B)  # the lookup reads the changed file
+    assert pool.refresh() > revision
+    fresh = await pool.acquire(A)
+    assert fresh.tokens.key.secret_digest != old.tokens.key.secret_digest
