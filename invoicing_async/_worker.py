@@ -411,7 +411,7 @@ class _Blocked:
         self._revision = self._issuers.revision if self._issuers is not None else 0
         # Kept with the pool: a drainer's passes (one run each) and the workers of one
         # pool wait for the same issuers, each told once.
-        self._waiting: dict[str, _Wait] = self._issuers.waiting if self._issuers else {}
+        self._waiting: dict[str, _Wait] = self._issuers.waiting if self._issuers is not None else {}
         self._seen: set[str | None] = set()  # the current batch's stopped issuers
         self._batch: Batch | None = None
         self._stops = 0  # how many issuers the current batch had stopped when looked at

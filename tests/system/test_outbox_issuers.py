@@ -304,3 +304,26 @@ async def test_a_pool_worker_stopping_when_empty_leaves_what_it_has_no_key_for(o
     assert sum("documents that name no issuer wait" in line for line in said) == 1, said
     assert any(f"2 entries of issuer {stranger} wait" in line for line in said), said
     assert any("1 entry of no issuer wait" in line for line in said), said
+
+
+async def test_a_pools_second_drain_does_not_tell_again_of_an_issuer_already_waiting(
+    tmp_path, caplog
+):
+    """Two drains over one pool (a till's drainer runs a pass at a time), the first on a
+    pool that has not used any issuer yet: the issuer it has no key for is told once,
+    and the second pass leaves its entries alone (the pool keeps what waits)."""
+    issuers = sandbox_issuers(2)
+    a, stranger = issuers
+    caplog.set_level(logging.WARNING, logger="invoicing_async.ledger")
+    async with Sandbox(key_algorithm="cv25519", issuers=issuers) as sb:
+        async with SqliteOutbox(tmp_path / "outbox.db") as box:
+            await box.enqueue([sample_invoice(n, issuer_vat=stranger, lines=1) for n in range(2)])
+            async with pool_of(sb, {a: issuers[a]}) as pool:
+                first = await drain(box, pool)
+                await box.enqueue([sample_invoice(5, issuer_vat=a, lines=1)])
+                second = await drain(box, pool)
+            assert await box.counts() == {"accepted": 1, PENDING: 2}
+    assert first == {OutcomeStatus.NOT_SENT: 2}
+    assert second == {OutcomeStatus.ACCEPTED: 1}
+    said = [r.getMessage() for r in caplog.records if r.name == "invoicing_async.ledger"]
+    assert sum(f"issuer {stranger}'s documents wait" in line for line in said) == 1, said
