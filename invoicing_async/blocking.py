@@ -149,15 +149,17 @@ def _blocking(
     """The blocking twin of an async method: the same parameters, the same result.
 
     Each blocking method is made from the method it mirrors, so that its parameters are
-    written once. ``read_first``: its first argument, an iterable, is read in the
-    calling thread before the call (database cursors and ORM querysets often belong to
-    their thread).
+    written once. ``read_first``: its ``documents``, an iterable (the first argument, or
+    by name), is read in the calling thread before the call (database cursors and ORM
+    querysets often belong to their thread).
     """
 
     def call(self: _Blocking[typing.Any], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         if read_first and args:
             documents = typing.cast("Iterable[typing.Any]", args[0])
             args = (list(documents), *args[1:])  # type: ignore[assignment]
+        elif read_first and "documents" in kwargs:
+            kwargs["documents"] = list(typing.cast("Iterable[typing.Any]", kwargs["documents"]))
         return self.run(lambda target: method(target, *args, **kwargs))
 
     _present(call, inspect.signature(method))

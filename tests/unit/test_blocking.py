@@ -204,3 +204,29 @@ async def test_a_blocking_pool_serves_many_issuers_from_many_threads(sandbox):
     assert len({r.mark for r in results}) == 24
     assert all(len(sandbox.committed_in(env, tin)) == 8 for tin in issuers)
     assert sandbox.stats.token_requests == 3
+
+
+@pytest.mark.parametrize("by_name", [False, True])
+async def test_submit_many_reads_the_documents_in_the_calling_thread(sandbox, by_name):
+    """A cursor belongs to its thread: ``submit_many`` reads the documents in the
+    caller's thread, whether they are passed by position or as ``documents=``."""
+    readers: list[str] = []
+
+    def cursor():
+        for n in range(3):
+            readers.append(threading.current_thread().name)
+            yield invoice(sandbox, 10 + n)
+
+    def calls() -> None:
+        with blocking_for(sandbox) as client:
+            documents = cursor()
+            if by_name:
+                outcomes = client.submit_many(documents=documents, concurrency=2)
+            else:
+                outcomes = client.submit_many(documents, concurrency=2)
+            assert [o.status for o in outcomes] == [OutcomeStatus.ACCEPTED] * 3
+
+    await asyncio.to_thread(calls)
+    assert len(readers) == 3
+    assert "invoicing" not in readers
+    assert len(set(readers)) == 1
