@@ -355,10 +355,11 @@ class Batch:
         ahead: asyncio.Future[list[_Pending | Outcome]] | None = None
         try:
             async for read in _chunks(documents, size):
-                looked_up = asyncio.ensure_future(self._read(read))
-                if ahead is not None:
-                    await self._prepare_items(await ahead)
-                ahead = looked_up
+                # The next chunk's lookup is ``ahead`` before anything is awaited: cut
+                # off here, this task cancels it (it never outlives the batch's journal).
+                previous, ahead = ahead, asyncio.ensure_future(self._read(read))
+                if previous is not None:
+                    await self._prepare_items(await previous)
             if ahead is not None:
                 await self._prepare_items(await ahead)
                 ahead = None
