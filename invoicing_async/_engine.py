@@ -81,14 +81,8 @@ class ClientOptions(TypedDict, total=False):
     max_document_size: int
 
 
-#: The keywords a client and a pool take (the keys of :class:`ClientOptions`).
-_OPTIONS = frozenset(
-    {
-        "provider_key", "session", "token_cache", "limit", "connect_timeout",
-        "read_timeout", "timeout", "max_response_size", "ssl", "encrypt_executor",
-        "token_attempts", "retry", "max_document_size",
-    }
-)  # fmt: skip
+#: The keywords a client and a pool take.
+_OPTIONS = ClientOptions.__optional_keys__
 
 
 class Channels(Protocol):
@@ -233,11 +227,6 @@ class Engine:
     def transport(self) -> Transport:
         """The connection pool every issuer shares."""
         return self._transport
-
-    @property
-    def retry(self) -> RetryPolicy:
-        """The retry policy of single calls."""
-        return self._retry
 
     @property
     def cache(self) -> TokenCache:
