@@ -467,6 +467,7 @@ class OneLane(_Workers, Generic[T]):
             if paused > now:
                 self._arm(paused)
                 return None
+            lane._paused_until = float("-inf")  # noqa: SLF001  (over: hand-offs again)
             if later and later[0][0] <= now:
                 slot = lane.limiter.try_acquire()
                 return None if slot is None else (heapq.heappop(later)[2], slot)
