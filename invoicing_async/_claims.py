@@ -10,7 +10,6 @@ A worker that stops gracefully (:meth:`Claims.stop`) claims nothing more and sta
 request: an entry the batch would send next waits in :meth:`Claims.before_send` until
 the batch is cut, and is put back untouched; the requests already out end (or are cut
 at the grace, their entries put back knowing they may have been committed).
-:attr:`Claims.sending` says how many are still out.
 
 :attr:`Claims.recorded` counts the outcomes written: an outcome whose write failed (the
 database went away) is not counted, and the request sent again is, once.
@@ -156,11 +155,6 @@ class Claims:
         self._none_out.set()
         #: Set by :meth:`stop`: nothing more is claimed or sent.
         self._stopping = asyncio.Event()
-
-    @property
-    def sending(self) -> int:
-        """Entries whose request is out (or between its attempts), not yet settled."""
-        return len(self._out)
 
     @property
     def stopping(self) -> bool:

@@ -171,11 +171,6 @@ class Issuers:
         """How many times the credentials were reloaded (or their source changed)."""
         return self._revision
 
-    def refused(self, issuer: str) -> bool:
-        """Whether the token endpoint refused the credentials ``issuer``'s channel has."""
-        slot = self._slots.get(issuer)
-        return slot is not None and slot.channel.tokens.refused()
-
     def distrust(self, issuer: str) -> None:
         """The provider refused ``issuer``'s requests (a batch stopped its documents).
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from invoicing_async._tokencache import TokenCache
+from invoicing_async._worker import DEFAULT_GRACE
 
 from ._input import UsageError
 
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
 
 __all__ = [
-    "DEFAULT_GRACE",
     "ENV_TOKEN_STORE",
     "ENV_TOKEN_STORE_KEY",
     "EXIT_CONFIG",
@@ -54,8 +54,6 @@ EXIT_WAITING = 3
 #: The configuration is refused: the outbox database refuses the worker's credentials,
 #: the outbox is of a newer format, not an outbox (``EX_CONFIG``, sysexits.h).
 EXIT_CONFIG = 78
-#: Seconds the requests out may take to end after the first stop signal.
-DEFAULT_GRACE = 10.0
 ENV_GRACE = "INVOICING_STOP_GRACE"
 ENV_TOKEN_STORE = "INVOICING_TOKEN_STORE"  # noqa: S105  (a variable's name)
 ENV_TOKEN_STORE_KEY = "INVOICING_TOKEN_STORE_KEY"  # noqa: S105  (a variable's name)
