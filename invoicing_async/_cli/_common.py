@@ -56,6 +56,7 @@ __all__ = [
     "UsageError",
     "add_concurrency",
     "add_credentials",
+    "add_ledger",
     "add_verbosity",
     "attach_progress",
     "configure_logging",
@@ -110,6 +111,16 @@ def add_verbosity(parser: argparse.ArgumentParser) -> None:
         action="count",
         default=argparse.SUPPRESS,
         help="log what happens: -v retries and requests (INFO), -vv everything (DEBUG)",
+    )
+
+
+def add_ledger(parser: argparse.ArgumentParser) -> None:
+    """``-v`` and ``--ledger URL``: the ledger or outbox a command works on."""
+    add_verbosity(parser)
+    parser.add_argument(
+        "--ledger",
+        metavar="URL",
+        help=f"a SQLite file or a postgresql:// URL (default: ${ENV_LEDGER})",
     )
 
 

@@ -26,8 +26,8 @@ from invoicing_async.outbox import LedgerEntry, PostgresOutbox, open_outbox
 from . import _worker
 from ._checking import add_check, report
 from ._common import (
-    ENV_LEDGER,
     UsageError,
+    add_ledger,
     add_verbosity,
     ledger_url,
     parked_hint,
@@ -200,15 +200,6 @@ def _issuer_option(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--issuer", metavar="TIN", help=what)
 
 
-def _ledger_option(parser: argparse.ArgumentParser) -> None:
-    add_verbosity(parser)
-    parser.add_argument(
-        "--ledger",
-        metavar="URL",
-        help=f"a SQLite file or a postgresql:// URL (default: ${ENV_LEDGER})",
-    )
-
-
 def _add_ledger_command(commands: Commands, name: str) -> None:
     """``ledger show|retry|forget`` (also under its old name, ``journal``)."""
     listed = name not in DEPRECATED_COMMANDS
@@ -247,7 +238,7 @@ def _add_ledger_command(commands: Commands, name: str) -> None:
     show.add_argument(
         "--json", action="store_true", help="one JSON object per entry, with the full outcome"
     )
-    _ledger_option(show)
+    add_ledger(show)
     show.set_defaults(handler=_show)
     for action, what in (
         ("retry", "mark entries to be sent again by the next run or worker, final ones too"),
@@ -264,7 +255,7 @@ def _add_ledger_command(commands: Commands, name: str) -> None:
             "--status", choices=_STATUSES, help="every entry in this status (instead of keys)"
         )
         _issuer_option(marker, "only that issuer's entries (default: every issuer's)")
-        _ledger_option(marker)
+        add_ledger(marker)
         marker.set_defaults(handler=_mark)
 
 
@@ -293,7 +284,7 @@ def register(commands: Commands) -> None:
     enqueue.add_argument("--json", action="store_true", help="send them to /Invoice/json")
     add_check(enqueue, skip=True)
     _issuer_option(enqueue, "whose documents they are (default: each one's Issuer.Vat)")
-    _ledger_option(enqueue)
+    add_ledger(enqueue)
     enqueue.set_defaults(handler=_enqueue)
     status = actions.add_parser(
         "status",
@@ -303,7 +294,7 @@ def register(commands: Commands) -> None:
     )
     status.add_argument("key", help="the document's identity (e.g. id:…)")
     _issuer_option(status, "whose entry, when documents of several issuers have that key")
-    _ledger_option(status)
+    add_ledger(status)
     status.set_defaults(handler=_status)
 
     _worker.register(commands)

@@ -21,7 +21,7 @@ from invoicing_async import qr
 from invoicing_async._journal import Ref
 from invoicing_async.outbox import _till, open_outbox
 
-from ._common import UsageError, add_verbosity
+from ._common import ENV_LEDGER, UsageError, add_verbosity
 
 if TYPE_CHECKING:
     import argparse
@@ -29,8 +29,6 @@ if TYPE_CHECKING:
     from ._common import Commands
 
 __all__ = ["register"]
-
-ENV_LEDGER = "INVOICING_LEDGER"
 
 
 def _outbox(args: argparse.Namespace) -> Any:

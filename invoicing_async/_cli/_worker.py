@@ -33,11 +33,10 @@ from invoicing_async.outbox import open_outbox
 from invoicing_async.telemetry import serve_metrics
 
 from ._common import (
-    ENV_LEDGER,
     UsageError,
     add_concurrency,
     add_credentials,
-    add_verbosity,
+    add_ledger,
     issuers,
     key_and_tls,
     ledger_url,
@@ -242,12 +241,7 @@ def register(commands: Commands) -> None:
         "once by a second SIGINT/SIGTERM.",
     )
     add_credentials(worker, provider_key=True, many=True)
-    add_verbosity(worker)
-    worker.add_argument(
-        "--ledger",
-        metavar="URL",
-        help=f"a SQLite file or a postgresql:// URL (default: ${ENV_LEDGER})",
-    )
+    add_ledger(worker)
     worker.add_argument(
         "--json", action="store_true", help="no provider key: send to /Invoice/json"
     )
