@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from . import _telemetry as telemetry
-from ._checked import Checked
 from ._decision import End, Shared
 from ._delivery import Delivery, Route
 from ._documents import (
@@ -65,6 +64,7 @@ from ._retry import RetryPolicy
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ._checked import Checked
     from ._journal import Journal
     from ._prepare import Body, Preparer
 
@@ -200,6 +200,12 @@ class Batch:
         concurrency = options.concurrency
         self._workers = min(concurrency, pool) if pool > 0 else concurrency
         self._options = options
+        #: What marks a document to be checked (``check=True``; loaded only then).
+        self._checked: type[Checked] | None = None
+        if options.check:
+            from ._checked import Checked  # noqa: PLC0415
+
+            self._checked = Checked
         self._journal = journal
         self._per_issuer = sender.per_issuer
         #: What the documents share: the batch's (one issuer), else each issuer its own.
@@ -511,8 +517,9 @@ class Batch:
             options = send_options(document, options)
             key, issuer = document.key, document.issuer
             document = document.document
-        if self._options.check and not isinstance(document, Checked):
-            document = Checked(document)
+        checked = self._checked
+        if checked is not None and not isinstance(document, checked):
+            document = checked(document)
         try:
             if key is None and self._options.key is document_key:
                 key, identity = describe(document)

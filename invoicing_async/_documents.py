@@ -30,21 +30,21 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import attrs
 
-from ._checked import Checked, require_valid
-from ._convert import document_to_json
-from ._doctypes import DocumentBase
-from ._doctypes import Party as DocumentParty
 from ._errors import DocumentTooLargeError, InvoicingError, ValidationError
 from ._fields import folded, tin
 
 if TYPE_CHECKING:
     import datetime as dt
+    from typing import TypeAlias
 
+    from ._checked import Checked
+    from ._doctypes import DocumentBase
     from ._models import DocumentResult
 
 __all__ = [
@@ -67,7 +67,9 @@ __all__ = [
 
 #: What the library accepts as a document: a mapping, a typed document, or its JSON (bytes
 #: are sent as they are); any of them marked to be checked first.
-Document = Mapping[str, Any] | DocumentBase | Checked | bytes | bytearray | memoryview | str
+Document: TypeAlias = (
+    "Mapping[str, Any] | DocumentBase | Checked | bytes | bytearray | memoryview | str"
+)
 
 
 def dumps(value: Any) -> bytes:
@@ -149,6 +151,12 @@ def _plain(document: Any) -> Any:
     :raises InvalidDocumentError: a checked document the provider would refuse.
     :raises ValidationError: anything else that is not a document.
     """
+    # Loaded with the first document that is no mapping: a client that sends dicts never
+    # imports the typed models.
+    from ._checked import Checked, require_valid  # noqa: PLC0415
+    from ._docjson import document_to_json  # noqa: PLC0415
+    from ._doctypes import DocumentBase  # noqa: PLC0415
+
     if isinstance(document, Checked):
         document = document.document
         require_valid(document)
@@ -318,11 +326,14 @@ def _describe(document: Any) -> tuple[str, Identity]:  # noqa: C901  (one hot pa
 
 def _described_other(data: Any) -> tuple[str, Identity]:
     """A document that is not a mapping: checked, typed, or no object at all."""
+    from ._checked import Checked  # noqa: PLC0415  (see _plain)
+    from ._doctypes import DocumentBase, Party  # noqa: PLC0415
+
     if isinstance(data, Checked):
         return _describe(data.document)
     if isinstance(data, DocumentBase):
         issuer = data.issuer
-        vat = tin(issuer.vat) if isinstance(issuer, DocumentParty) else None
+        vat = tin(issuer.vat) if isinstance(issuer, Party) else None
         return _keyed(data.series, data.number, data.internal_id, vat, data)
     return _content_key(data), _NO_IDENTITY
 
@@ -345,7 +356,11 @@ def _keyed(
 
 
 def _content_key(data: Any) -> str:
-    if isinstance(data, DocumentBase):
+    # A typed document exists only once its module is loaded (see _plain).
+    doctypes = sys.modules.get(f"{__package__}._doctypes")
+    if doctypes is not None and isinstance(data, doctypes.DocumentBase):
+        from ._docjson import document_to_json  # noqa: PLC0415
+
         data = document_to_json(data)
     try:
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

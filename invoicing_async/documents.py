@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import attrs
 
-from . import _amounts, _checked, _convert, _documents, _problems
+from . import _amounts, _checked, _docjson, _documents, _problems
 from ._checked import Checked
 from ._doctypes import (
     Address,
@@ -146,7 +146,7 @@ def to_json(document: DocumentBase) -> dict[str, Any]:
 
     .. versionadded:: 0.5.0
     """
-    return _convert.document_to_json(document)
+    return _docjson.document_to_json(document)
 
 
 @overload
@@ -162,4 +162,4 @@ def from_json(data: Mapping[str, Any], cls: type[DocumentBase] | None = None) ->
 
     .. versionadded:: 0.5.0
     """
-    return _convert.document_from_json(data, cls)
+    return _docjson.document_from_json(data, cls)

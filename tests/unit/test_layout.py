@@ -24,7 +24,7 @@ PACKAGES = {"invoicing_async": ROOT, "invoicing_sandbox": ROOT / "sandbox"}
 OWNERS = {
     "aiohttp": {"invoicing_async._transport", "invoicing_sandbox._app"},
     "pgpy": set(),  # keys are read and verified by _pgp itself; PGPy is a test peer only
-    "cattrs": {"invoicing_async._convert"},
+    "cattrs": {"invoicing_async._convert", "invoicing_async._docjson"},
     "redis": {"invoicing_async.redis"},
     "asyncpg": {"invoicing_async._ledger._postgres_outbox"},
     "psycopg": {"invoicing_async._ledger._postgres_outbox"},
@@ -205,6 +205,25 @@ def test_the_sandbox_loads_the_command_only_when_it_runs_one():
         "[]",
         "invoicing_async._cli._input invoicing_async._cli._output",
     ]
+
+
+def test_a_client_that_sends_dicts_does_not_load_the_typed_documents():
+    """The typed models, their converter and the checks load with the first typed or
+    checked document: a client or pool made (and one sending a dict) does not pay for
+    them at import; a typed document still sends."""
+    code = (
+        "import sys\n"
+        "from invoicing_async import InvoicingClient, IssuerPool, document_key\n"
+        "document_key({'Issuer': {'Vat': '094019245'}, 'Series': 'A'})\n"
+        "typed = ('_doctypes', '_docjson', '_checked', '_checks', '_amounts')\n"
+        "print(sorted(m for m in sys.modules if m.rpartition('.')[2] in typed))\n"
+        "from invoicing_async.documents import Line, Party, RetailReceipt\n"
+        "receipt = RetailReceipt(issuer=Party(vat='094019245'), series='T', number=1,\n"
+        "    issued='2026-11-22T10:00:00', lines=[Line('Tea', unit_price='2.00')])\n"
+        "print(document_key(receipt))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == ["[]", "doc:094019245/T/1"]
 
 
 def test_the_client_has_no_decryption_code():
