@@ -25,7 +25,7 @@ import decimal
 from collections.abc import Mapping
 from typing import Any
 
-from ._fields import field, first, number
+from ._fields import field, first, first_named, number
 from ._problems import SOURCES, Problem, Severity
 
 __all__ = ["VAT_RATES", "cents", "check", "format_cents", "shape", "vat_of"]
@@ -59,6 +59,7 @@ _TOTAL = ("Total",)
 _AMOUNT = ("Amount",)
 _NOT_A_NUMBER = "must be a number"
 _CENT = decimal.Decimal("0.01")
+_HUNDRED = decimal.Decimal(100)
 
 
 def cents(value: Any) -> int | str:
@@ -168,7 +169,7 @@ def _amount(
     name = names[0]
     value = container.get(name)
     if value is None:
-        value, name = _read(container, names)
+        value, name = first_named(container, names)
         if value is None:
             return None
     amount = cents(value)
@@ -194,15 +195,6 @@ def _amount(
     return amount
 
 
-def _read(container: Mapping[str, Any], names: tuple[str, ...]) -> tuple[Any, str]:
-    """The first of ``names`` ``container`` has in any case, and which; ``(None, "")``."""
-    for name in names:
-        value = field(container, name)
-        if value is not None:
-            return value, name
-    return None, ""
-
-
 def _path(where: Any) -> str:
     return f"Details[{where}]" if where.__class__ is int else str(where)
 
@@ -222,18 +214,16 @@ def _as_written(details: list[Any]) -> tuple[int, int] | None:  # noqa: C901, PL
     The common case, checked at the cost of a few lookups a line: each written as the
     samples write one (amounts as numbers: floats as JSON has them, or decimals as a
     typed document has them; the category's code). ``None``: some line is to be looked
-    at closer, rule by rule.
+    at closer, rule by rule (and any amount :func:`_whole` does not read, such as a
+    decimal ``NaN``, is reported there).
     """
-    head = details[0] if details else None
-    if head.__class__ is dict and head.get("NetTotal").__class__ is decimal.Decimal:
-        return _decimals_as_written(details)
     net_sum = vat_sum = 0
     for line in details:
         if line.__class__ is not dict:
             return None
         get = line.get
-        net, vat, total = get("NetTotal"), get("VATTotal"), get("Total")
-        if net.__class__ is float and vat.__class__ is float:
+        net, vat = get("NetTotal"), get("VATTotal")
+        if net.__class__ is float and vat.__class__ is float:  # JSON's: inlined
             # A float has at most two decimals (by its shortest text) exactly when the
             # cents it rounds to, divided back, are the float itself (in the cents' range).
             if not (-1e13 < net < 1e13 and -1e13 < vat < 1e13):  # NaN, infinite, too large
@@ -241,11 +231,11 @@ def _as_written(details: list[Any]) -> tuple[int, int] | None:  # noqa: C901, PL
             net_cents, vat_cents = round(net * 100), round(vat * 100)
             if net_cents / 100 != net or vat_cents / 100 != vat:
                 return None
-        else:
-            amounts = _cents_all(net, vat, None)
-            if amounts is None:
+        else:  # a typed document's decimals, ints, or a mix
+            net_whole, vat_whole = _whole(net), _whole(vat)
+            if net_whole is None or vat_whole is None:
                 return None
-            net_cents, vat_cents, _ = amounts
+            net_cents, vat_cents = net_whole, vat_whole
         code = get("VatCategoryCode")
         rate = VAT_RATES.get(code) if code.__class__ is int else None
         if rate is None:
@@ -254,11 +244,18 @@ def _as_written(details: list[Any]) -> tuple[int, int] | None:  # noqa: C901, PL
         expected = (product + 50) // 100 if product >= 0 else -((50 - product) // 100)
         if not -1 <= vat_cents - expected <= 1:
             return None
+        total = get("Total")
         if total is not None:
             if total.__class__ is float and -1e13 < total < 1e13:
                 total_cents = round(total * 100)
                 if total_cents / 100 != total:
                     return None
+            elif (  # a typed line's: its net plus its VAT (compared once finite)
+                total.__class__ is net.__class__ is vat.__class__ is decimal.Decimal
+                and total.is_finite()
+                and total == net + vat
+            ):
+                total_cents = net_cents + vat_cents
             else:
                 whole = _whole(total)
                 if whole is None:
@@ -271,80 +268,33 @@ def _as_written(details: list[Any]) -> tuple[int, int] | None:  # noqa: C901, PL
     return net_sum, vat_sum
 
 
-def _decimals_as_written(details: list[Any]) -> tuple[int, int] | None:
-    """:func:`_as_written` of a typed document's lines: its amounts are decimals."""
-    net_sum = vat_sum = 0
-    for line in details:
-        if line.__class__ is not dict:
-            return None
-        get = line.get
-        net_text, vat_text, total_text = get("NetTotal"), get("VATTotal"), get("Total")
-        if net_text.__class__ is not decimal.Decimal or vat_text.__class__ is not decimal.Decimal:
-            return None
-        hundreds, vat_hundreds = net_text * 100, vat_text * 100
-        net, vat = int(hundreds), int(vat_hundreds)
-        code = get("VatCategoryCode")
-        rate = VAT_RATES.get(code) if code.__class__ is int else None
-        if net != hundreds or vat != vat_hundreds or rate is None:
-            return None
-        if abs(vat - vat_of(net, rate)) > 1:
-            return None
-        if total_text is not None and total_text != net_text + vat_text:
-            total = _whole(total_text)
-            if total is None or abs(total - net - vat) > 1:
-                return None
-        net_sum += net
-        vat_sum += vat
-    return net_sum, vat_sum
-
-
-def _cents_all(net: Any, vat: Any, total: Any) -> tuple[int, int, int | None] | None:
-    """The cents of a line's net, VAT and (optional) total, or ``None``.
-
-    Each must be a number with at most two decimals: all floats (a float has at most two
-    decimals, by its shortest text, exactly when the cents it rounds to, divided back,
-    are the float itself), all decimals, or any of ints and floats.
-    """
-    kind = net.__class__
-    if kind is vat.__class__ and (total is None or total.__class__ is kind):
-        if kind is float:
-            if not (-1e13 < net < 1e13 and -1e13 < vat < 1e13):  # NaN, infinite, too large
-                return None
-            net_cents, vat_cents = round(net * 100), round(vat * 100)
-            if net_cents / 100 != net or vat_cents / 100 != vat:
-                return None
-            if total is None:
-                return net_cents, vat_cents, None
-            if not -1e13 < total < 1e13 or round(total * 100) / 100 != total:
-                return None
-            return net_cents, vat_cents, round(total * 100)
-        if kind is decimal.Decimal:  # a typed document's amounts (finite)
-            hundreds = (net * 100, vat * 100, total * 100 if total is not None else None)
-            whole = (
-                int(hundreds[0]),
-                int(hundreds[1]),
-                int(hundreds[2]) if hundreds[2] is not None else None,
-            )
-            return whole if whole == hundreds else None
-    amounts = (_whole(net), _whole(vat), None if total is None else _whole(total))
-    if amounts[0] is None or amounts[1] is None or (total is not None and amounts[2] is None):
-        return None
-    return amounts  # type: ignore[return-value]
-
-
 def _whole(value: Any) -> int | None:
-    if value.__class__ is decimal.Decimal:
-        if not value.is_finite():
+    """``value`` in cents, if it is an amount in cents the hot loop reads; else ``None``.
+
+    An int, or a float or decimal with at most two decimals, below 10¹³ in magnitude.
+    ``None`` for anything else (a decimal ``NaN`` or infinity, a huge exponent, text):
+    the rules read it, one by one, and say what it is.
+    """
+    kind = value.__class__
+    if kind is decimal.Decimal:
+        # Finite (NaN and infinities have no int), and in the range of a float's cents:
+        # a huge exponent would overflow, or make an int of a million digits.
+        if not value.is_finite() or value.adjusted() > _DIGITS:
             return None
-        hundreds = value * 100
+        hundreds = value * _HUNDRED
         whole = int(hundreds)
         return whole if whole == hundreds else None
-    if value.__class__ is int:
-        return value * 100
-    if value.__class__ is float and -1e13 < value < 1e13:
+    if kind is int:
+        return value * 100  # type: ignore[no-any-return]
+    if kind is float and -1e13 < value < 1e13:
         cents = round(value * 100)
         return cents if cents / 100 == value else None
     return None
+
+
+#: The largest power of ten (its exponent) an amount :func:`_whole` reads reaches: 10¹²,
+#: below 10¹³ as floats are read.
+_DIGITS = 12
 
 
 def _line(

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import _amounts
-from ._fields import field, number, tin
+from ._fields import field, first_named, number, tin
 from ._problems import SOURCES, Problem, Severity
 
 __all__ = [
@@ -221,7 +221,7 @@ def _fields_of(
         value = parent.get(names[0])  # the provider's name, as written: one lookup
         used = names[0]
         if value is None:
-            value, used = _read(parent, names)
+            value, used = first_named(parent, names)
             if value is None:
                 if require:
                     problems.append(Problem(path, "is required", source=SOURCES["required"]))
@@ -234,15 +234,6 @@ def _fields_of(
         if used is not names[0]:
             problems.append(_alias(path, used, names[0]))
     return present
-
-
-def _read(parent: Mapping[str, Any], names: tuple[str, ...]) -> tuple[Any, str]:
-    """The value of the first of ``names`` present (and which), or ``(None, "")``."""
-    for name in names:
-        value = field(parent, name)
-        if value is not None:
-            return value, name
-    return None, ""
 
 
 def _alias(path: str, used: str, read: str) -> Problem:

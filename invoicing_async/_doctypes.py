@@ -98,19 +98,26 @@ def issued_of(value: dt.datetime | dt.date | str) -> dt.datetime | dt.date | str
     return parsed if parsed.isoformat() == value else value
 
 
-def _texts(value: str | Iterable[str]) -> tuple[str, ...]:
-    return (value,) if isinstance(value, str) else tuple(value)
-
-
 def _positioned(lines: Iterable[Line]) -> tuple[Line, ...]:
     """The lines, those numbered by their position unnumbered (``None`` is the position)."""
     lines = tuple(lines)
     if any(map(_LINE_NO, lines)):  # at C speed: line numbers are never 0
         lines = tuple(
-            attrs.evolve(line, line_no=None) if line.line_no == position else line
+            _unnumbered(line) if line.line_no == position else line
             for position, line in enumerate(lines, 1)
         )
     return lines
+
+
+def _unnumbered(line: Line) -> Line:
+    """A copy of ``line`` without its number, its amounts as they are.
+
+    Not ``attrs.evolve``: it would make the line again from its values, its amounts then
+    given rather than ``computed`` (and :func:`~._checked.readable` would read them).
+    """
+    copy: Line = object.__new__(line.__class__)
+    copy.__dict__.update(line.__dict__, line_no=None)
+    return copy
 
 
 def _methods(methods: Iterable[PaymentMethod]) -> tuple[PaymentMethod, ...]:
@@ -135,10 +142,6 @@ _ZERO = Decimal(0)
 def _extra() -> Any:
     """The ``extra`` field: members the model does not name, kept as they are."""
     return attrs.field(factory=dict, hash=False, repr=False)
-
-
-def _cents(amount: Decimal) -> Decimal:
-    return amount.quantize(CENT, decimal.ROUND_HALF_UP)
 
 
 @attrs.frozen(kw_only=True)

@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["field", "first", "folded", "number", "path", "tin"]
+__all__ = ["field", "first", "first_named", "folded", "number", "path", "tin"]
 
 
 def field(mapping: Mapping[str, Any], name: str) -> Any:
@@ -71,6 +71,19 @@ def first(mapping: Mapping[str, Any], names: tuple[str, ...]) -> Any:
         if value is not None:
             return value
     return None
+
+
+def first_named(mapping: Mapping[str, Any], names: tuple[str, ...]) -> tuple[Any, str]:
+    """:func:`first`, and which of ``names`` it was read from; ``(None, "")`` for none.
+
+    The name is the element of ``names`` itself (``name is names[0]`` says it is the
+    provider's): a rule reports a value read from another name with a warning.
+    """
+    for name in names:
+        value = field(mapping, name)
+        if value is not None:
+            return value, name
+    return None, ""
 
 
 def path(document: Mapping[str, Any], *names: str) -> Any:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._checks import REQUIRED_FIELDS, check_digit, check_document, errors_of
+from ._checks import REQUIRED_FIELDS, check_digit, check_document, errors_of, valid_tin
 from ._credentials import read_credentials
 from ._env import (
     ENV_API_KEY,
@@ -127,6 +127,7 @@ __all__ = [
     "read_public_key",
     "summary",
     "tin",
+    "valid_tin",
     "write_record",
 ]
 

@@ -31,7 +31,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from invoicing_async import _telemetry as telemetry
-from invoicing_async._checked import require_valid
+from invoicing_async._checked import Checked, require_valid
 from invoicing_async._decision import deferral, last_answer
 from invoicing_async._documents import Prepared, SendOptions, describe, serialize_document
 from invoicing_async._errors import InvoicingError
@@ -254,6 +254,8 @@ class Deferral:
         # A sale the provider would refuse is refused here, at the till: before any
         # receipt, never queued (the rules live in _checked, the client's one set).
         require_valid(document)
+        if isinstance(document, Checked):  # checked now: not again where it is serialised
+            document = document.document
         await self.start()
         budget = self._budget if budget is None else budget
         loop = asyncio.get_running_loop()

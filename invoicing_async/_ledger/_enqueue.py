@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from invoicing_async._checked import require_valid
+from invoicing_async._checked import Checked, require_valid
 from invoicing_async._documents import describe, serialize_document
 from invoicing_async._errors import InvoicingError, ValidationError
 from invoicing_async._journal import Ref
@@ -82,18 +82,25 @@ def ready(
 
     Each is keyed (``key``, else :func:`~invoicing_async.document_key`) and belongs to
     ``issuer``, else to the issuer its ``Issuer.Vat`` names. With ``check``, each is
-    checked first (:func:`invoicing_async.documents.check`'s errors).
+    checked first (:func:`invoicing_async.documents.check`'s errors); a document of
+    :func:`invoicing_async.documents.checked` is checked with or without it (once).
 
-    :raises InvalidDocumentError: a document the provider would refuse (``check``),
-        naming its position (nothing is enqueued).
+    :raises InvalidDocumentError: a document the provider would refuse (``check``, or
+        marked checked), naming its position (nothing is enqueued).
     :raises ValidationError: naming the document's position (nothing is enqueued).
     """
     out: list[Ready] = []
     for index, document in enumerate(documents):
-        if check:
+        plain = document
+        if check or isinstance(document, Checked):
+            # Checked here, once, naming its position: serialising a Checked document
+            # would check it again, and its InvalidDocumentError (with its problems)
+            # would become a plain ValidationError below.
             require_valid(document, subject=f"document {index}")
+            if isinstance(document, Checked):
+                plain = document.document
         try:
-            body = serialize_document(document)
+            body = serialize_document(plain)
         except InvoicingError as exc:  # it cannot be serialised (or is too large)
             raise ValidationError(f"document {index} cannot be enqueued: {exc.message}") from None
         described, identity = describe(body)

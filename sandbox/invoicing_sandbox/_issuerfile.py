@@ -8,7 +8,7 @@ read as JSON):
   lines, lines starting with ``#``, and a first line naming the columns (``tin,api_key``;
   the first named ``tin``, ``client_id``, ``issuer`` or ``vat``) are skipped.
 
-Each TIN must be one (:func:`~._rules.is_tin`: 9 digits, the last a check digit): a
+Each TIN must be one (the client's ``valid_tin``: 9 digits, the last a check digit): a
 file naming ``not-a-tin`` is refused, not served. The file holds secrets. It is written
 with 0600 permissions, and an error about it names the file, the line and the TIN, never
 the line itself (a key would be in it).
@@ -23,10 +23,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from invoicing_async._for_sandbox import read_credentials
+from invoicing_async._for_sandbox import read_credentials, valid_tin
 
 from ._issuers import check_issuers
-from ._rules import is_tin
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -41,7 +40,7 @@ def read_issuers(path: str | os.PathLike[str]) -> dict[str, str]:
     of each TIN and key.
     """
     issuers = read_credentials(Path(path))
-    wrong = [tin for tin in issuers if not is_tin(tin)]
+    wrong = [tin for tin in issuers if not valid_tin(tin)]
     if wrong:
         shown = ", ".join(repr(tin[:20]) for tin in wrong[:10])
         more = f" and {len(wrong) - 10} more" if len(wrong) > 10 else ""

@@ -51,7 +51,6 @@ __all__ = [
     "cancellation_mark",
     "check_document",
     "invoice_uid",
-    "is_tin",
     "issuer_vat",
     "parse_document",
     "random_tin",
@@ -69,13 +68,6 @@ def random_tin(rng: random.Random) -> str:
 def with_check_digit(digits: str) -> str:
     """8 digits and their check digit (the Greek AFM rule): a valid 9-digit TIN."""
     return digits + check_digit(digits)
-
-
-def is_tin(text: str) -> bool:
-    """Whether ``text`` is a TIN: 9 ASCII digits, the last the check digit of the others."""
-    return (
-        len(text) == 9 and text.isascii() and text.isdigit() and with_check_digit(text[:8]) == text
-    )
 
 
 def _reject_constant(name: str) -> Any:

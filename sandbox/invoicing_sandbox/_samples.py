@@ -17,7 +17,7 @@ import random
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from invoicing_async._for_sandbox import check_digit
+from ._rules import with_check_digit
 
 __all__ = ["SANDBOX_CLIENT_ID", "sample_invoice", "sample_invoices"]
 
@@ -112,7 +112,7 @@ def sample_invoice(
             },
         },
         "CounterParty": {
-            "Vat": customer + check_digit(customer),
+            "Vat": with_check_digit(customer),
             "RegisteredName": f"Πελάτης {number} Ο.Ε.",
             "Address": {
                 "CountryCode": "GR",

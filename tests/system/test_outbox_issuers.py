@@ -315,14 +315,16 @@ async def test_a_pools_second_drain_does_not_tell_again_of_an_issuer_already_wai
     issuers = sandbox_issuers(2)
     a, stranger = issuers
     caplog.set_level(logging.WARNING, logger="invoicing_async.ledger")
-    async with Sandbox(key_algorithm="cv25519", issuers=issuers) as sb:
-        async with SqliteOutbox(tmp_path / "outbox.db") as box:
-            await box.enqueue([sample_invoice(n, issuer_vat=stranger, lines=1) for n in range(2)])
-            async with pool_of(sb, {a: issuers[a]}) as pool:
-                first = await drain(box, pool)
-                await box.enqueue([sample_invoice(5, issuer_vat=a, lines=1)])
-                second = await drain(box, pool)
-            assert await box.counts() == {"accepted": 1, PENDING: 2}
+    async with (
+        Sandbox(key_algorithm="cv25519", issuers=issuers) as sb,
+        SqliteOutbox(tmp_path / "outbox.db") as box,
+    ):
+        await box.enqueue([sample_invoice(n, issuer_vat=stranger, lines=1) for n in range(2)])
+        async with pool_of(sb, {a: issuers[a]}) as pool:
+            first = await drain(box, pool)
+            await box.enqueue([sample_invoice(5, issuer_vat=a, lines=1)])
+            second = await drain(box, pool)
+        assert await box.counts() == {"accepted": 1, PENDING: 2}
     assert first == {OutcomeStatus.NOT_SENT: 2}
     assert second == {OutcomeStatus.ACCEPTED: 1}
     said = [r.getMessage() for r in caplog.records if r.name == "invoicing_async.ledger"]

@@ -5,6 +5,7 @@ difference)."""
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import pytest
 from providersamples import camel, retail_receipt, service_invoice
@@ -18,7 +19,16 @@ from invoicing_async import (
 )
 from invoicing_async._checked import require_valid
 from invoicing_async._checks import valid_tin
-from invoicing_async.documents import SOURCES, Problem, Severity, check
+from invoicing_async.documents import (
+    SOURCES,
+    Line,
+    Party,
+    Problem,
+    RetailReceipt,
+    Severity,
+    check,
+)
+from invoicing_sandbox import sample_invoice
 
 
 def fields(problems: list[Problem], severity: Severity = Severity.ERROR) -> set[str]:
@@ -163,3 +173,34 @@ def test_an_invalid_document_error_carries_its_problems_and_is_recorded_with_the
     again = outcome_from_dict(json.loads(json.dumps(outcome_to_dict(outcome))))
     assert isinstance(again.error, InvalidDocumentError)
     assert again.error.problems == error.problems
+
+
+@pytest.mark.parametrize("value", ["NaN", "sNaN", "Infinity", "-Infinity", "9E+999999"])
+@pytest.mark.parametrize("index", [0, 1])
+def test_an_amount_that_is_no_finite_decimal_is_no_number_and_never_raises(value, index):
+    """A line's NetTotal written as Decimal NaN, an infinity or beyond what a decimal
+    multiplies: check returns "must be a number" at that field (as for its other amounts
+    and shapes), in the first line or a later one, never an exception."""
+    document = sample_invoice(1, lines=3)
+    for line in document["Details"]:  # amounts as a program's decimals
+        for name in ("NetTotal", "VATTotal", "Total"):
+            line[name] = Decimal(repr(line[name]))
+    document["Details"][index]["NetTotal"] = Decimal(value)
+    problems = check(document)
+    assert (
+        Problem(f"Details[{index}].NetTotal", "must be a number", source=SOURCES["shape"])
+        in problems
+    )
+    document["Details"][index]["NetTotal"] = 1.5  # a float net among decimal VATs
+    document["Details"][index]["Total"] = Decimal(value)
+    assert f"Details[{index}].Total" in fields(check(document))
+
+
+def test_a_typed_line_of_a_huge_amount_is_no_number_and_never_raises():
+    """A typed line given a net beyond what an amount has (``1E+999999``: a finite
+    decimal) is reported as its JSON would be, not raised while checking."""
+    line = Line("x", net_total="1E+999999", vat_total="0", total="0", vat_category=7)
+    document = RetailReceipt(
+        issuer=Party(vat="123456783"), series="A", number=1, issued="2026-11-22", lines=[line]
+    )
+    assert "Details[0].NetTotal" in fields(check(document))

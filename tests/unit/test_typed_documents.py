@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from providersamples import SAMPLES, camel
 
 from invoicing_async import document_key
+from invoicing_async._checked import readable
 from invoicing_async._documents import describe, serialize_document
 from invoicing_async.documents import (
     VAT_RATES,
@@ -330,3 +331,23 @@ def test_a_copy_with_other_lines_keeps_the_totals_it_is_given_and_check_says_so(
         "Summaries.TotalVATAmount",
     }
     assert problems == check(json.loads(serialize_document(copy)))
+
+
+def test_lines_numbered_by_their_position_keep_their_computed_amounts():
+    """Lines the caller numbered 1, 2 … (their positions) are the lines left unnumbered:
+    the same document, JSON and check, and their amounts still computed (check does not
+    read them again); a line numbered otherwise keeps its number."""
+    numbered = receipt(
+        lines=[
+            Line("Espresso", quantity=2, unit_price="2.50", line_no=1),
+            Line("Κρουασάν", quantity=3, unit_price="1.15", vat_category=2, line_no=2),
+        ]
+    )
+    plain = receipt()
+    assert numbered == plain
+    assert to_json(numbered) == to_json(plain)
+    assert check(numbered) == check(plain) == []
+    assert [(line.line_no, line.computed) for line in numbered.lines] == [(None, True)] * 2
+    assert readable(numbered)[1] is True  # its lines are not read again by check
+    other = receipt(lines=[Line("Espresso", unit_price="2.50", line_no=7)])
+    assert [(line.line_no, line.computed) for line in other.lines] == [(7, True)]
