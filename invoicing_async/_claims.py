@@ -32,6 +32,7 @@ from ._ledger._rules import charged, decide, digest_of, is_final, requeue
 from ._ledger._store import Settlement
 from ._log import ledger as log
 from ._outcomes import OutcomeStatus
+from ._retry import pause
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -375,7 +376,7 @@ class Claims:
                         await self._pending.refresh(self._store.remaining, force=True)
                     if stop_when_empty and await self._store.remaining(skip) <= len(self.held):
                         return
-                    await self._idle(poll)
+                    await pause(poll, self._stopping)
                     continue
             claim = buffer.popleft()
             # Sent for the issuer stored with it: a pool routes it to that issuer.
@@ -386,14 +387,6 @@ class Claims:
                 issuer=issuer or None,
                 encrypted=claim.encrypted,
             )
-
-    async def _idle(self, seconds: float) -> None:
-        """Wait ``seconds``, or until the worker stops."""
-        stopping = asyncio.ensure_future(self._stopping.wait())
-        try:
-            await asyncio.wait({stopping}, timeout=seconds)
-        finally:
-            stopping.cancel()
 
 
 def _parked(outcome: Outcome, failures: int, future: asyncio.Future[bool]) -> None:

@@ -12,6 +12,7 @@ away, a worker whose batch stopped). *Whether* to retry is the decision core's
 
 from __future__ import annotations
 
+import asyncio
 import random
 from typing import Literal
 
@@ -22,6 +23,7 @@ __all__ = [
     "Jitter",
     "RetryPolicy",
     "backoff",
+    "pause",
     "retries_are_instant",
     "set_instant_retries",
 ]
@@ -190,3 +192,18 @@ class RetryPolicy:
         return backoff(
             rounds, base=self.round_delay, cap=self.max_round_delay, jitter="equal", rng=rng
         )
+
+
+async def pause(seconds: float | None, until: asyncio.Event | None = None) -> None:
+    """Wait ``seconds``, or until ``until`` is set if that comes first.
+
+    ``seconds`` ``None``: until ``until`` is set (without ``until``: no wait).
+    """
+    if until is None:
+        await asyncio.sleep(seconds or 0.0)
+        return
+    waiter = asyncio.ensure_future(until.wait())
+    try:
+        await asyncio.wait({waiter}, timeout=seconds)
+    finally:
+        waiter.cancel()

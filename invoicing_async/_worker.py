@@ -65,7 +65,7 @@ from ._errors import LedgerError
 from ._issuers import Issuers
 from ._log import ledger as log
 from ._outcomes import OutcomeStatus
-from ._retry import Backoff
+from ._retry import Backoff, pause
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -124,7 +124,7 @@ async def run_worker(
     counts: collections.Counter[OutcomeStatus] = collections.Counter()
     # After a batch whose breaker opened: poll, then doubling from a second to a minute.
     pauses = Backoff(1.0, _MAX_PAUSE, jitter="none")
-    pause = poll
+    idle = poll
     orphaned: list[str] = []  # leases held when the database went away
     unconfirmed = 0  # outcomes whose write the database's going away left unknown
     pending = telemetry.Pending(name)  # observed while this function runs (closed after)
@@ -140,7 +140,7 @@ async def run_worker(
                     orphaned = []
                 orphaned += await _round(
                     claims, batch, blocked, size=concurrency, poll=poll,
-                    stop_when_empty=stop_when_empty, pause=pause, grace=grace, stop=stop,
+                    stop_when_empty=stop_when_empty, pause=idle, grace=grace, stop=stop,
                 )  # fmt: skip
                 blocked.observe(batch)  # what it stopped after its feed ended
                 empty = (
@@ -165,12 +165,12 @@ async def run_worker(
                 if stop_when_empty:
                     log.warning("outbox worker stops: %s", batch.stopped)
                     return _counted(counts, unconfirmed)
-                log.warning("outbox worker paused %.0f s: %s", pause, batch.stopped)
-                await _sleep(pause, stop)
-                pause = pauses.next()
+                log.warning("outbox worker paused %.0f s: %s", idle, batch.stopped)
+                await pause(idle, stop)
+                idle = pauses.next()
                 continue
             pauses.reset()
-            pause = poll
+            idle = poll
             if empty:
                 await _stopping(store, blocked)
                 return _counted(counts, unconfirmed)
@@ -359,7 +359,7 @@ async def until_available(
         error,
     )
     while not (stop is not None and stop.is_set()):
-        await _sleep(waits.next(), stop)
+        await pause(waits.next(), stop)
         try:
             await check()
         except LedgerError as exc:
@@ -370,18 +370,6 @@ async def until_available(
             log.info("the outbox database answers again: the worker goes on")
             return True
     return False
-
-
-async def _sleep(seconds: float, stop: asyncio.Event | None) -> None:
-    """Wait ``seconds``, or until ``stop`` is set."""
-    if stop is None:
-        await asyncio.sleep(seconds)
-        return
-    asked = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({asked}, timeout=seconds)
-    finally:
-        asked.cancel()
 
 
 class _Wait:

@@ -13,7 +13,7 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from invoicing_async._log import deferral as log
-from invoicing_async._retry import Backoff
+from invoicing_async._retry import Backoff, pause
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -133,9 +133,5 @@ def _now() -> float:
 
 async def wait_for(event: asyncio.Event, timeout: float | None) -> None:
     """Wait for ``event`` (then clear it) or ``timeout`` seconds, whichever comes first."""
-    waiter = asyncio.ensure_future(event.wait())
-    try:
-        await asyncio.wait({waiter}, timeout=timeout)
-    finally:
-        waiter.cancel()
+    await pause(timeout, event)
     event.clear()
