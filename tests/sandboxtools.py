@@ -2,7 +2,8 @@
 
 A helper module, not a test module: a fake clock shared by the sandbox and a token
 cache, a client bound to an environment, a sample invoice of the sandbox's issuer, a
-raw request outside the client, and a poll for sandbox state no event announces.
+raw request outside the client, a poll for sandbox state no event announces, and the
+outcomes a till's drainer delivers.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import asyncio
 
 import aiohttp
 
-from invoicing_async import InvoicingClient
+from invoicing_async import DeferredOutcome, InvoicingClient
 from invoicing_sandbox import Sandbox, sample_invoice
 
 
@@ -69,3 +70,24 @@ async def until(condition) -> None:
     """Wait for a condition of the sandbox's state that no event announces."""
     while not condition():  # noqa: ASYNC110  (polling the state under test is the point)
         await asyncio.sleep(0.01)
+
+
+class Outcomes:
+    """``on_outcome``: collects what the drainer delivers; waits for a number of them."""
+
+    def __init__(self) -> None:
+        self.items: list[DeferredOutcome] = []
+        self._changed = asyncio.Event()
+
+    def __call__(self, item: DeferredOutcome) -> None:
+        self.items.append(item)
+        self._changed.set()
+
+    async def wait(self, count: int, timeout: float = 60.0) -> dict[str, DeferredOutcome]:
+        async def enough() -> None:
+            while len({item.key for item in self.items}) < count:
+                self._changed.clear()
+                await self._changed.wait()
+
+        await asyncio.wait_for(enough(), timeout)
+        return {item.key: item for item in self.items}

@@ -1,11 +1,13 @@
 """A till that keeps selling through an outage, printing each QR when its mark arrives.
 
-``main()`` runs it against the embedded sandbox: sales before the outage get the
-provider's record at once; while the provider refuses connections, then hangs, each
-sale is deferred (durable in the till's outbox) and its receipt carries the provider's
-offline QR; when the provider is back, the drainer transmits the deferred sales, oldest
-first, and each outcome arrives with the mark and the real QR code, printed for the
-receipt. Run it: ``python docs/examples/pos_outage.py`` (needs the ``qr`` extra).
+``main()`` runs it against the embedded sandbox: the till sells typed retail receipts;
+sales before the outage get the provider's record at once; while the provider refuses
+connections, then hangs, each sale is deferred (durable in the till's outbox, stamped
+``TransmissionFailure: 1`` as a document issued during a loss of connection) and its
+receipt carries the provider's offline QR; when the provider is back, the drainer
+transmits the deferred sales, oldest first, and each outcome arrives with the mark and
+the real QR code, printed for the receipt. Run it:
+``python docs/examples/pos_outage.py`` (needs the ``qr`` extra).
 """
 
 from __future__ import annotations
@@ -23,20 +25,8 @@ from invoicing_async import (
     document_key,
     qr,
 )
-from invoicing_sandbox import Sandbox, sample_invoice
-
-
-# region stamp
-def mark_transmission_failure(invoice: dict[str, Any]) -> dict[str, Any]:
-    """Stamp an invoice issued while the provider could not be reached.
-
-    Called only for an invoice that certainly never reached the provider; one whose
-    first attempt may have is stored and sent again exactly as it was.
-    """
-    return {**invoice, "TransmissionFailure": 1}
-
-
-# endregion stamp
+from invoicing_async.documents import Line, Party, PaymentMethod, RetailReceipt
+from invoicing_sandbox import Sandbox
 
 
 # region receipts
@@ -53,6 +43,7 @@ class Receipts:
         """Print a sale's receipt: the record's QR, or the offline one."""
         if isinstance(answer, DeferredReceipt):
             print(f"{key}: deferred ({answer.reason.value}); the offline QR printed")
+            assert answer.stamp_error is None  # no stamp hook here: nothing to fail
             self.printed[key] = answer.offline_qr_url or ""
             self.waiting.add(key)
             self.all_marked.clear()
@@ -80,6 +71,19 @@ class Receipts:
 
 
 # region main
+def sale(tin: str, number: int) -> RetailReceipt:
+    """A sale at the till: a typed retail receipt, paid by card."""
+    return RetailReceipt(
+        issuer=Party(vat=tin),
+        series="T1",
+        number=number,
+        issued="2026-11-22T10:15:00",
+        lines=[Line("Espresso", quantity=2, unit_price="2.40")],
+        payments=[PaymentMethod(7)],
+        internal_id=f"till-1/T1/{number}",
+    )
+
+
 async def main() -> None:
     """Sell through an outage against the sandbox."""
     receipts = Receipts()
@@ -96,22 +100,20 @@ async def main() -> None:
                 client,
                 Path(folder) / "till.db",  # the till's outbox: a SQLite file
                 budget=1.0,  # seconds a customer waits for the provider at most
-                stamp=mark_transmission_failure,
                 portal_url="https://portal.example.invalid",
                 on_outcome=receipts.mark_arrived,
                 probe_delay=0.05,  # quick for the example; the default is 1 s
             ) as till,
         ):
-            tin = sandbox.client_id
-            sales = [sample_invoice(n, issuer_vat=tin) for n in range(1, 7)]
+            sales = [sale(sandbox.client_id, n) for n in range(1, 7)]
 
-            async def sell(invoice: dict[str, Any]) -> None:
+            async def sell(invoice: RetailReceipt) -> None:
                 answer = await till.submit_or_defer(invoice)
                 receipts.sale(document_key(invoice), answer)
 
             await sell(sales[0])  # the provider answers: the record at once
             async with sandbox.outage("refuse"):  # the provider is down
-                await sell(sales[1])  # deferred at once: certainly not sent, stamped
+                await sell(sales[1])  # deferred at once: never sent, so stamped
                 await sell(sales[2])  # deferred at once: the provider is known down
             async with sandbox.outage("hang"):
                 await sell(sales[3])  # still known down: no budget spent
@@ -125,14 +127,16 @@ async def main() -> None:
             assert (await till.refresh_backlog()).count == 0
 
         # Every sale is held once by the provider, with the mark the till printed, and
-        # every deferred one was stamped.
+        # every deferred one (none of them sent before) stamped by the deferral as a
+        # document issued during a loss of connection: TransmissionFailure 1.
         assert sandbox.commit_count == 6
         for key, mark in receipts.marks.items():
             held = sandbox.committed[key]
             assert held.commits == 1
             assert held.record.mark == mark
             assert receipts.printed[key] == held.record.qr_code_string
-            assert ("TransmissionFailure" in held.document) == (key in deferred)
+            stamp = held.document.get("TransmissionFailure")
+            assert stamp == (1 if key in deferred else None)
 
 
 # endregion main

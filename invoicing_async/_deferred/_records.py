@@ -64,7 +64,11 @@ class DeferredReceipt:
     #: The first attempt may have reached the provider: the document is stored, and
     #: will be sent, exactly as it was (never stamped).
     maybe_sent: bool
-    #: The ``stamp`` hook changed the document before it was stored.
+    #: The document was changed before it was stored, as one issued during a loss of
+    #: connection: ``TransmissionFailure: 1`` written, the ``stamp`` hook's document
+    #: stored, or both.
+    #:
+    #: .. versionchanged:: 0.5.0 ``TransmissionFailure``, written without a hook too.
     stamped: bool
     #: Requests this call sent (0: deferred at once, the provider being known down).
     attempts: int
@@ -78,6 +82,13 @@ class DeferredReceipt:
     #:
     #: .. versionadded:: 0.4.0
     issuer: str | None = None
+    #: Why the ``stamp`` hook's document is not the one stored, in words (``the stamp
+    #: hook raised TypeError: …``, ``… returned NoneType, not a document …``): the sale
+    #: is stored as it was given (``TransmissionFailure`` written), without the hook's
+    #: changes. ``None``: the hook did not fail (or there is none).
+    #:
+    #: .. versionadded:: 0.5.0
+    stamp_error: str | None = None
 
 
 @attrs.frozen
@@ -150,4 +161,5 @@ def receipt_of(deferred: DeferralRecord) -> DeferredReceipt:
         offline_qr_url=deferred.offline_qr,
         detail=deferred.detail,
         issuer=deferred.issuer or None,
+        stamp_error=deferred.stamp_error,
     )

@@ -13,7 +13,8 @@ the application.
 
 The identity rule decides what may change across the boundary: a document whose first
 attempt may have reached the provider is stored byte-identical (the provider's 409 makes
-its re-sending safe); only one certainly not sent passes through the ``stamp`` hook.
+its re-sending safe); only one certainly not sent is stamped (:mod:`._stamp`:
+``TransmissionFailure: 1``, and the application's ``stamp`` hook).
 
 A deferral wraps a client rather than giving it a mode: ``submit_secure`` keeps its
 return type and behaviour, a sale that may be deferred says so in its own method's type
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from invoicing_async import _telemetry as telemetry
 from invoicing_async._checked import Checked, require_valid
 from invoicing_async._decision import deferral, last_answer
-from invoicing_async._documents import Prepared, SendOptions, describe, serialize_document
+from invoicing_async._documents import Prepared, SendOptions, describe
 from invoicing_async._errors import InvoicingError
 from invoicing_async._ledger._deferrals import DeferralRecord
 from invoicing_async._ledger._enqueue import Ready
@@ -47,6 +48,7 @@ from invoicing_async.qr import _signed_url
 from ._drainer import Drainer
 from ._provider import ProviderState
 from ._records import Backlog, DeferralReason, receipt_of
+from ._stamp import stamp_sale
 
 if TYPE_CHECKING:
     import os
@@ -110,10 +112,21 @@ class Deferral:
         :class:`~invoicing_async.outbox.PostgresOutbox` shared by a fleet of tills.
     :param budget: seconds a sale may wait for the provider (a call may pass it by
         ``0.1`` s plus the outbox's write).
-    :param stamp: called with a document certainly never sent before it is stored (for
-        the marking a regime requires, such as ``transmissionFailure=1``); returns the
-        document to store and send, with the same identity. A document that may have
-        reached the provider is never given to it.
+    :param transmission_failure: stamp every deferred sale that certainly never left as
+        a document issued during a loss of connection to the provider:
+        ``TransmissionFailure: 1``, written into a dict or a typed document's JSON (one
+        that carries the member already, in any spelling, keeps its own value; JSON
+        bytes or text are stored as given). ``False``: not written.
+    :param stamp: optional, a plain function: what else a sale certainly never sent
+        needs before it is stored. Called with the sale as given to
+        :meth:`submit_or_defer` (a mapping, a typed document such as
+        :class:`~invoicing_async.documents.RetailReceipt`, or JSON bytes or text; a
+        checked one unwrapped), it returns the document to store and send: of any of
+        those kinds, of the same identity (issuer, series, number, internal document
+        id), one the provider would take; ``TransmissionFailure`` is written into it
+        then. A hook that raises or returns anything else never costs the sale: it is
+        stored as given (``TransmissionFailure`` written), the failure logged (ERROR,
+        ``invoicing_async.deferral``) and kept in :attr:`DeferredReceipt.stamp_error`.
     :param portal_url: the provider's portal: receipts get the offline QR url
         (:func:`~invoicing_async.qr.offline_qr_url`, signed with the client's API key).
     :param on_outcome: called (or awaited) with each :class:`DeferredOutcome`; the
@@ -132,6 +145,8 @@ class Deferral:
 
     .. versionadded:: 0.3.0
     .. versionchanged:: 0.4.0 ``client`` may be an :class:`~invoicing_async.IssuerPool`.
+    .. versionchanged:: 0.5.0 a sale that never left is stamped without a hook
+       (``transmission_failure``); a hook that fails never costs the sale.
     """
 
     def __init__(
@@ -140,6 +155,7 @@ class Deferral:
         outbox: SqliteOutbox | PostgresOutbox | str | os.PathLike[str],
         *,
         budget: float = 2.0,
+        transmission_failure: bool = True,
         stamp: Callable[[Any], Document] | None = None,
         portal_url: str | None = None,
         on_outcome: Callable[[DeferredOutcome], Awaitable[None] | None] | None = None,
@@ -156,6 +172,7 @@ class Deferral:
         self._engine = engine = engine_of(client)
         self._budget = budget
         self._stamp = stamp
+        self._transmission_failure = transmission_failure
         self._portal_url = portal_url
         self._outbox = _till(outbox)
         self._origin = origin if origin is not None else socket.gethostname()
@@ -236,18 +253,25 @@ class Deferral:
     ) -> DocumentResult | DeferredReceipt:
         """Submit ``document`` within the budget, or defer it durably.
 
-        :param document: a JSON-serialisable mapping, or the exact bytes to send.
+        :param document: a JSON-serialisable mapping, a typed document
+            (:mod:`invoicing_async.documents`: a
+            :class:`~invoicing_async.documents.RetailReceipt` …), one marked
+            :func:`~invoicing_async.documents.checked`, or the exact JSON bytes to send.
         :param encrypted: ``/Invoice/secure`` (default) or ``/Invoice/json``.
         :param budget: this sale's budget in seconds (default: the deferral's).
         :returns: the provider's record, or a :class:`DeferredReceipt` once the
-            document is durable in the outbox.
+            document is durable in the outbox (stamped if it certainly never left: see
+            ``transmission_failure`` and ``stamp``).
         :raises InvalidDocumentError: the provider would refuse the document (its
             errors, by :func:`invoicing_async.documents.check`): raised before anything
             is sent or stored, so that no receipt is printed for it.
         :raises DuplicateDocumentError: the provider held the document before this call.
         :raises InvoicingError: a definite refusal (400, a foreign record, refused
             credentials, no provider key): never deferred.
-        :raises ValueError: the ``stamp`` hook changed the document's identity.
+
+        .. versionchanged:: 0.5.0 typed documents; a ``stamp`` hook that changes the
+           document's identity no longer raises ``ValueError``: the sale is stored as
+           given, and the receipt's ``stamp_error`` says why.
         """
         engine = self._engine
         engine.ensure_usable()
@@ -271,7 +295,8 @@ class Deferral:
         if down is not None:
             with self._state.deferring():
                 return await self._defer(
-                    document, key, identity, encrypted, down, attempts=0, maybe_sent=False,
+                    document, key, identity, encrypted, down, plain=body[1], attempts=0,
+                    maybe_sent=False,
                     detail=f"the provider is down ({down.value}): deferred without a request",
                 )  # fmt: skip
         prepared = Prepared(key, identity, body[0], SendOptions(encrypted=encrypted), plain=body[1])
@@ -290,7 +315,8 @@ class Deferral:
         with self._state.deferring():  # the drainer's pass must not undo this mark_down
             self._state.mark_down(reason)
             return await self._defer(
-                document, key, identity, encrypted, reason, attempts=outcome.attempts,
+                document, key, identity, encrypted, reason, plain=body[1],
+                attempts=outcome.attempts,
                 maybe_sent=outcome.status is not OutcomeStatus.NOT_SENT,
                 detail=str(error) if error is not None else "no answer within the budget",
             )  # fmt: skip
@@ -303,20 +329,23 @@ class Deferral:
         encrypted: bool,
         reason: DeferralReason,
         *,
+        plain: bytes,
         attempts: int,
         maybe_sent: bool,
         detail: str,
     ) -> DocumentResult | DeferredReceipt:
-        """Make the sale durable in the outbox; its receipt (or an earlier final outcome)."""
-        kept, stamped = document, False
-        if not maybe_sent and self._stamp is not None:
-            kept, stamped = self._stamp(document), True
-            if describe(kept) != (key, identity):
-                raise ValueError(
-                    f"the stamp hook changed the identity of {key}: it may change a document, "
-                    "never its issuer, series, number or internal document id"
-                )
-        body = serialize_document(kept)
+        """Make the sale durable in the outbox; its receipt (or an earlier final outcome).
+
+        ``plain`` is the document as it was serialised to be sent: stored as it is when
+        the document may have reached the provider (the identity rule), else stamped.
+        """
+        body, stamped, stamp_error = plain, False, None
+        if not maybe_sent and (self._transmission_failure or self._stamp is not None):
+            body, stamped, stamp_error = stamp_sale(
+                document, key, identity, plain=plain, hook=self._stamp,
+                transmission_failure=self._transmission_failure,
+                max_size=self._engine.preparer.max_document_size,
+            )  # fmt: skip
         deferred = DeferralRecord(
             key=key,
             origin=self._origin,
@@ -328,6 +357,7 @@ class Deferral:
             offline_qr=await self._offline_qr(body, identity.issuer),
             detail=detail,
             issuer=identity.issuer or "",
+            stamp_error=stamp_error,
         )
         ready = Ready(key, body, encrypted, hashlib.sha256(body).hexdigest(), deferred.issuer)
         stored = await self._outbox.deferrals.defer(ready, deferred)

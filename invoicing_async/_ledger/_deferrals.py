@@ -3,8 +3,9 @@
 A sale deferred by :meth:`~invoicing_async.InvoicingClient.submit_or_defer` is an
 ordinary outbox entry (the outbox's workers send it, the drainer among them) plus a row
 in a table of its own: when and why it was deferred, whether its first attempt may have
-reached the provider, whether a hook stamped it, its offline QR url, and whether the
-application has been told its final outcome. Both are written in one transaction, so a
+reached the provider, whether it was stamped (and why the ``stamp`` hook's document is
+not the one stored, if it failed), its offline QR url, and whether the application has
+been told its final outcome. Both are written in one transaction, so a
 sale is deferred whole or not at all.
 
 The identity rule is kept here, where the document is stored: an entry that may have
@@ -49,9 +50,10 @@ if TYPE_CHECKING:
 __all__ = ["DeferralRecord", "Deferrals", "PostgresDeferrals", "SqliteDeferrals", "Stored"]
 
 _FIELDS = (
-    "key, origin, deferred_at, reason, maybe_sent, stamped, attempts, offline_qr, detail, issuer"
+    "key, origin, deferred_at, reason, maybe_sent, stamped, attempts, offline_qr, detail, "
+    "issuer, stamp_error"
 )
-_WIDTH = 10  # the fields of a deferral, in a row that goes on with its entry's
+_WIDTH = 11  # the fields of a deferral, in a row that goes on with its entry's
 _ENTRY = ", ".join(f"e.{name.strip()}" for name in COLUMNS.split(","))
 _DEFERRAL = ", ".join(f"d.{name.strip()}" for name in _FIELDS.split(","))
 
@@ -71,6 +73,8 @@ class DeferralRecord:
     detail: str
     #: The issuer whose sale it is (``""``: the document names none).
     issuer: str = ""
+    #: Why the ``stamp`` hook's document is not the one stored (``None``: it did not fail).
+    stamp_error: str | None = None
 
     @property
     def ref(self) -> Ref:
@@ -89,6 +93,7 @@ class DeferralRecord:
             self.offline_qr,
             self.detail,
             self.issuer,
+            self.stamp_error,
         )
 
     @classmethod
@@ -96,7 +101,7 @@ class DeferralRecord:
         key, origin, at, reason, maybe_sent, stamped, attempts, offline_qr, detail = row[:9]
         return cls(
             key, origin, float(at), reason, bool(maybe_sent), bool(stamped), int(attempts),
-            offline_qr, detail, row[9],
+            offline_qr, detail, row[9], row[10],
         )  # fmt: skip
 
 
@@ -160,12 +165,12 @@ _BACKLOG = (
 )
 _SQLITE_UPSERT = (
     f"INSERT INTO deferrals ({_FIELDS}, notified_at) "  # noqa: S608
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL) "
     "ON CONFLICT (key, issuer) DO UPDATE SET origin = excluded.origin, "
     "deferred_at = excluded.deferred_at, reason = excluded.reason, "
     "maybe_sent = excluded.maybe_sent, stamped = excluded.stamped, "
     "attempts = excluded.attempts, offline_qr = excluded.offline_qr, "
-    "detail = excluded.detail, notified_at = NULL"
+    "detail = excluded.detail, stamp_error = excluded.stamp_error, notified_at = NULL"
 )
 
 
@@ -279,7 +284,7 @@ def _verdict(
 def _kept(deferred: DeferralRecord, verdict: str) -> DeferralRecord:
     """The deferral to store: a kept document may have been sent, and is not stamped."""
     if verdict is _KEEP:
-        return attrs.evolve(deferred, maybe_sent=True, stamped=False)
+        return attrs.evolve(deferred, maybe_sent=True, stamped=False, stamp_error=None)
     return deferred
 
 
@@ -288,12 +293,12 @@ def _kept(deferred: DeferralRecord, verdict: str) -> DeferralRecord:
 _PG_TABLE = DEFERRALS
 _PG_UPSERT = (
     f"INSERT INTO {_PG_TABLE} ({_FIELDS}, notified_at) "  # noqa: S608
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, NULL) "
     "ON CONFLICT (key, issuer) DO UPDATE SET "
     "origin = excluded.origin, deferred_at = excluded.deferred_at, reason = excluded.reason, "
     "maybe_sent = excluded.maybe_sent, stamped = excluded.stamped, "
     "attempts = excluded.attempts, offline_qr = excluded.offline_qr, "
-    "detail = excluded.detail, notified_at = NULL"
+    "detail = excluded.detail, stamp_error = excluded.stamp_error, notified_at = NULL"
 )
 
 

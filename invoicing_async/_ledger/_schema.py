@@ -30,6 +30,9 @@ Formats:
    every store of format 3 has it. SQLite cannot change a primary key: the tables are
    rebuilt, in the one transaction of the upgrade, the identity being a unique index
    built after the copy (about 3x the time of a plain copy of the table).
+4. ``stamp_error``: why a deferred sale's ``stamp`` hook failed, its document stored
+   without the hook's changes (0.5). ``NULL`` in the rows written before (no hook
+   failed).
 """
 
 from __future__ import annotations
@@ -141,6 +144,7 @@ SQLITE_STEPS: tuple[Step, ...] = (
         "ALTER TABLE deferrals_3 RENAME TO deferrals",
         "CREATE INDEX deferrals_due ON deferrals (origin, deferred_at) WHERE notified_at IS NULL",
     ),
+    ("ALTER TABLE deferrals ADD COLUMN stamp_error TEXT",),
 )
 SQLITE_VERSION = len(SQLITE_STEPS)
 
@@ -231,6 +235,7 @@ POSTGRES_STEPS: tuple[Step, ...] = (
         f"ALTER TABLE {DEFERRALS} DROP CONSTRAINT {DEFERRALS}_pkey",
         f"ALTER TABLE {DEFERRALS} ADD PRIMARY KEY (key, issuer)",
     ),
+    (f"ALTER TABLE {DEFERRALS} ADD COLUMN stamp_error text",),
 )
 POSTGRES_VERSION = len(POSTGRES_STEPS)
 

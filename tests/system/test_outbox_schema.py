@@ -27,11 +27,12 @@ from invoicing_async import (
     LedgerError,
     Outcome,
     OutcomeStatus,
+    document_key,
     outcome_to_dict,
 )
 from invoicing_async._documents import serialize_document
 from invoicing_async._ledger import _postgres_outbox
-from invoicing_async._ledger._schema import POSTGRES_VERSION, SQLITE_VERSION
+from invoicing_async._ledger._schema import POSTGRES_VERSION, SQLITE_STEPS, SQLITE_VERSION
 from invoicing_async.outbox import PENDING, PostgresOutbox, SqliteOutbox
 from invoicing_async.testing import instant_retries
 from invoicing_sandbox import Sandbox, sample_invoices
@@ -179,7 +180,7 @@ async def dead_workers_0_3_outbox(dsn: str, sb: Sandbox) -> tuple[list, list[str
 
 
 async def test_a_0_3_outbox_is_upgraded_and_resumed(postgres_dsn):
-    """An outbox made by 0.3 (format 1): opening it upgrades the table (format 3), keeps
+    """An outbox made by 0.3 (format 1): opening it upgrades the table (format 4), keeps
     every entry, and a worker resumes them: the pending ones are sent, the one in flight
     when its worker died (its request committed) is re-sent and its 409 recorded as its
     own commit, the accepted one is left alone."""
@@ -191,7 +192,7 @@ async def test_a_0_3_outbox_is_upgraded_and_resumed(postgres_dsn):
                 versions = await connection.fetch("SELECT version FROM invoicing_outbox_schema")
             finally:
                 await connection.close()
-            assert max(v["version"] for v in versions) == POSTGRES_VERSION == 3
+            assert max(v["version"] for v in versions) == POSTGRES_VERSION == 4
             assert await outbox.counts() == {PENDING: 4, "in_flight": 1, "accepted": 1}
             assert (await outbox.status(keys[0])).failures == 0
             assert await drain(outbox, sb) == {OutcomeStatus.ACCEPTED: 5}
@@ -230,7 +231,7 @@ async def test_an_upgrade_an_open_transaction_blocks_says_what_holds_the_table(
         await application.close()
     message = str(blocked.value)
     assert blocked.value.reason == "locked"
-    assert "upgrade the outbox table invoicing_outbox from format 1 to 3" in message
+    assert "upgrade the outbox table invoicing_outbox from format 1 to 4" in message
     assert f"pid {pid}" in message
     assert "idle in transaction" in message
     assert "secret-import" not in message  # the session's statements are not shown
@@ -256,7 +257,7 @@ def make_0_3_ledger(path, documents) -> list[str]:
 
 
 async def test_a_0_3_sqlite_outbox_is_upgraded_and_resumed(tmp_path):
-    """A SQLite outbox made by 0.3 (format 1) is upgraded when opened (format 3), keeps
+    """A SQLite outbox made by 0.3 (format 1) is upgraded when opened (format 4), keeps
     its entries, and a worker sends them; a 0.3 batch ledger opened by a reading tool
     (``Ledger(create=False)``, as `ledger show` opens it) is upgraded too."""
     path = tmp_path / "outbox.db"
@@ -267,7 +268,7 @@ async def test_a_0_3_sqlite_outbox_is_upgraded_and_resumed(tmp_path):
             assert await drain(outbox, sb) == {OutcomeStatus.ACCEPTED: 5}
             assert (await outbox.status(keys[0])).status is OutcomeStatus.ACCEPTED
     with sqlite3.connect(path) as connection:
-        assert connection.execute("PRAGMA user_version").fetchone()[0] == SQLITE_VERSION == 3
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == SQLITE_VERSION == 4
     connection.close()
     other = tmp_path / "batch.db"
     make_0_3_ledger(other, sample_invoices(2, lines=1))
@@ -283,7 +284,7 @@ def issuers_of(sb: Sandbox) -> dict[str, str]:
 async def test_a_0_3_batch_ledger_resumes_under_a_pool_each_document_once(tmp_path):
     """A batch ledger of 0.3 (format 1, no issuers): one invoice accepted, one in flight
     when the batch died (its request committed). A pool's batch over the same invoices
-    and two new ones opens it (upgraded to format 3): the accepted one is replayed
+    and two new ones opens it (upgraded to format 4): the accepted one is replayed
     without a request, the one in flight is re-sent once and its 409 is its own commit
     (accepted), the new ones are sent; the ledger holds one entry per invoice, each
     naming its issuer but the accepted one, replayed without a write."""
@@ -319,7 +320,7 @@ async def test_a_0_3_batch_ledger_resumes_under_a_pool_each_document_once(tmp_pa
         assert sb.commit_count == 4
         assert all(held.commits == 1 for held in sb.committed.values())
     with sqlite3.connect(path) as connection:
-        assert connection.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == 4
         rows = connection.execute("SELECT key, issuer FROM entries ORDER BY key").fetchall()
     connection.close()
     assert len(rows) == 4
@@ -364,7 +365,7 @@ CREATE TABLE deferrals (key TEXT PRIMARY KEY, origin TEXT NOT NULL,
 
 async def test_a_0_3_till_resumes_its_deferred_sales(tmp_path):
     """A till's outbox of 0.3 (format 1, with its deferrals table): two deferred sales
-    waiting. A Deferral over a pool opens it (format 3), its drainer sends both once,
+    waiting. A Deferral over a pool opens it (format 4), its drainer sends both once,
     and both deferred outcomes reach the application with their records."""
     path = tmp_path / "till.db"
     delivered: list[DeferredOutcome] = []
@@ -392,4 +393,51 @@ async def test_a_0_3_till_resumes_its_deferred_sales(tmp_path):
         assert sorted(item.key for item in delivered) == sorted(keys)
         assert all(item.outcome.status is OutcomeStatus.ACCEPTED for item in delivered)
         assert all(item.result == sb.committed[item.key].record for item in delivered)
+        assert all(item.receipt.stamp_error is None for item in delivered)
         assert sb.commit_count == 2
+
+
+async def test_a_sale_deferred_in_a_format_3_outbox_is_sent_after_the_upgrade(tmp_path):
+    """A till's outbox of format 3 (0.4) holding a deferred sale not yet sent: opened by
+    this version, it is upgraded (format 4), the sale is sent once and its outcome
+    delivered, its receipt saying no stamp hook failed."""
+    path = tmp_path / "till.db"
+    delivered: list[DeferredOutcome] = []
+    arrived = asyncio.Event()
+
+    def on_outcome(item: DeferredOutcome) -> None:
+        delivered.append(item)
+        arrived.set()
+
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        [sale] = sample_invoices(1, issuer_vat=sb.client_id, lines=1)
+        key = document_key(sale)
+        with sqlite3.connect(path) as connection:
+            for step in SQLITE_STEPS[:3]:
+                for statement in step:
+                    connection.execute(statement)
+            connection.execute("PRAGMA user_version = 3")
+            connection.execute(
+                "INSERT INTO entries (key, issuer, state, document, encrypted, "
+                "doc_fingerprint, updated_at) VALUES (?, ?, 'pending', ?, 1, 'f', 0)",
+                (key, sb.client_id, serialize_document(sale)),
+            )
+            connection.execute(
+                "INSERT INTO deferrals (key, issuer, origin, deferred_at, reason, maybe_sent, "
+                "stamped, attempts, offline_qr, detail) "
+                "VALUES (?, ?, 'till-1', 1.0, 'unreachable', 0, 1, 1, NULL, 'refused')",
+                (key, sb.client_id),
+            )
+        connection.close()
+        async with (
+            client_of(sb) as client,
+            Deferral(client, path, on_outcome=on_outcome, origin="till-1", poll=0.05),
+        ):
+            await asyncio.wait_for(arrived.wait(), 60)
+        [item] = delivered
+        assert (item.key, item.outcome.status) == (key, OutcomeStatus.ACCEPTED)
+        assert (item.receipt.stamped, item.receipt.stamp_error) == (True, None)
+        assert sb.committed[key].commits == 1
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == 4
+    connection.close()

@@ -19,7 +19,7 @@ import sys
 import time
 
 import pytest
-from sandboxtools import client_for
+from sandboxtools import Outcomes, client_for
 
 from invoicing_async import (
     CredentialsError,
@@ -53,27 +53,6 @@ FAST = {
 SALE_RETRY = RetryPolicy(base_delay=0.01, max_delay=0.05)
 #: Generous: a safety net, never a benchmark.
 MARGIN = 1.5
-
-
-class Outcomes:
-    """``on_outcome``: collects what the drainer delivers; waits for a number of them."""
-
-    def __init__(self) -> None:
-        self.items: list[DeferredOutcome] = []
-        self._changed = asyncio.Event()
-
-    def __call__(self, item: DeferredOutcome) -> None:
-        self.items.append(item)
-        self._changed.set()
-
-    async def wait(self, count: int, timeout: float = 60.0) -> dict[str, DeferredOutcome]:
-        async def enough() -> None:
-            while len({item.key for item in self.items}) < count:
-                self._changed.clear()
-                await self._changed.wait()
-
-        await asyncio.wait_for(enough(), timeout)
-        return {item.key: item for item in self.items}
 
 
 def stamp(document: dict) -> dict:
@@ -417,9 +396,12 @@ async def test_while_the_provider_is_down_a_bad_document_still_raises(sb, tmp_pa
     assert set(counts) <= {"pending", "in_flight"}
 
 
-async def test_a_stamp_that_changes_the_identity_is_refused(sb, tmp_path):
-    """The hook may mark a document, never change what identifies it: nothing stored."""
+async def test_a_stamp_that_changes_the_identity_is_not_what_is_stored(sb, tmp_path):
+    """The hook may mark a document, never change what identifies it: the sale is
+    stored under its own identity as it was given (stamped by the library), and the
+    receipt says why the hook's document was not used."""
     path = tmp_path / "till.db"
+    doc = sample_invoice(12)
 
     def renumber(document: dict) -> dict:
         return {**document, "DistributionDetails": {"InternalDocumentId": "other"}}
@@ -428,12 +410,10 @@ async def test_a_stamp_that_changes_the_identity_is_refused(sb, tmp_path):
         client_for(sb) as client,
         Deferral(client, path, stamp=renumber, **FAST) as till,
     ):
-        await client.token()
-        await sb.set_outage("refuse")
-        with pytest.raises(ValueError, match="identity"):
-            await till.submit_or_defer(sample_invoice(12))
-    async with SqliteOutbox(path) as box:
-        assert await box.counts() == {}
+        receipt = await refused(sb, client, till, 12)
+    assert receipt.key == document_key(doc)
+    assert "another identity" in (receipt.stamp_error or "")
+    assert stored_document(path, receipt.key) == serialize_document(stamp(doc))
 
 
 async def test_the_same_sale_deferred_twice_keeps_its_first_deferral(sb, tmp_path):

@@ -4,9 +4,11 @@ from __future__ import annotations
 import __future__
 
 import importlib
+import re
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -75,9 +77,7 @@ def test_importing_the_package_imports_nothing_heavy(name):
         "'invoicing_sandbox._sandbox') if m in sys.modules]\n"
         "print(heavy)"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 
 
@@ -116,3 +116,54 @@ def test_version_is_lazy_and_known():
     import invoicing_async  # noqa: PLC0415
 
     assert invoicing_async.__version__
+
+
+ROOT = Path(__file__).resolve().parents[2]
+#: A documented version mark: ``.. versionadded:: 0.5.0`` (in a page or a docstring).
+VERSION_MARK = re.compile(r"\.\. (?:versionadded|versionchanged|deprecated):: (\d+)\.(\d+)\.(\d+)")
+
+
+def _project_version(pyproject: Path) -> str:
+    found = re.search(r'^version = "([^"]+)"$', pyproject.read_text(encoding="utf-8"), re.MULTILINE)
+    assert found is not None, pyproject
+    return found.group(1)
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``0.5.0.dev0`` is (a pre-release of) 0.5.0."""
+    found = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
+    assert found is not None, version
+    return tuple(map(int, found.groups()))
+
+
+def test_the_version_is_the_one_the_docs_mark_features_for():
+    """The installed version (what ``--version`` prints) is the project's; no page or
+    docstring marks a feature for a later release; the sandbox, of the same version,
+    requires the client of exactly that version (they share private seams)."""
+    from importlib.metadata import requires, version  # noqa: PLC0415
+
+    client = _project_version(ROOT / "pyproject.toml")
+    sandbox = _project_version(ROOT / "sandbox" / "pyproject.toml")
+    assert version("invoicing-async") == client
+    assert version("invoicing-async-sandbox") == sandbox == client
+    assert f"invoicing-async=={client}" in (requires("invoicing-async-sandbox") or [])
+    pin = re.search(
+        r'"invoicing-async==([^"]+)"', (ROOT / "sandbox" / "pyproject.toml").read_text()
+    )
+    assert pin is not None
+    assert pin.group(1) == client
+    sources = [
+        ROOT / "README.rst",
+        ROOT / "sandbox" / "README.rst",
+        *(ROOT / "docs").rglob("*.rst"),
+        *(ROOT / "invoicing_async").rglob("*.py"),
+        *(ROOT / "sandbox" / "invoicing_sandbox").rglob("*.py"),
+    ]
+    marks = {
+        (source.relative_to(ROOT).as_posix(), tuple(map(int, mark.groups())))
+        for source in sources
+        for mark in VERSION_MARK.finditer(source.read_text(encoding="utf-8"))
+    }
+    assert len(marks) > 50
+    ahead = sorted(mark for mark in marks if mark[1] > _release(client))
+    assert not ahead, f"marked for a release after {client}: {ahead}"
