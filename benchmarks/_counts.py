@@ -1,8 +1,9 @@
 """Two costs per document that the machine's load does not move: calls and collections.
 
 On a shared 2-core machine two runs of the same tree differ by several per cent in
-documents per second; these counts do not (a percent or so at most, from how responses
-happen to arrive), so a change to the path every document walks can be held to them:
+documents per second. The calls move by a percent or two, the young collections by a few
+per cent (more in an encrypted batch), so a change to the path every document walks can
+be held to them:
 
 * :class:`Calls`: Python function calls, ``sys.setprofile``'s ``'call'`` events. One
   fires whenever a Python frame starts running: every call of a Python function or
@@ -17,13 +18,15 @@ happen to arrive), so a change to the path every document walks can be held to t
   exists, and counts only inside ``with counter:``. The hook slows the interpreter
   several times: count in a run of its own, never in a timed one.
 * :class:`Collections`: the garbage collector's runs, per generation, and how long each
-  full (generation 2) one took, from ``gc.callbacks``. A young (generation 0) collection
-  runs each time the objects the collector tracks (containers: dicts, lists, frames,
-  futures ...) allocated and not yet freed pass its threshold (700 by default), so their
-  number per document is the objects that outlive their moment, and a full collection
-  walks every object of the process, which is what sets the event loop's p99 lag while
-  a batch runs. A callback runs only per collection (a few µs each): timed runs can
-  carry it.
+  full (generation 2) one took, from ``gc.callbacks``. The young generation's counter
+  rises with every object the collector tracks (containers: dicts, lists, coroutines,
+  futures ...) allocated and falls with every one freed; past its threshold (700 by
+  default) a young collection runs and the counter restarts from 0. So their number per
+  document follows what a document allocates and holds a while (copies of it, requests
+  and responses across an await, tasks in flight) and what a batch keeps (outcomes),
+  not what is freed at once. A full collection walks every object of the process: its
+  duration is a stall of the event loop, the p99 lag while a batch runs. A callback runs
+  only per collection (a few µs each): timed runs can carry it.
 
 The counts depend on the Python (3.11 and 3.12 differ by about 10 %) and on aiohttp's
 version: compare trees in one environment. Only the standard library is used, so that

@@ -98,13 +98,14 @@ def run(settings: Settings) -> Section:
             f"Python calls/doc: sys.setprofile's 'call' events (a Python function starting or "
             f"a coroutine resuming; calls into builtins not counted) while the batch is sent, "
             f"after the token and a {WARM_UP}-document warm-up, divided by the documents: the "
-            "interpreter's work per document. It moves by a percent or so between runs, "
+            "interpreter's work per document. It moves by a percent or two between runs, "
             "where docs/s moves by ±7 % on this machine."
         ),
         (
-            "gen-0: the collector's young collections, one each time about 700 tracked "
-            "objects (dicts, lists, coroutines, futures ...) were allocated and not yet freed: "
-            "their number is the objects that outlive their moment. A full collection walks "
+            "gen-0: the collector's young collections, one each time its counter of tracked "
+            "objects (dicts, lists, coroutines, futures ...) allocated minus freed passes 700: "
+            "they follow what a document allocates and holds a while (copies, requests across "
+            "an await, tasks in flight) and what the batch keeps. A full collection walks "
             "every object of the process: its duration is a stall of the event loop (the "
             "p99 lag while a batch runs). Both from gc.callbacks, in unprofiled runs started "
             "with a gc.collect()."
