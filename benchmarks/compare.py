@@ -24,7 +24,7 @@ does not move (``_counts.py``), so that two trees a few per cent apart can be to
   slows a run several times: never a timed one): the client's token fetched and
   ``WARM_UP`` documents sent first, then every invoice sent with the hook counting;
 - the garbage collector's young (generation 0) collections per 1,500 documents and its
-  full collections (how many per run, the longest), counted in the timed runs (after one
+  full collections (how many in all the rounds, the longest), counted in the timed runs (after one
   ``gc.collect()`` before the clock, so each run starts alike).
 
 ``--calls-only`` skips the timed rounds: the calls alone, a minute for every mode. The
@@ -269,8 +269,9 @@ def _write(args: argparse.Namespace, rows: list[list[str]]) -> None:
         "throughput or more (the median of the rounds' paired ratios). Beside it, two "
         "counts the machine's load does not move: Python function calls per document "
         "(a run of its own, after a warm-up) and, in the timed runs, the garbage "
-        f"collector's young (generation 0) collections per {PER:,} documents and its "
-        "full collections per run, with the longest one (median of the rounds)."
+        f"collector's young (generation 0) collections per {PER:,} documents (median of "
+        "the rounds, and their range) and its full collections in all the rounds, with "
+        "the longest one."
     )
     section = "\n\n".join([
         BEGIN,
@@ -279,7 +280,7 @@ def _write(args: argparse.Namespace, rows: list[list[str]]) -> None:
         grid(
             [
                 "Mode", "docs/s (median)", "µs CPU/doc", "Python calls/doc",
-                f"gen-0 per {PER:,} docs", "full GCs per run", "paired ratios", "median",
+                f"gen-0 per {PER:,} docs", "full GCs (longest)", "paired ratios", "median",
                 "Verdict",
             ],
             rows,

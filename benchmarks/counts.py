@@ -8,7 +8,7 @@ fresh interpreter on the same invoices (``_counts.py`` says how each count is ta
 * Python function calls per document: one run of each, the token fetched and 100
   documents sent first, then the batch with ``sys.setprofile`` counting;
 * the collector's young (generation 0) and generation 1 collections per 1,500
-  documents (median and range of the rounds), its full collections per run (median)
+  documents (median and range of the rounds), its full collections in all the rounds
   and the longest one, in unprofiled runs, the client and the floor interleaved.
 
 No target: the figures are what a change to the path every document walks is held to
@@ -64,7 +64,7 @@ def run(settings: Settings) -> Section:
         [
             "Client", "Body", "docs x runs", "Python calls/doc", "÷ floor",
             f"gen-0 per {PER:,} docs (range)", "÷ floor", f"gen-1 per {PER:,}",
-            "full GCs per run (longest)",
+            "full GCs (longest)",
         ],
     )  # fmt: skip
     found: dict[tuple[str, str], dict[str, Any]] = {}

@@ -125,7 +125,7 @@ def test_compare_writes_its_table_into_the_results_and_a_later_run_keeps_it(tmp_
     rows = [line for line in section.splitlines() if line.startswith("| ")]
     cells = [[cell.strip() for cell in row.split("|")[1:-1]] for row in rows]
     assert [row[0] for row in cells] == ["Mode", "json", "single-json"]
-    assert cells[0][3:6] == ["Python calls/doc", "gen-0 per 1,500 docs", "full GCs per run"]
+    assert cells[0][3:6] == ["Python calls/doc", "gen-0 per 1,500 docs", "full GCs (longest)"]
     assert all(re.fullmatch(r"[\d.]+ -> [\d.]+ \([\d.]+x\)", row[3]) for row in cells[1:])
     assert all(row[-1] in {"PASS", "MISS"} for row in cells[1:])
 
