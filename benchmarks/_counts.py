@@ -15,8 +15,8 @@ be held to them:
   ``json`` encoder, the C task's steps, aiohttp's C parser) never appear in it anyway.
   The count covers the threads the client starts too (0.3 encrypted in a thread pool):
   the hook is installed for new threads when the counter is made, before the client
-  exists, and counts only inside ``with counter:``. The hook slows the interpreter
-  several times: count in a run of its own, never in a timed one.
+  exists, and counts only inside ``with counter:``. The hook makes a run two or three
+  times slower: count in a run of its own, never in a timed one.
 * :class:`Collections`: the garbage collector's runs, per generation, and how long each
   full (generation 2) one took, from ``gc.callbacks``. The young generation's counter
   rises with every object the collector tracks (containers: dicts, lists, coroutines,

@@ -21,17 +21,17 @@ Beside the throughput it prints two counts per tree and mode that the machine's 
 does not move (``_counts.py``), so that two trees a few per cent apart can be told apart:
 
 - Python function calls per document, from one more run of each tree (the profiling hook
-  slows a run several times: never a timed one): the client's token fetched and
-  ``WARM_UP`` documents sent first, then every invoice sent with the hook counting;
+  makes a run two or three times slower: never a timed one): the client's token fetched and
+  ``_counts.WARM_UP`` (100) documents sent first, then every invoice with the hook counting;
 - the garbage collector's young (generation 0) collections per 1,500 documents and its
-  full collections (how many in all the rounds, the longest), counted in the timed runs (after one
-  ``gc.collect()`` before the clock, so each run starts alike).
+  full collections (how many in all the rounds, the longest), counted in the timed runs
+  (after one ``gc.collect()`` before the clock, so that each run starts alike).
 
-``--calls-only`` skips the timed rounds: the calls alone, a minute for every mode. The
-issue 39 figures (5-line invoices, 0.3 against 0.4's main) are
-``--mode json,ledger,single-json --lines 5 --calls-only``; its collections, ``--mode json
---count 1500 --lines 25`` (``python -m benchmarks --only counts`` puts them beside the
-raw aiohttp floor's).
+``--calls-only`` skips the timed rounds: the calls alone, about a minute for all five
+modes. Issue 39 compared 0.3 with main on 5-line invoices: ``--mode json,ledger,single-json
+--lines 5 --calls-only``; its collections were counted for 1,500 25-line invoices:
+``--mode json --count 1500 --lines 25`` (``python -m benchmarks --only counts`` puts them
+beside the raw aiohttp floor's).
 
 For example, against the first release in a worktree::
 
