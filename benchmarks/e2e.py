@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
+from typing import TYPE_CHECKING
 
 import aiohttp
 
@@ -30,6 +32,9 @@ from invoicing_sandbox._samples import sample_invoice
 from ._common import Chart, Section, Settings, fmt, keypair, median, provider_key, stopwatch
 from ._floor import FloorRecipient, encrypt_armored
 from ._provider import ProviderProcess
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
 NAME = "e2e"
 CONCURRENCY = 64
@@ -78,32 +83,49 @@ async def floor_headers(
     }
 
 
-async def run_floor(url: str, docs: list, *, encrypted: bool) -> float:
-    """Docs/s of raw aiohttp: 64 workers, pre-fetched token, floor encryption inline."""
+@contextlib.asynccontextmanager
+async def floor_sender(
+    url: str, *, encrypted: bool
+) -> AsyncIterator[Callable[[list], Awaitable[None]]]:
+    """Raw aiohttp's way to send documents, in an open session with a token fetched.
+
+    What it yields sends a list of documents (64 workers over a shared iterator, the floor
+    encryption inline) and raises if any post failed.
+    """
     recipient = FloorRecipient.from_armored(keypair("rsa3072").public_armored)
     connector = aiohttp.TCPConnector(limit=CONCURRENCY)
     async with aiohttp.ClientSession(connector=connector) as session:
         headers = await floor_headers(session, url, encrypted=encrypted)
         target = url + ("/Invoice/secure" if encrypted else "/Invoice/json")
-        todo = iter(docs)
         dumps = json.dumps
-        failures = []
 
-        async def worker() -> None:
-            for doc in todo:
-                body = dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
-                if encrypted:
-                    body = encrypt_armored(recipient, body)
-                async with session.post(target, data=body, headers=headers) as answer:
-                    record = json.loads(await answer.read())
-                    if answer.status != 201 or not record:
-                        failures.append(answer.status)
+        async def send(docs: list) -> None:
+            todo = iter(docs)
+            failures = []
 
+            async def worker() -> None:
+                for doc in todo:
+                    body = dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
+                    if encrypted:
+                        body = encrypt_armored(recipient, body)
+                    async with session.post(target, data=body, headers=headers) as answer:
+                        record = json.loads(await answer.read())
+                        if answer.status != 201 or not record:
+                            failures.append(answer.status)
+
+            await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+            if failures:
+                raise AssertionError(f"{len(failures)} floor posts failed")
+
+        yield send
+
+
+async def run_floor(url: str, docs: list, *, encrypted: bool) -> float:
+    """Docs/s of raw aiohttp (:func:`floor_sender`), the session opened before the clock."""
+    async with floor_sender(url, encrypted=encrypted) as send:
         elapsed = stopwatch()
-        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+        await send(docs)
         seconds = elapsed()
-    if failures:
-        raise AssertionError(f"{len(failures)} floor posts failed")
     return len(docs) / seconds
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -65,16 +66,47 @@ def test_quick_claims_benchmark_exits_0_and_checks_its_targets(tmp_path):
     assert "claims: format 3 upgrade ÷ a copy of the table" in results
 
 
+def _calls(stdout: str) -> list[float]:
+    """The Python calls per document a compare run printed, one per tree."""
+    found = re.findall(r"^\S+: ([\d.]+) Python calls/doc", stdout, re.MULTILINE)
+    return [float(n) for n in found]
+
+
 @pytest.mark.parametrize("mode", ["json", "ledger", "single-pgp"])
 def test_compare_runs_two_trees_on_the_same_invoices(mode):
     """`python -m benchmarks.compare A B --mode M` runs each tree and prints the medians
     (here the project against itself, a handful of invoices, one round): a batch, a
-    journaled batch, single calls."""
+    journaled batch, single calls. Beside them, each tree's Python calls per document
+    (counted in a run of its own) and its collections."""
     stdout = _run(
         "benchmarks.compare", str(ROOT), str(ROOT), "--mode", mode, "--count", "40", "--rounds", "1"
     )
+    print(stdout)
     assert stdout.count("docs/s") == 3  # two runs and the medians
     assert "median:" in stdout
+    calls = _calls(stdout)
+    assert len(calls) == 2
+    # Sending a document is hundreds of Python calls: a hook that counts nothing (or
+    # counts every event) cannot pass.
+    assert all(100 < n < 2000 for n in calls), calls
+    medians = r"^calls: [\d.]+ -> [\d.]+ \([\d.]+x\); collections: gen-0 \d+"
+    assert re.search(medians, stdout, re.MULTILINE)
+    assert stdout.count(" per 1,500 docs, full ") == 4  # two runs, the medians of both
+
+
+def test_compare_calls_only_counts_every_mode_without_timing():
+    """`benchmarks.compare A B --mode json,single-json --calls-only` prints each tree's
+    Python calls per document for each mode, and no throughput (no timed runs)."""
+    stdout = _run(
+        "benchmarks.compare", str(ROOT), str(ROOT), "--mode", "json,single-json", "--count",
+        "30", "--calls-only",
+    )  # fmt: skip
+    print(stdout)
+    assert "docs/s" not in stdout
+    calls = _calls(stdout)
+    assert len(calls) == 4
+    assert all(n > 100 for n in calls), calls
+    assert stdout.count("\ncalls: ") == 2
 
 
 def test_compare_writes_its_table_into_the_results_and_a_later_run_keeps_it(tmp_path):
@@ -91,8 +123,11 @@ def test_compare_writes_its_table_into_the_results_and_a_later_run_keeps_it(tmp_
     assert text.count("Against an older checkout") == 1
     section = text[text.index("Against an older checkout") :]
     rows = [line for line in section.splitlines() if line.startswith("| ")]
-    assert [row.split("|")[1].strip() for row in rows] == ["Mode", "json", "single-json"]
-    assert all(row.split("|")[6].strip() in {"PASS", "MISS"} for row in rows[1:])
+    cells = [[cell.strip() for cell in row.split("|")[1:-1]] for row in rows]
+    assert [row[0] for row in cells] == ["Mode", "json", "single-json"]
+    assert cells[0][3:6] == ["Python calls/doc", "gen-0 per 1,500 docs", "full GCs (longest)"]
+    assert all(re.fullmatch(r"[\d.]+ -> [\d.]+ \([\d.]+x\)", row[3]) for row in cells[1:])
+    assert all(row[-1] in {"PASS", "MISS"} for row in cells[1:])
 
     rewritten = _quick("pgp", tmp_path)
     assert "PGP stage" in rewritten
@@ -130,3 +165,29 @@ def test_quick_documents_benchmark_exits_0_and_checks_its_two_targets(tmp_path):
     assert "typed + check - dict, 25 lines" in results
     assert "checked ÷ unchecked batch" in results
     assert "to_json() of the typed document" in results
+
+
+def test_quick_counts_benchmark_exits_0_and_counts_library_and_floor(tmp_path):
+    """`python -m benchmarks --quick --only counts` exits 0 and writes the counts table:
+    Python calls per document and young collections of the library and of the raw
+    aiohttp floor, JSON and PGP, the library's calls more than the floor's (it does
+    more than post: outcomes, retries, bookkeeping)."""
+    results = _quick("counts", tmp_path)
+    section = results[results.index("Counts per document") :]
+    print(section)
+    rows = [
+        [cell.strip() for cell in line.split("|")[1:-1]]
+        for line in section.splitlines()
+        if line.startswith("| ") and not line.startswith("| Client")
+    ]
+    assert [(row[0], row[1]) for row in rows] == [
+        ("library submit_many", "JSON"),
+        ("raw floor (aiohttp)", "JSON"),
+        ("library submit_many", "PGP"),
+        ("raw floor (aiohttp)", "PGP"),
+    ]
+    calls = [float(row[3]) for row in rows]
+    assert all(n > 100 for n in calls), calls
+    assert calls[0] > calls[1]
+    assert calls[2] > calls[3]
+    assert all(re.fullmatch(r"\d+( \(\d+-\d+\))?", row[5]) for row in rows)
