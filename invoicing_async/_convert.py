@@ -251,12 +251,26 @@ def result_from_dict(data: Mapping[str, Any]) -> DocumentResult:
         raise ValueError(f"not a result record: {'; '.join(causes(exc))}") from None
 
 
-def causes(exc: BaseException) -> list[str]:
-    """The messages of a cattrs validation error's innermost causes."""
+def causes(exc: BaseException, where: str = "", cls: Any = None) -> list[str]:
+    """The messages of a cattrs validation error's innermost causes, each at its field.
+
+    ``Details[1].UnitPrice: not a number: 'abc'``: the path is made of the notes cattrs
+    puts on each cause (an attribute of a class, an index of a list), an attribute by
+    the name its metadata's ``wire`` gives it (the JSON's), else its own.
+    """
+    for note in getattr(exc, "__notes__", ()):
+        if isinstance(note, cattrs.AttributeValidationNote):
+            found = getattr(attrs.fields(cls), note.name, None) if attrs.has(cls) else None
+            name = note.name if found is None else found.metadata.get("wire", note.name)
+            where = f"{where}.{name}" if where else name
+        elif isinstance(note, cattrs.IterableValidationNote):
+            where = f"{where}[{note.index}]"
     nested = getattr(exc, "exceptions", None)
     if not nested:
-        return [str(exc)]
-    return [text for inner in nested for text in causes(inner)]
+        message = str(exc)[:200]
+        return [f"{where}: {message}" if where else message]
+    owner = getattr(exc, "cl", None)
+    return [text for inner in nested for text in causes(inner, where, owner)]
 
 
 #: Attributes of errors written beside type, message and status (all JSON-able).
