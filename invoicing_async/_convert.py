@@ -30,6 +30,7 @@ from ._outcomes import Outcome, OutcomeStatus
 from ._problems import Problem, Severity
 
 __all__ = [
+    "RECORDED_PROBLEMS",
     "causes",
     "error_from_dict",
     "error_to_dict",
@@ -300,6 +301,9 @@ def error_to_dict(error: _errors.InvoicingError) -> dict[str, Any]:
             out[name] = list(value) if isinstance(value, tuple) else value
     problems = getattr(error, "problems", None)
     if problems:
+        if len(problems) > RECORDED_PROBLEMS:  # a document of a million bad lines
+            out["more_problems"] = len(problems) - RECORDED_PROBLEMS
+            problems = problems[:RECORDED_PROBLEMS]
         out["problems"] = [
             {
                 "field": problem.field,
@@ -316,6 +320,11 @@ def error_to_dict(error: _errors.InvoicingError) -> dict[str, Any]:
     if isinstance(last, _errors.InvoicingError):
         out["last_error"] = error_to_dict(last)
     return out
+
+
+#: The problems of an :class:`~invoicing_async.InvalidDocumentError` a record holds: the
+#: first ones; ``more_problems`` counts the others (its message names the first five).
+RECORDED_PROBLEMS = 100
 
 
 def error_from_dict(data: Mapping[str, Any]) -> _errors.InvoicingError:

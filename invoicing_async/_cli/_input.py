@@ -114,6 +114,10 @@ class Unreadable:
     column: int | None = None
     size: int | None = None
 
+    def at(self, source: Source) -> str:
+        """Where it is: ``FILE:LINE``, and ``:COLUMN`` when known."""
+        return f"{source}:{self.column}" if self.column else str(source)
+
 
 @attrs.frozen
 class NotRead:

@@ -11,11 +11,18 @@ and ``from_json`` names the field it could not read.
 from __future__ import annotations
 
 import copy
+import json
 from decimal import Decimal
 
 import pytest
 
-from invoicing_async import InvalidDocumentError
+from invoicing_async import (
+    InvalidDocumentError,
+    Outcome,
+    OutcomeStatus,
+    outcome_from_dict,
+    outcome_to_dict,
+)
 from invoicing_async._checked import require_valid
 from invoicing_async.documents import (
     SOURCES,
@@ -211,3 +218,17 @@ def test_from_json_of_a_line_it_cannot_compute_names_the_line():
     assert "Details[1]" in message
     assert "too large" in message
     assert "InvalidOperation" not in message
+
+
+def test_a_record_holds_the_first_hundred_problems_and_counts_the_others():
+    """An InvalidDocumentError of 250 problems is written with its first 100 and
+    ``more_problems: 150`` (a document of a million bad lines made a record of 144 MB);
+    read back, it has those 100, and its message as it was."""
+    problems = [Problem(f"Details[{n}]", "must be an object") for n in range(250)]
+    error = InvalidDocumentError(problems)
+    outcome = Outcome(index=0, key="k", status=OutcomeStatus.REJECTED, error=error)
+    written = outcome_to_dict(outcome)["error"]
+    assert (len(written["problems"]), written["more_problems"]) == (100, 150)
+    again = outcome_from_dict(json.loads(json.dumps(outcome_to_dict(outcome))))
+    assert again.error.problems == tuple(problems[:100])
+    assert str(again.error) == str(error)
