@@ -15,6 +15,7 @@ field: for JSON given to :func:`problems_of`, and to the command's readers.
 from __future__ import annotations
 
 import json
+import math
 import operator
 import sys
 from collections.abc import Mapping
@@ -25,9 +26,10 @@ import attrs
 from ._checks import check_document, errors_of
 from ._doctypes import DocumentBase, Party, Summaries
 from ._errors import InvalidDocumentError
+from ._fields import text_of
 from ._problems import SOURCES, Problem
 
-__all__ = ["Checked", "hostile_json", "problems_of", "readable", "require_valid"]
+__all__ = ["Checked", "hostile_json", "problems_of", "readable", "require_valid", "too_long_in"]
 
 
 @attrs.frozen(slots=True)
@@ -100,7 +102,7 @@ def hostile_json(text: str | bytes, error: ValueError | RecursionError) -> Probl
         value = json.loads(text, parse_int=_integer)
     except RecursionError:
         return _TOO_DEEP
-    found = _too_long_in(value)
+    found = too_long_in(value)
     if found is None:  # not the digits: whatever else json said
         return Problem("", f"the document cannot be read: {str(error)[:200]}", source=_SHAPE)
     field, digits = found
@@ -122,21 +124,38 @@ def _integer(digits: str) -> int:
         return _Digits(len(digits.lstrip("-")))
 
 
-def _too_long_in(value: Any) -> tuple[str, int] | None:
-    """The path of the first :class:`_Digits` in ``value`` and its digits (no recursion)."""
-    stack: list[tuple[str, Any]] = [("", value)]
+def too_long_in(value: Any) -> tuple[str, int] | None:
+    """The first integer in ``value`` of more digits than Python writes: its path, digits.
+
+    ``Details[0].NetTotal`` and ``1,000,001``; an int that is a :class:`_Digits` stands
+    for one that was not read. Looked for without recursion, the path made only for
+    the one found: time linear in ``value``, however deep.
+    """
+    limit = sys.get_int_max_str_digits()
+    stack: list[tuple[Any, Any]] = [(value, None)]  # (value, (parent's step, its key))
     while stack:
-        path, item = stack.pop()
-        if item.__class__ is _Digits:
-            return path, int(item)
-        if isinstance(item, dict):
-            members = [(f"{path}.{key}" if path else key, inner) for key, inner in item.items()]
-            stack.extend(reversed(members))
-        elif isinstance(item, list):
-            stack.extend(
-                (f"{path}[{index}]", inner) for index, inner in reversed(list(enumerate(item)))
-            )
+        item, step = stack.pop()
+        kind = item.__class__
+        if kind is _Digits:
+            return _path(step), int(item)
+        if kind is int and limit and item.bit_length() > limit * 3:  # 3.32 bits a digit
+            digits = math.floor(math.log10(abs(item))) + 1
+            if digits > limit:
+                return _path(step), digits
+        elif isinstance(item, Mapping):
+            stack.extend((inner, (step, key)) for key, inner in reversed(list(item.items())))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((inner, (step, index)) for index, inner in reversed(list(enumerate(item))))
     return None
+
+
+def _path(step: Any) -> str:
+    """``Details[0].NetTotal`` of the chain of (parent's step, key or index) ``step``."""
+    names: list[str] = []
+    while step is not None:
+        step, key = step
+        names.append(f"[{key}]" if key.__class__ is int else f".{text_of(key)[:100]}")
+    return "".join(reversed(names)).removeprefix(".")
 
 
 _SHAPE = SOURCES["shape"]
