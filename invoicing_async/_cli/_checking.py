@@ -62,10 +62,14 @@ def report(source: Source, document: Any, stream: IO[str] | None = None) -> bool
     errors = sum(problem.severity is Severity.ERROR for problem in problems)
     more = len(problems) - SHOWN
     if more > 0:
-        shown = sum(problem.severity is Severity.ERROR for problem in problems[:SHOWN])
+        hidden = errors - sum(problem.severity is Severity.ERROR for problem in problems[:SHOWN])
         print(
-            f"invoicing-async: {source}: and {more:,} more problems "
-            f"({errors - shown:,} errors, {more - errors + shown:,} warnings)",
+            f"invoicing-async: {source}: and {_count(more, 'more problem')} "
+            f"({_count(hidden, 'error')}, {_count(more - hidden, 'warning')})",
             file=out,
         )
     return errors > 0
+
+
+def _count(number: int, what: str) -> str:
+    return f"{number:,} {what}{'' if number == 1 else 's'}"

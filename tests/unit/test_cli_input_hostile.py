@@ -16,7 +16,8 @@ import tracemalloc
 import pytest
 
 from invoicing_async._cli import _scan
-from invoicing_async._cli._input import Unreadable, read
+from invoicing_async._cli._checking import SHOWN, report
+from invoicing_async._cli._input import Source, Unreadable, read
 
 GOOD = [{"Series": "A", "Number": n, "Notes": "Παράδειγμα"} for n in range(1, 7)]
 MILLION = "1" * 10**6
@@ -162,3 +163,22 @@ def test_a_hostile_line_takes_memory_of_its_size(tmp_path):
         tracemalloc.stop()
     assert len(got) == 7
     assert peak < 8 * MIB, f"peak {peak / MIB:.1f} MiB"
+
+
+def test_a_document_of_many_problems_is_said_in_eleven_lines():
+    """``--check``'s report of a document with 25 lines that are no objects and a
+    warning: its first ten problems, then one line counting the 16 others by severity;
+    whether it is refused is told by all of them."""
+    document = {
+        "Issuer": {"Vat": "123456783"}, "Series": "A", "Number": 1,
+        "DateIssued": "2026-11-22", "InvoiceTypeCode": "11.1", "Details": [0] * 25,
+        "Summaries": {"TotalNetAmount": 0, "TotalVATAmount": 0, "TotalGrossValue": 0},
+        "CounterParty": {"Vat": "EL123456789"},
+    }  # fmt: skip
+    out = io.StringIO()
+    assert report(Source("in.jsonl", 4), document, out) is True
+    lines = out.getvalue().splitlines()
+    assert len(lines) == SHOWN + 1
+    assert lines[0].startswith("invoicing-async: in.jsonl:4: warning: CounterParty.Vat: ")
+    assert lines[1] == "invoicing-async: in.jsonl:4: Details[0]: must be an object"
+    assert lines[-1] == "invoicing-async: in.jsonl:4: and 16 more problems (16 errors, 0 warnings)"
