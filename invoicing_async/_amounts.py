@@ -105,7 +105,16 @@ def shape(value: Any) -> str | None:
     As :func:`cents` reads it: finite, and no larger than an amount can be (a float of
     ``1e300`` or a decimal of 30 digits is no amount); its decimals are not looked at.
     """
-    if value.__class__ is float and -1e13 < value < 1e13:  # NaN is not: never in range
+    kind = value.__class__
+    if kind is float:  # NaN is never in range
+        return None if -1e13 < value < 1e13 or cents(value) != _NOT_A_NUMBER else _NOT_A_NUMBER
+    if kind is int:
+        return None if -_LARGEST < value < _LARGEST else _NOT_A_NUMBER
+    if (  # a typed document's: what quantizes to the cent in the context's precision
+        kind is decimal.Decimal
+        and value.is_finite()
+        and value.adjusted() < decimal.getcontext().prec - 2
+    ):
         return None
     return _NOT_A_NUMBER if cents(value) == _NOT_A_NUMBER else None
 
