@@ -388,8 +388,9 @@ def outcome_to_dict(outcome: Outcome) -> dict[str, Any]:
     :class:`~invoicing_async.OutcomeStatus` value, ``result`` the provider's record
     (:func:`result_to_dict`) or ``None``, ``error`` ``None`` or
     ``{"type", "message", "status"}`` plus the error's own data (``maybe_sent``,
-    ``retry_after``, ``reason`` …). Never a secret: messages are built without them.
-    :func:`outcome_from_dict` reads it back.
+    ``retry_after``, ``reason`` …; an ``InvalidDocumentError``'s first 100
+    ``problems``, and ``more_problems`` counting the others). Never a secret: messages
+    are built without them. :func:`outcome_from_dict` reads it back.
 
     .. versionadded:: 0.2.0
     .. versionchanged:: 0.4.0 ``issuer``.
