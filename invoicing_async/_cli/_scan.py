@@ -294,7 +294,7 @@ class Scanner:
             if scanned > self._bounds.max_size:
                 return self._skip(start)
             self._bounds.check(self.line_at(start))
-            more = self._read(READ)
+            more = self._read(max(READ, scanned))  # twice as much each time: linear in all
             start = self.pos  # the window may have moved
             if not more:
                 if not skipping.scalar:
