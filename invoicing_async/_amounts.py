@@ -25,7 +25,7 @@ import decimal
 from collections.abc import Mapping
 from typing import Any
 
-from ._fields import field, first, first_named, number
+from ._fields import field, first, first_named, number, text_of
 from ._problems import SOURCES, Problem, Severity
 
 __all__ = ["VAT_RATES", "cents", "check", "format_cents", "shape", "vat_of"]
@@ -71,7 +71,7 @@ def cents(value: Any) -> int | str:
         amount = round(value * 100)
         return amount if amount / 100 == value else _too_fine(repr(value))
     if kind is int:
-        return value * 100  # type: ignore[no-any-return]
+        return value * 100 if -_LARGEST < value < _LARGEST else _NOT_A_NUMBER
     amount = number(value)
     if amount is None:
         return _NOT_A_NUMBER
@@ -84,18 +84,39 @@ def cents(value: Any) -> int | str:
     return int(rounded * 100)
 
 
+#: No amount is this large, in euro: its cents would have more than 28 digits, the
+#: precision decimal arithmetic quantizes an amount in (so a decimal or a text this
+#: large is no number either); and its text and its sums stay short.
+_LARGEST = 10**26
+
+
 def _too_fine(text: str) -> str:
+    if len(text) > _SHOWN:  # a text of a million zeros and a one is said in a few words
+        text = f"{text[: _SHOWN - 10]}…, {len(text):,} characters"
     return f"has more than two decimals ({text}): round it to the cent"
 
 
+_SHOWN = 40
+
+
 def shape(value: Any) -> str | None:
-    """``must be a number`` unless ``value`` is a number (or numeric text)."""
+    """``must be a number`` unless ``value`` is a number (or numeric text) of an amount.
+
+    As :func:`cents` reads it: finite, and no larger than an amount can be (a float of
+    ``1e300`` or a decimal of 30 digits is no amount); its decimals are not looked at.
+    """
     kind = value.__class__
-    if kind is float:
-        return None if value - value == 0 else _NOT_A_NUMBER  # NaN and infinities are not
-    if kind is int or (kind is decimal.Decimal and value.is_finite()):
+    if kind is float:  # NaN is never in range
+        return None if -1e13 < value < 1e13 or cents(value) != _NOT_A_NUMBER else _NOT_A_NUMBER
+    if kind is int:
+        return None if -_LARGEST < value < _LARGEST else _NOT_A_NUMBER
+    if (  # a typed document's: what quantizes to the cent in the context's precision
+        kind is decimal.Decimal
+        and value.is_finite()
+        and value.adjusted() < decimal.getcontext().prec - 2
+    ):
         return None
-    return _NOT_A_NUMBER if number(value) is None else None
+    return _NOT_A_NUMBER if cents(value) == _NOT_A_NUMBER else None
 
 
 def format_cents(amount: int) -> str:
@@ -285,7 +306,7 @@ def _whole(value: Any) -> int | None:
         whole = int(hundreds)
         return whole if whole == hundreds else None
     if kind is int:
-        return value * 100  # type: ignore[no-any-return]
+        return value * 100 if -_LARGEST < value < _LARGEST else None
     if kind is float and -1e13 < value < 1e13:
         cents = round(value * 100)
         return cents if cents / 100 == value else None
@@ -355,7 +376,8 @@ def _rate(index: int, line: Mapping[str, Any], net: int, vat: int, problems: lis
         problems.append(
             Problem(
                 f"{_path(index)}.VatCategoryCode",
-                f"is not one of the tax platform's VAT categories (1 to 10): {str(code)[:20]!r}",
+                f"is not one of the tax platform's VAT categories (1 to 10): "
+                f"{text_of(code)[:20]!r}",
                 Severity.WARNING,
                 SOURCES["unsure"],
             )

@@ -7,13 +7,17 @@ and returns every problem the rules find. :func:`require_valid` raises
 :class:`~invoicing_async.Deferral` calls it for each sale, ``outbox.enqueue(...,
 check=True)`` for each document. :class:`Checked` marks a document to be checked where
 it is serialised (:func:`~._documents.serialize_document`), so that a batch's document
-the provider would refuse ends refused, unsent, in its own outcome.
+the provider would refuse ends refused, unsent, in its own outcome. :func:`hostile_json`
+says why valid JSON is no document Python reads (too deep, a number too long), naming the
+field: for JSON given to :func:`problems_of`, and to the command's readers.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import operator
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,9 +26,10 @@ import attrs
 from ._checks import check_document, errors_of
 from ._doctypes import DocumentBase, Party, Summaries
 from ._errors import InvalidDocumentError
+from ._fields import text_of
 from ._problems import SOURCES, Problem
 
-__all__ = ["Checked", "problems_of", "readable", "require_valid"]
+__all__ = ["Checked", "hostile_json", "problems_of", "readable", "require_valid", "too_long_in"]
 
 
 @attrs.frozen(slots=True)
@@ -44,8 +49,9 @@ _NOT_AN_OBJECT = Problem("", "the document must be a JSON object", source=SOURCE
 def readable(document: Any) -> tuple[Any, bool]:
     """What the rules read of ``document``: the JSON object (a mapping) it is.
 
-    The object JSON bytes or text hold; of a typed document, the members of its JSON the
-    rules read (:func:`_rules_view`: the same names and values, amounts as the
+    The object JSON bytes or text hold (or, for valid JSON Python does not read, the
+    :class:`Problem` :func:`hostile_json` says it has); of a typed document, the members
+    of its JSON the rules read (:func:`_rules_view`: the same names and values, amounts as the
     :class:`~decimal.Decimal` they are); anything else as it is (the rules then say it
     is not a JSON object). And whether its lines hold the rules of a line by
     construction (a typed document whose lines and summaries its model computed).
@@ -56,20 +62,109 @@ def readable(document: Any) -> tuple[Any, bool]:
         computed = _computed(document)
         return _rules_view(document, computed=computed), computed
     if isinstance(document, (bytes, bytearray, memoryview, str)):
+        text = bytes(document) if not isinstance(document, str) else document
         try:
-            text = bytes(document) if not isinstance(document, str) else document
             return json.loads(text), False
-        except (ValueError, RecursionError):
+        except json.JSONDecodeError:
             return None, False
+        except (ValueError, RecursionError) as exc:
+            try:
+                return hostile_json(text, exc), False
+            except json.JSONDecodeError:
+                return None, False
     return document, False
 
 
 def problems_of(document: Any) -> list[Problem]:
     """Every problem of ``document`` (any kind): errors and warnings, in the rules' order."""
     data, lines_hold = readable(document)
+    if isinstance(data, Problem):
+        return [data]
     if not isinstance(data, Mapping):
         return [_NOT_AN_OBJECT]
     return check_document(data, lines_hold=lines_hold)
+
+
+def hostile_json(text: str | bytes, error: ValueError | RecursionError) -> Problem:
+    """Why JSON ``text``, which :func:`json.loads` refused with ``error``, is no document.
+
+    Valid JSON that Python does not read: objects and arrays nested deeper than its
+    recursion limit (a :class:`RecursionError`), or a number of more digits than it makes
+    an integer of (``sys.get_int_max_str_digits()``, 4,300 by default), whose field is
+    named (``Details[1].NetTotal``). ``text`` is read once more to find it, each number
+    kept as its length: time linear in the text, and no digits in the message.
+
+    :raises json.JSONDecodeError: ``text`` is not JSON either.
+    """
+    if isinstance(error, RecursionError):
+        return _TOO_DEEP
+    try:
+        value = json.loads(text, parse_int=_integer)
+    except RecursionError:
+        return _TOO_DEEP
+    found = too_long_in(value)
+    if found is None:  # not the digits: whatever else json said
+        return Problem("", f"the document cannot be read: {str(error)[:200]}", source=_SHAPE)
+    field, digits = found
+    limit = sys.get_int_max_str_digits()
+    message = f"is a number of {digits:,} digits, more than Python reads ({limit:,})"
+    return Problem(field, message if field else f"the document {message}", source=_SHAPE)
+
+
+class _Digits(int):
+    """A number too long to be read as an integer, as the count of its digits."""
+
+    __slots__ = ()
+
+
+def _integer(digits: str) -> int:
+    try:
+        return int(digits)
+    except ValueError:
+        return _Digits(len(digits.lstrip("-")))
+
+
+def too_long_in(value: Any) -> tuple[str, int] | None:
+    """The first integer in ``value`` of more digits than Python writes: its path, digits.
+
+    ``Details[0].NetTotal`` and ``1,000,001``; an int that is a :class:`_Digits` stands
+    for one that was not read. Looked for without recursion, the path made only for
+    the one found: time linear in ``value``, however deep.
+    """
+    limit = sys.get_int_max_str_digits()
+    stack: list[tuple[Any, Any]] = [(value, None)]  # (value, (parent's step, its key))
+    while stack:
+        item, step = stack.pop()
+        kind = item.__class__
+        if kind is _Digits:
+            return _path(step), int(item)
+        if kind is int and limit and item.bit_length() > limit * 3:  # 3.32 bits a digit
+            digits = math.floor(math.log10(abs(item))) + 1
+            if digits > limit:
+                return _path(step), digits
+        elif isinstance(item, Mapping):
+            stack.extend((inner, (step, key)) for key, inner in reversed(list(item.items())))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((inner, (step, index)) for index, inner in reversed(list(enumerate(item))))
+    return None
+
+
+def _path(step: Any) -> str:
+    """``Details[0].NetTotal`` of the chain of (parent's step, key or index) ``step``."""
+    names: list[str] = []
+    while step is not None:
+        step, key = step
+        names.append(f"[{key}]" if key.__class__ is int else f".{text_of(key)[:100]}")
+    return "".join(reversed(names)).removeprefix(".")
+
+
+_SHAPE = SOURCES["shape"]
+_TOO_DEEP = Problem(
+    "",
+    "the document is nested too deeply to be read: objects and arrays within one another "
+    "beyond Python's recursion limit",
+    source=_SHAPE,
+)
 
 
 def require_valid(document: Any, *, subject: str = "the document") -> None:
@@ -80,7 +175,8 @@ def require_valid(document: Any, *, subject: str = "the document") -> None:
     """
     data, lines_hold = readable(document)
     if not isinstance(data, Mapping):
-        raise InvalidDocumentError([_NOT_AN_OBJECT], subject=subject)
+        problem = data if isinstance(data, Problem) else _NOT_AN_OBJECT
+        raise InvalidDocumentError([problem], subject=subject)
     errors = errors_of(check_document(data, lines_hold=lines_hold))
     if errors:
         raise InvalidDocumentError(errors, subject=subject)

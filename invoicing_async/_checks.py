@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import _amounts
-from ._fields import field, first_named, number, tin
+from ._fields import field, first_named, number, text_of, tin
 from ._problems import SOURCES, Problem, Severity
 
 __all__ = [
@@ -133,7 +133,7 @@ def _total(value: Any) -> str | None:
 
 
 def _gross(value: Any) -> str | None:
-    if value.__class__ is float and 0 <= value < float("inf"):
+    if value.__class__ is float and 0 <= value < 1e13:  # an amount that cents reads as is
         return None
     problem = _amounts.shape(value)
     if problem is None and number(value) < 0:  # type: ignore[operator]
@@ -267,7 +267,7 @@ def _counterparty_tin(document: Mapping[str, Any], problems: list[Problem]) -> N
     vat = field(party, "Vat") if isinstance(party, Mapping) else None
     if not vat or not isinstance(vat, (str, int)) or isinstance(vat, bool):
         return
-    text = str(vat).strip()
+    text = text_of(vat).strip()
     greek = text[:2].upper() in ("EL", "GR") or (text.isdigit() and _greek(party))
     digits = tin(text) or ""
     if greek and len(digits) == 9 and digits.isdigit() and not valid_tin(digits):

@@ -30,6 +30,7 @@ from ._outcomes import Outcome, OutcomeStatus
 from ._problems import Problem, Severity
 
 __all__ = [
+    "RECORDED_PROBLEMS",
     "causes",
     "error_from_dict",
     "error_to_dict",
@@ -251,12 +252,26 @@ def result_from_dict(data: Mapping[str, Any]) -> DocumentResult:
         raise ValueError(f"not a result record: {'; '.join(causes(exc))}") from None
 
 
-def causes(exc: BaseException) -> list[str]:
-    """The messages of a cattrs validation error's innermost causes."""
+def causes(exc: BaseException, where: str = "", cls: Any = None) -> list[str]:
+    """The messages of a cattrs validation error's innermost causes, each at its field.
+
+    ``Details[1].UnitPrice: not a number: 'abc'``: the path is made of the notes cattrs
+    puts on each cause (an attribute of a class, an index of a list), an attribute by
+    the name its metadata's ``wire`` gives it (the JSON's), else its own.
+    """
+    for note in getattr(exc, "__notes__", ()):
+        if isinstance(note, cattrs.AttributeValidationNote):
+            found = getattr(attrs.fields(cls), note.name, None) if attrs.has(cls) else None
+            name = note.name if found is None else found.metadata.get("wire", note.name)
+            where = f"{where}.{name}" if where else name
+        elif isinstance(note, cattrs.IterableValidationNote):
+            where = f"{where}[{note.index}]"
     nested = getattr(exc, "exceptions", None)
     if not nested:
-        return [str(exc)]
-    return [text for inner in nested for text in causes(inner)]
+        message = str(exc)[:200]
+        return [f"{where}: {message}" if where else message]
+    owner = getattr(exc, "cl", None)
+    return [text for inner in nested for text in causes(inner, where, owner)]
 
 
 #: Attributes of errors written beside type, message and status (all JSON-able).
@@ -286,6 +301,9 @@ def error_to_dict(error: _errors.InvoicingError) -> dict[str, Any]:
             out[name] = list(value) if isinstance(value, tuple) else value
     problems = getattr(error, "problems", None)
     if problems:
+        if len(problems) > RECORDED_PROBLEMS:  # a document of a million bad lines
+            out["more_problems"] = len(problems) - RECORDED_PROBLEMS
+            problems = problems[:RECORDED_PROBLEMS]
         out["problems"] = [
             {
                 "field": problem.field,
@@ -302,6 +320,11 @@ def error_to_dict(error: _errors.InvoicingError) -> dict[str, Any]:
     if isinstance(last, _errors.InvoicingError):
         out["last_error"] = error_to_dict(last)
     return out
+
+
+#: The problems of an :class:`~invoicing_async.InvalidDocumentError` a record holds: the
+#: first ones; ``more_problems`` counts the others (its message names the first five).
+RECORDED_PROBLEMS = 100
 
 
 def error_from_dict(data: Mapping[str, Any]) -> _errors.InvoicingError:
@@ -365,8 +388,9 @@ def outcome_to_dict(outcome: Outcome) -> dict[str, Any]:
     :class:`~invoicing_async.OutcomeStatus` value, ``result`` the provider's record
     (:func:`result_to_dict`) or ``None``, ``error`` ``None`` or
     ``{"type", "message", "status"}`` plus the error's own data (``maybe_sent``,
-    ``retry_after``, ``reason`` …). Never a secret: messages are built without them.
-    :func:`outcome_from_dict` reads it back.
+    ``retry_after``, ``reason`` …; an ``InvalidDocumentError``'s first 100
+    ``problems``, and ``more_problems`` counting the others). Never a secret: messages
+    are built without them. :func:`outcome_from_dict` reads it back.
 
     .. versionadded:: 0.2.0
     .. versionchanged:: 0.4.0 ``issuer``.

@@ -67,6 +67,9 @@ def decimal_of(value: Decimal | float | str) -> Decimal:
         amount = value
     elif isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
         raise TypeError(f"expected a number, not {type(value).__name__}")
+    elif isinstance(value, int) and value.bit_length() > _LONGEST_INT:
+        # A decimal of it takes time growing as the square of its digits: minutes.
+        raise ValueError(f"not a number: an integer of {value.bit_length():,} bits is too large")
     else:
         try:
             amount = Decimal(repr(value) if isinstance(value, float) else value)
@@ -75,6 +78,10 @@ def decimal_of(value: Decimal | float | str) -> Decimal:
     if not amount.is_finite():
         raise ValueError(f"not a finite number: {value!r}")
     return amount
+
+
+#: The most bits of an int read as a decimal: about the 4,300 digits Python writes as text.
+_LONGEST_INT = 14_300
 
 
 def optional_decimal(value: Decimal | float | str | None) -> Decimal | None:
@@ -207,7 +214,8 @@ class Line:
     (``attrs.evolve``) keeps those it is given; make a new line instead.
 
     :raises ValueError: neither ``net_total`` nor ``unit_price`` is given, the VAT of an
-        unknown category is not given, or an amount is not a number.
+        unknown category is not given, an amount is not a number, or one to compute is
+        too large to be an amount (``unit_price="1e999999"``), naming it.
     """
 
     #: The line's texts (``Descriptions``): one text, or several.
@@ -263,7 +271,10 @@ class Line:
         if net_total is not None:
             net = decimal_of(net_total)
         elif price is not None:
-            net = (quantity * price).quantize(CENT, decimal.ROUND_HALF_UP)
+            try:
+                net = (quantity * price).quantize(CENT, decimal.ROUND_HALF_UP)
+            except decimal.DecimalException:  # beyond what decimal arithmetic holds
+                raise _too_large("net_total", "quantity times unit_price") from None
         else:
             raise ValueError("a line needs its net_total or its unit_price")
         if vat_total is not None:
@@ -275,7 +286,17 @@ class Line:
                     f"VAT category {vat_category!r} is not the tax platform's: "
                     "give the line's vat_total"
                 )
-            vat = (net * rate).quantize(CENT, decimal.ROUND_HALF_UP)
+            try:
+                vat = (net * rate).quantize(CENT, decimal.ROUND_HALF_UP)
+            except decimal.DecimalException:
+                raise _too_large("vat_total", "net_total at the category's rate") from None
+        if total is None:
+            try:
+                whole = net + vat
+            except decimal.DecimalException:
+                raise _too_large("total", "net_total + vat_total") from None
+        else:
+            whole = decimal_of(total)
         # Frozen: the values are put in the instance's dict at once.
         self.__dict__.update(
             descriptions=(descriptions,) if isinstance(descriptions, str) else tuple(descriptions),
@@ -284,7 +305,7 @@ class Line:
             vat_category=vat_category,
             net_total=net,
             vat_total=vat,
-            total=net + vat if total is None else decimal_of(total),
+            total=whole,
             line_no=line_no,
             code=code,
             measurement_unit=measurement_unit,
@@ -293,6 +314,19 @@ class Line:
             extra={} if extra is None else extra,
             computed=net_total is None and vat_total is None and total is None,
         )
+
+
+def _too_large(name: str, what: str) -> ValueError:
+    """The error of an amount that cannot be computed: beyond what decimals hold."""
+    return ValueError(f"{name}: {what} is too large to be an amount in cents")
+
+
+def _sum(name: str, what: str, amounts: Iterable[Decimal]) -> Decimal:
+    """The sum of ``amounts``; ``ValueError`` naming ``name`` if it overflows."""
+    try:
+        return sum(amounts, _ZERO)
+    except decimal.DecimalException:  # beyond what decimal arithmetic holds
+        raise _too_large(name, what) from None
 
 
 #: Each VAT category's rate, as the fraction a net is multiplied by.
@@ -348,8 +382,10 @@ class Summaries:
     @classmethod
     def of(cls, lines: Sequence[Line]) -> Summaries:
         """The totals of ``lines``: net, VAT, and gross their sum."""
-        net, vat = sum(map(_NET, lines), _ZERO), sum(map(_VAT, lines), _ZERO)
-        totals = cls(total_net_amount=net, total_vat_amount=vat, total_gross_value=net + vat)
+        net = _sum("Summaries.TotalNetAmount", "the lines' NetTotal", map(_NET, lines))
+        vat = _sum("Summaries.TotalVATAmount", "the lines' VATTotal", map(_VAT, lines))
+        gross = _sum("Summaries.TotalGrossValue", "TotalNetAmount + TotalVATAmount", (net, vat))
+        totals = cls(total_net_amount=net, total_vat_amount=vat, total_gross_value=gross)
         object.__setattr__(totals, "_of", lines)
         return totals
 
@@ -372,7 +408,17 @@ class VatAnalysis:
 
     @classmethod
     def of(cls, lines: Sequence[Line]) -> tuple[VatAnalysis, ...]:
-        """The net and VAT of ``lines`` by rate, in the order the rates first appear."""
+        """The net and VAT of ``lines`` by rate, in the order the rates first appear.
+
+        :raises ValueError: the sum at a rate is beyond what decimals hold.
+        """
+        try:
+            return cls._by_rate(lines)
+        except decimal.DecimalException:
+            raise _too_large("VatAnalysis", "the lines' amounts at a rate") from None
+
+    @classmethod
+    def _by_rate(cls, lines: Sequence[Line]) -> tuple[VatAnalysis, ...]:
         categories = set(map(_CATEGORY, lines))
         if len(categories) == 1:  # most documents: summed at C speed
             rate = VAT_RATES.get(categories.pop())

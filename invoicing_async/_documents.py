@@ -126,7 +126,8 @@ def serialize_document(document: Document, max_size: int | None = None) -> bytes
     except RecursionError:
         raise ValidationError("the document is nested too deeply to serialise") from None
     except (TypeError, ValueError) as exc:
-        raise ValidationError(f"the document cannot be serialised to JSON: {exc}") from None
+        why = _too_long(document) if isinstance(exc, ValueError) else None
+        raise ValidationError(f"the document cannot be serialised to JSON: {why or exc}") from None
     except InvoicingError:
         raise
     except Exception as exc:  # noqa: BLE001  (a caller's mapping may raise anything)
@@ -143,6 +144,17 @@ def serialize_document(document: Document, max_size: int | None = None) -> bytes
         del body
         check_size(size, max_size)
     return body
+
+
+def _too_long(document: Any) -> str | None:
+    """Which field of ``document`` is an int of more digits than Python writes, if one is."""
+    from ._checked import too_long_in  # noqa: PLC0415  (see _plain: only for a failure)
+
+    found = too_long_in(document)
+    if found is None:
+        return None
+    field, digits = found
+    return f"{field or 'it'} is an integer of {digits:,} digits, more than Python writes"
 
 
 def _plain(document: Any) -> Any:

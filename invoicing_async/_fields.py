@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["field", "first", "first_named", "folded", "number", "path", "tin"]
+__all__ = ["field", "first", "first_named", "folded", "number", "path", "text_of", "tin"]
 
 
 def field(mapping: Mapping[str, Any], name: str) -> Any:
@@ -110,7 +110,7 @@ def tin(value: Any) -> str | None:
     """
     if not value:  # None, "", 0, false: no VAT number
         return None
-    text = value if isinstance(value, str) else str(value)
+    text = value if isinstance(value, str) else text_of(value)
     if text.isdigit():
         return text
     if len(text) == 11 and text[:2] in _PREFIXES and text[2:].isdigit() and text.isascii():
@@ -122,14 +122,15 @@ def tin(value: Any) -> str | None:
 def number(value: Any) -> decimal.Decimal | None:
     """A JSON number, or a numeric string, as a finite :class:`~decimal.Decimal`; else ``None``.
 
-    ``true`` is not a number (a JSON boolean), and neither is ``"12,40"``. A float is
-    read by its shortest text (``12.4``, not its binary expansion), so a float that
-    rounds to ``12.400000000000002`` reads as exactly that.
+    ``true`` is not a number (a JSON boolean), and neither is ``"12,40"``, nor an int of
+    more digits than Python writes (:func:`text_of`). A float is read by its shortest
+    text (``12.4``, not its binary expansion), so a float that rounds to
+    ``12.400000000000002`` reads as exactly that.
     """
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        text = repr(value)
+        text = text_of(value)
     elif isinstance(value, str):
         text = value.strip()
         if not text or not _NUMERIC.fullmatch(text):
@@ -147,3 +148,18 @@ def number(value: Any) -> decimal.Decimal | None:
 
 #: What a numeric string may look like (a JSON number's text, with an optional sign).
 _NUMERIC = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def text_of(value: Any) -> str:
+    """``str(value)``, but for an int of more digits than Python writes as text.
+
+    Python refuses to write an int of more than ``sys.get_int_max_str_digits()`` digits
+    (4,300 by default: the time it takes grows as their square); such an int is said by
+    its size (``<an integer of 3,321,929 bits>``), which is no number, TIN or key.
+    """
+    try:
+        return str(value)
+    except ValueError:
+        if not isinstance(value, int):
+            raise
+        return f"<an integer of {value.bit_length():,} bits>"

@@ -158,7 +158,8 @@ def from_json(data: Mapping[str, Any], cls: type[DocumentBase] | None = None) ->
 
     :param cls: the class to read it as; default: the one its ``InvoiceTypeCode`` names
         (``11.1``, ``1.1``, ``2.1``, ``5.1``).
-    :raises ValueError: ``data`` is not such a document, or names another type.
+    :raises ValueError: ``data`` is not such a document (the message names the field it
+        cannot read: ``Details[1].UnitPrice: not a number``), or names another type.
 
     .. versionadded:: 0.5.0
     """

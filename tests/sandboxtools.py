@@ -9,6 +9,8 @@ outcomes a till's drainer delivers.
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 
 import aiohttp
 
@@ -48,6 +50,19 @@ def command_env(sb: Sandbox, key_file=None) -> dict[str, str]:
     if key_file is not None:
         env["INVOICING_PROVIDER_KEY"] = str(key_file)
     return env
+
+
+async def run_command(sb: Sandbox, *args: str, timeout: float = 120) -> tuple[int, str, str]:
+    """``invoicing-async ARGS`` against ``sb`` in a subprocess: exit status, stdout, stderr."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INVOICING_")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "invoicing_async", *args,
+        env={**env, **command_env(sb)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
+    return process.returncode or 0, stdout.decode(), stderr.decode()
 
 
 def invoice(sb: Sandbox, number: int, **kwargs) -> dict:

@@ -2,7 +2,8 @@
 
 The command reads documents with their source (file and line); each problem
 :func:`invoicing_async.documents.check` finds is said on stderr as
-``invoicing-async: FILE:LINE: FIELD: MESSAGE`` (a warning says so and never refuses).
+``invoicing-async: FILE:LINE: FIELD: MESSAGE`` (a warning says so and never refuses),
+the first few of a document, then how many more.
 ``submit --check`` sends none of the documents with errors (each gets its ``rejected``
 record, with :class:`~invoicing_async.InvalidDocumentError`'s problems) and the others
 as before; ``outbox enqueue --check`` enqueues none of the input if one has errors,
@@ -37,18 +38,38 @@ def add_check(group: Any, *, skip: bool = False) -> None:
             "--skip-invalid",
             action="store_true",
             help="with --check: enqueue the valid documents, skipping those with errors "
-            "(default: enqueue nothing if one has errors); implies --check",
+            "and input that is not a document (default: enqueue nothing if one has "
+            "errors or is not read); implies --check",
         )
 
 
+#: Problems of one document said on stderr: the first ones, then how many more.
+SHOWN = 10
+
+
 def report(source: Source, document: Any, stream: IO[str] | None = None) -> bool:
-    """Say each problem of ``document`` on ``stream`` (stderr); whether one is an error."""
+    """Say the problems of ``document`` on ``stream`` (stderr); whether one is an error.
+
+    The first :data:`SHOWN`, then a count of the others: a document of a million bad
+    lines is a dozen lines on stderr, not a million.
+    """
     out = sys.stderr if stream is None else stream
-    refused = False
-    for problem in problems_of(document):
-        error = problem.severity is Severity.ERROR
-        refused = refused or error
-        label = "" if error else "warning: "
+    problems = problems_of(document)
+    for problem in problems[:SHOWN]:
+        label = "" if problem.severity is Severity.ERROR else "warning: "
         where = f"{problem.field}: " if problem.field else ""
         print(f"invoicing-async: {source}: {label}{where}{problem.message}", file=out)
-    return refused
+    errors = sum(problem.severity is Severity.ERROR for problem in problems)
+    more = len(problems) - SHOWN
+    if more > 0:
+        hidden = errors - sum(problem.severity is Severity.ERROR for problem in problems[:SHOWN])
+        print(
+            f"invoicing-async: {source}: and {_count(more, 'more problem')} "
+            f"({_count(hidden, 'error')}, {_count(more - hidden, 'warning')})",
+            file=out,
+        )
+    return errors > 0
+
+
+def _count(number: int, what: str) -> str:
+    return f"{number:,} {what}{'' if number == 1 else 's'}"

@@ -11,7 +11,10 @@ own outcome and never stops the documents around it:
 - a JSON Lines line that is not valid JSON is one unreadable entry; the other lines go;
 - a value that is not an object (``"text"``, ``3``, ``null``) is never sent: it is
   unreadable, and an array holding no object at all (``[1, 2, 3]``) is one unreadable
-  entry for the file, not three documents.
+  entry for the file, not three documents;
+- a document that is valid JSON but not read (nested beyond Python's recursion limit, a
+  number of more digits than Python makes an integer of: its field named) or that holds a
+  byte that is not UTF-8 (its column named) is one unreadable entry; the others go.
 
 Input is read as a stream, and memory follows the largest document taken (``max_size``
 bytes of JSON text), never the input: a JSON Lines line is read up to that size, an
@@ -40,7 +43,21 @@ import attrs
 
 from invoicing_async._documents import DEFAULT_MAX_DOCUMENT_SIZE, utf8_size
 
-from ._scan import SKIP, Bounds, DeadlinePassed, Invalid, Scanner, TooLarge, skip_line, values
+from ._scan import (
+    SKIP,
+    Bounds,
+    DeadlinePassed,
+    Invalid,
+    Refused,
+    Scanner,
+    Skipping,
+    TooLarge,
+    input_size,
+    not_utf8,
+    refusal,
+    skip_line,
+    values,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -97,6 +114,10 @@ class Unreadable:
     column: int | None = None
     size: int | None = None
 
+    def at(self, source: Source) -> str:
+        """Where it is: ``FILE:LINE``, and ``:COLUMN`` when known."""
+        return f"{source}:{self.column}" if self.column else str(source)
+
 
 @attrs.frozen
 class NotRead:
@@ -140,20 +161,35 @@ def _lines(
         number += 1
         bounds.check(number)
         if len(line) == cap and not line.endswith("\n"):  # longer than the limit
-            yield number, _too_large(bounds, utf8_size(line) + skip_line(file, bounds, number))
+            yield number, _too_large(bounds, input_size(line) + skip_line(file, bounds, number))
             continue
         if not line.strip():
             continue
-        size = utf8_size(line.rstrip("\r\n"))
-        if size > bounds.max_size:  # not ASCII: more bytes than characters
-            yield number, _too_large(bounds, size)
-            continue
+        yield number, _line(line, bounds)
+
+
+def _line(line: str, bounds: Bounds) -> Any:
+    """The document on a line of JSON Lines (within the limit in characters), or why not."""
+    body = line.rstrip("\r\n")
+    bad = None
+    try:
+        size = utf8_size(body)
+    except UnicodeEncodeError:  # a byte that is not UTF-8, decoded as a lone surrogate
+        size, bad = input_size(body), not_utf8(body)
+    if size > bounds.max_size:  # not ASCII: more bytes than characters
+        return _too_large(bounds, size)
+    if bad is not None:
+        return Unreadable(bad[0], bad[1] + 1)
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return Unreadable(f"invalid JSON ({exc.msg})", exc.colno)
+    except (ValueError, RecursionError) as exc:  # valid JSON Python does not read
         try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield number, Unreadable(f"invalid JSON ({exc.msg})", exc.colno)
-            continue
-        yield number, value if isinstance(value, dict) else _not_object(value)
+            return Unreadable(refusal(line, exc))
+        except json.JSONDecodeError as again:
+            return Unreadable(f"invalid JSON ({again.msg})", again.colno)
+    return value if isinstance(value, dict) else _not_object(value)
 
 
 # --- one JSON value, or an array of them --------------------------------------------------
@@ -180,7 +216,7 @@ def _whole(opened: Callable[[], Any], bounds: Bounds) -> Iterator[tuple[int, Any
         kinds: set[str] = set()
         try:
             for _, value in values(scanner):
-                kinds.add(value.kind if isinstance(value, TooLarge) else _kind(value))
+                kinds.add(value.kind if isinstance(value, (TooLarge, Refused)) else _kind(value))
         except Invalid as exc:
             yield exc.line, Unreadable(f"invalid JSON ({exc.message})", exc.column)
             return
@@ -208,6 +244,8 @@ def _entry(value: Any, bounds: Bounds) -> Any:
     """A value as a document, or its refusal: too large, or not an object."""
     if isinstance(value, TooLarge):
         return _too_large(bounds, value.size)
+    if isinstance(value, Refused):
+        return Unreadable(value.why, value.column)
     return value if isinstance(value, dict) else _not_object(value)
 
 
@@ -236,20 +274,30 @@ def _recognised(
         if len(head[-1]) == cap and not head[-1].endswith("\n"):  # a line over the limit
             yield from _lines(file, bounds, head=tuple(head))
             return
-        try:
-            json.loads(first)
-        except json.JSONDecodeError:
-            pass
-        else:
+        if _one_value(first):
             yield from _lines(file, bounds, head=tuple(head))
             return
     yield from whole(tuple(head))
 
 
+def _one_value(text: str) -> bool:
+    """Whether ``text`` (a first line) is a whole JSON value, read or not."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    except (ValueError, RecursionError):  # valid JSON Python does not read: where it ends
+        end = Skipping(scalar=text[0] not in '{["').end_in(text, 0)
+        return (end is None and text[0] not in '{["') or end == len(text)
+    return True
+
+
 @contextlib.contextmanager
 def _spooled(head: tuple[str, ...], rest: IO[str], bounds: Bounds) -> Iterator[Callable[[], Any]]:
     """Standard input copied to a temporary file: an opener of it, for :func:`_whole`."""
-    with tempfile.TemporaryFile("w+", encoding="utf-8", newline="") as spool:
+    with tempfile.TemporaryFile(
+        "w+", encoding="utf-8", errors="surrogateescape", newline=""
+    ) as spool:
         spool.writelines(head)
         while chunk := rest.read(SKIP):
             bounds.check(1)
@@ -264,6 +312,10 @@ def _spooled(head: tuple[str, ...], rest: IO[str], bounds: Bounds) -> Iterator[C
 
 
 def _stdin(stdin: IO[str], bounds: Bounds) -> Iterator[tuple[int, Any]]:
+    reconfigure = getattr(stdin, "reconfigure", None)
+    if reconfigure is not None:  # a byte that is not UTF-8 refuses its own document only
+        reconfigure(errors="surrogateescape")
+
     def whole(head: tuple[str, ...]) -> Iterator[tuple[int, Any]]:
         with _spooled(head, stdin, bounds) as opened:
             yield from _whole(opened, bounds)
@@ -273,7 +325,7 @@ def _stdin(stdin: IO[str], bounds: Bounds) -> Iterator[tuple[int, Any]]:
 
 def _path(path: Path, bounds: Bounds) -> Iterator[tuple[int, Any]]:
     def opened() -> IO[str]:
-        return path.open(encoding="utf-8-sig")
+        return path.open(encoding="utf-8-sig", errors="surrogateescape")
 
     if path.suffix == ".json":
         yield from _whole(opened, bounds)

@@ -91,11 +91,18 @@ async def _existing(args: argparse.Namespace) -> AsyncIterator[Ledger | Postgres
 
 async def _enqueue(args: argparse.Namespace) -> int:
     documents = []
-    refused = 0
+    refused = unreadable = 0
     check = args.check or args.skip_invalid
     for source, document in read(args.documents or ["-"]):
         if isinstance(document, Unreadable):
-            raise UsageError(f"{source}: {document.why}: nothing was enqueued")
+            if not args.skip_invalid:
+                raise UsageError(
+                    f"{document.at(source)}: {document.why}: nothing was enqueued "
+                    "(--skip-invalid enqueues the others)"
+                )
+            print(f"invoicing-async: {document.at(source)}: {document.why}", file=sys.stderr)
+            unreadable += 1
+            continue
         if check and report(source, document):
             refused += 1
             continue
@@ -109,9 +116,12 @@ async def _enqueue(args: argparse.Namespace) -> int:
         raise UsageError("no documents: nothing to enqueue")
     async with open_outbox(ledger_url(args)) as outbox:
         keys = await outbox.enqueue(documents, encrypted=not args.json, issuer=args.issuer)
-    skipped = f", {refused} skipped: the provider would refuse them" if refused else ""
-    print(f"enqueued {len(keys)} document(s){skipped}", file=sys.stderr)
-    return 1 if refused else 0
+    skipped = [
+        f"{refused} skipped: the provider would refuse them" if refused else "",
+        f"{unreadable} skipped: not documents (see above)" if unreadable else "",
+    ]
+    print(f"enqueued {len(keys)} document(s)", *filter(None, skipped), sep=", ", file=sys.stderr)
+    return 1 if refused or unreadable else 0
 
 
 async def _status(args: argparse.Namespace) -> int:
@@ -276,7 +286,8 @@ def register(commands: Commands) -> None:
         help="add documents to the outbox",
         description="Add documents to the outbox (created if missing); a worker sends "
         "them. Nothing is enqueued if any input is not a document, nor, with --check, if "
-        "the provider would refuse one (unless --skip-invalid).",
+        "the provider would refuse one; with --skip-invalid the others are, each one "
+        "skipped said with its file and line.",
     )
     enqueue.add_argument(
         "documents", nargs="*", metavar="SOURCE", help="JSON / JSON Lines files, directories, -"

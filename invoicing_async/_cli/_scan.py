@@ -7,6 +7,12 @@ value longer than the limit without holding it (:class:`Skipping`: strings and n
 followed, not checked), giving its size. Lines and columns are counted as the window
 moves, so an error says where it is. :class:`Bounds` carries the limit and the deadline
 every reader checks.
+
+Valid JSON that Python does not read (nested beyond its recursion limit, a number of
+more digits than it makes an integer of) is a :class:`Refused` value, the text after it
+read on. Text is decoded with ``surrogateescape``: a byte that is not UTF-8 is kept as a
+lone surrogate (:func:`not_utf8` finds it), so that it refuses its own document only, and
+sizes are the bytes as read (:func:`input_size`).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 
+from invoicing_async._checked import hostile_json
 from invoicing_async._documents import utf8_size
 
 if TYPE_CHECKING:
@@ -29,8 +36,12 @@ __all__ = [
     "Bounds",
     "DeadlinePassed",
     "Invalid",
+    "Refused",
     "Scanner",
     "TooLarge",
+    "input_size",
+    "not_utf8",
+    "refusal",
     "skip_line",
     "values",
 ]
@@ -49,6 +60,8 @@ _NUMBER_TAIL = re.compile(r"[0-9.eE+-]*")
 #: How close to the end of what was read a decoding error may be and still mean only
 #: "read more" ("Expecting value" at a cut ``tru``, an escape cut after ``\u12`` …).
 _NEAR_END = 16
+#: A byte that is not UTF-8, as ``surrogateescape`` decodes it.
+_ESCAPED = re.compile("[\udc80-\udcff]")
 
 
 class DeadlinePassed(Exception):  # noqa: N818  (a signal to stop, not an error)
@@ -89,6 +102,40 @@ class TooLarge:
     kind: str
 
 
+@attrs.frozen
+class Refused:
+    """A value that is valid JSON but no document read: why, and the kind it starts as."""
+
+    why: str
+    kind: str
+    column: int | None = None
+
+
+def input_size(text: str) -> int:
+    """The bytes ``text`` was read from: its UTF-8, a byte that was not counting one."""
+    try:
+        return utf8_size(text)
+    except UnicodeEncodeError:  # a byte that is not UTF-8, decoded as a lone surrogate
+        return len(text.encode("utf-8", "surrogateescape"))
+
+
+def not_utf8(text: str, start: int = 0, end: int | None = None) -> tuple[str, int] | None:
+    """The first byte of ``text[start:end]`` that is not UTF-8: what to say, and where."""
+    found = _ESCAPED.search(text, start, len(text) if end is None else end)
+    if found is None:
+        return None
+    return f"not UTF-8 text (byte 0x{ord(found.group()) - 0xDC00:02X})", found.start()
+
+
+def refusal(text: str, error: ValueError | RecursionError) -> str:
+    """Why valid JSON ``text`` is no document (see :func:`~._checked.hostile_json`).
+
+    :raises json.JSONDecodeError: ``text`` is not JSON either.
+    """
+    problem = hostile_json(text, error)
+    return f"{problem.field}: {problem.message}" if problem.field else problem.message
+
+
 def _first_kind(first: str) -> str:
     """The kind of a value from its first character (of a value too large to parse)."""
     kinds = {"{": "dict", "[": "an array", '"': "a string", "n": "null"}
@@ -104,8 +151,8 @@ def skip_line(file: IO[str], bounds: Bounds, number: int) -> int:
         if not part:
             return size
         if part.endswith("\n"):
-            return size + utf8_size(part.rstrip("\r\n"))
-        size += utf8_size(part)
+            return size + input_size(part.rstrip("\r\n"))
+        size += input_size(part)
 
 
 class Scanner:
@@ -125,6 +172,8 @@ class Scanner:
         self._line = 1
         self._counted = 0
         self._column = 1
+        #: Whether a byte that is not UTF-8 was read: then each value is looked at for it.
+        self._escaped = False
 
     # -- where --
 
@@ -153,12 +202,17 @@ class Scanner:
         if not chunk:
             self.eof = True
             return False
+        if not (self._escaped or chunk.isascii()):
+            self._escaped = not_utf8(chunk) is not None
         self.text += chunk
         return True
 
     def invalid(self, message: str, position: int) -> Invalid:
         """The error for ``message`` at ``position``, with its line and column."""
-        return Invalid(message, self.line_at(position), self.column_at(position))
+        bad = not_utf8(self.text, position, position + 1) if self._escaped else None
+        return Invalid(
+            message if bad is None else bad[0], self.line_at(position), self.column_at(position)
+        )
 
     # -- reading --
 
@@ -197,6 +251,8 @@ class Scanner:
                 want *= 2
                 start = self.pos  # the window may have moved
                 continue
+            except (ValueError, RecursionError) as exc:  # valid JSON Python does not read
+                return self._refused(start, exc)
             if (
                 not self.eof
                 and len(self.text) - end < _NEAR_END
@@ -207,11 +263,53 @@ class Scanner:
                 continue
             size = end - start
             if size > self._bounds.max_size // 4:  # else its bytes cannot exceed the limit
-                size = utf8_size(self.text[start:end])
+                size = input_size(self.text[start:end])
             self.pos = end
             if size > self._bounds.max_size:
                 return TooLarge(size, _first_kind(self.text[start]))
+            bad = not_utf8(self.text, start, end) if self._escaped else None
+            if bad is not None:
+                return self._not_utf8(start, *bad)
             return value
+
+    def _not_utf8(self, start: int, why: str, position: int) -> Refused:
+        """The refusal of the value at ``start`` for the byte at ``position``."""
+        column: int | None = self.column_at(position)
+        if self.text.count("\n", start, position):  # on a later line of the value
+            why, column = f"{why} at line {self.line_at(position)}, column {column}", None
+        return Refused(why, _first_kind(self.text[start]), column)
+
+    def _refused(self, start: int, error: ValueError | RecursionError) -> Refused | TooLarge:
+        """Move past the value at ``start``, which ``json`` refused with ``error``: why.
+
+        It is read whole (up to the limit: a larger one is :class:`TooLarge`, skipped)
+        to say which field is at fault.
+
+        :raises Invalid: the value is no JSON after all, or the text ends inside it.
+        """
+        skipping = Skipping(scalar=self.text[start] not in '{["')
+        scanned = 0  # how far past its start the value was scanned
+        while (end := skipping.end_in(self.text, start + scanned)) is None:
+            scanned = len(self.text) - start
+            if scanned > self._bounds.max_size:
+                return self._skip(start)
+            self._bounds.check(self.line_at(start))
+            more = self._read(max(READ, scanned))  # twice as much each time: linear in all
+            start = self.pos  # the window may have moved
+            if not more:
+                if not skipping.scalar:
+                    raise self.invalid("Unterminated value", start)
+                end = len(self.text)
+                break
+        text = self.text[start:end]
+        if input_size(text) > self._bounds.max_size:
+            return self._skip(start)
+        try:
+            why = refusal(text, error)
+        except json.JSONDecodeError as exc:
+            raise self.invalid(exc.msg, start + exc.pos) from None
+        self.pos = end
+        return Refused(why, _first_kind(text[0]))
 
     def _skip(self, start: int) -> TooLarge:
         """Move past the value at ``start`` without holding it: its size and kind.
@@ -227,8 +325,8 @@ class Scanner:
             end = skipping.end_in(self.text, start)
             if end is not None:
                 self.pos = end
-                return TooLarge(size + utf8_size(self.text[start:end]), _first_kind(first))
-            size += utf8_size(self.text[start:])
+                return TooLarge(size + input_size(self.text[start:end]), _first_kind(first))
+            size += input_size(self.text[start:])
             self.pos = len(self.text)
             self._drop(self.pos)
             start = 0

@@ -215,7 +215,7 @@ def _refused(position: int, source: Source, value: Unreadable | NotRead, max_siz
             index=position, key=f"unread:{source}", status=OutcomeStatus.NOT_SENT,
             error=TransportError(f"not sent: {message}", maybe_sent=False),
         )  # fmt: skip
-    where = f"{source}:{value.column}" if value.column else str(source)
+    where = value.at(source)
     why = value.why if value.size is None else f"{value.why} (--max-document-size)"
     print(f"invoicing-async: {where}: {why}", file=sys.stderr)
     error: ValidationError = ValidationError(f"{where}: {why}")

@@ -5,13 +5,11 @@ problems named (by file and line, from the command), and the others go on."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import sys
 
 import pytest
-from sandboxtools import client_for, command_env
+from sandboxtools import client_for
+from sandboxtools import run_command as run
 
 from invoicing_async import InvalidDocumentError, OutcomeStatus, Submission, document_key
 from invoicing_async.documents import checked
@@ -70,18 +68,6 @@ async def test_an_outbox_enqueues_nothing_of_a_list_with_a_refused_document(sb, 
         assert await outbox.enqueue([good], check=True) == [document_key(good)]
         await outbox.enqueue([rate])
         assert sum((await outbox.counts()).values()) == 2
-
-
-async def run(sb: Sandbox, *args: str) -> tuple[int, str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INVOICING_")}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "invoicing_async", *args,
-        env={**env, **command_env(sb)},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
-    return process.returncode or 0, stdout.decode(), stderr.decode()
 
 
 def jsonl(path, documents: list[dict]) -> str:

@@ -204,3 +204,21 @@ def test_the_client_refuses_a_limit_that_is_not_a_size(limit):
     """max_document_size must be a positive number of bytes."""
     with pytest.raises(ValueError, match="max_document_size"):
         InvoicingClient("http://127.0.0.1:1", "tin", "key", max_document_size=limit)
+
+
+@pytest.mark.parametrize(
+    ("document", "field"),
+    [
+        ({"Details": [{"NetTotal": 1.5}, {"NetTotal": -(10**10**6)}]}, "Details[1].NetTotal"),
+        ({"Series": "A", "Number": 10**4300}, "Number"),
+    ],
+)
+def test_an_integer_python_does_not_write_is_refused_naming_its_field(document, field):
+    """A dict holding an int of more digits than Python writes as text: a ValidationError
+    naming the field and its digits (it said only "Exceeds the limit (4300 digits) for
+    integer string conversion"), without the digits."""
+    with pytest.raises(ValidationError) as caught:
+        serialize_document(document)
+    message = str(caught.value)
+    assert f"{field} is an integer of " in message
+    assert len(message) < 200
