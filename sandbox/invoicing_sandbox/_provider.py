@@ -432,6 +432,7 @@ class Provider:
         record, record_body = build_record(
             submission.document,
             identity=identity,
+            scope=(environment, client_id),
             mark=mark,
             domain=self._domain,
             salt=self.salt,

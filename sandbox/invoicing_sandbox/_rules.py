@@ -195,6 +195,7 @@ def build_record(
     document: dict[str, Any],
     *,
     identity: str,
+    scope: tuple[str, str],
     mark: int,
     domain: str,
     salt: str,
@@ -203,11 +204,15 @@ def build_record(
     """The 201 result record for a newly committed document, and its JSON bytes.
 
     Values that are random on the real service (signatures, codes, the unique id) are
-    derived from ``salt`` and the identity, so a seeded sandbox answers the same document
-    with the same record whatever the order of arrival; only the ``mark`` follows the
-    order of commits, as on the real service.
+    derived from ``salt``, the ``scope`` (environment and issuer) and the identity, so a
+    seeded sandbox answers the same document with the same record whatever the order of
+    arrival, and two issuers' documents of one internal id get two signatures (the
+    public url names one document); only the ``mark`` follows the order of commits, as
+    on the real service.
     """
-    seed = hashlib.sha256(f"{salt}\x00{identity}".encode()).digest()
+    environment, client_id = scope
+    scoped = f"{salt}\x00{environment}\x00{client_id}\x00{identity}"
+    seed = hashlib.sha256(scoped.encode()).digest()
 
     def derived(label: bytes) -> bytes:
         return hashlib.sha256(seed + label).digest()
