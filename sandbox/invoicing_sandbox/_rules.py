@@ -50,8 +50,10 @@ __all__ = [
     "build_record",
     "cancellation_mark",
     "check_document",
+    "invoice_type",
     "invoice_uid",
     "issuer_vat",
+    "mark_of",
     "parse_document",
     "random_tin",
     "with_check_digit",
@@ -163,6 +165,11 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def invoice_type(document: dict[str, Any]) -> str:
+    """The document's type code (``InvoiceTypeCode``, else ``InvoiceType``); ``""`` if none."""
+    return _text(first(document, ("InvoiceTypeCode", "InvoiceType")))
+
+
 def invoice_uid(document: dict[str, Any]) -> str:
     """The tax authority's uid: upper-case SHA-1 hex of six fields joined by ``-``.
 
@@ -184,7 +191,7 @@ def invoice_uid(document: dict[str, Any]) -> str:
         issuer_vat(document) or "",
         date,
         _text(0 if branch is None else branch),
-        _text(first(document, ("InvoiceTypeCode", "InvoiceType"))),
+        invoice_type(document),
         _text(field(document, "Series")),
         _text(field(document, "Number")),
     )
@@ -270,6 +277,18 @@ def build_record(
 _MARK_DIGITS = 19
 
 
+def mark_of(value: Any) -> int | None:
+    """A mark: a JSON integer, or its ASCII digits as text; ``None`` for anything else."""
+    if isinstance(value, str):
+        text = value.strip()
+        # ASCII digits only ("²".isdigit() is true), and no more than a mark has: int()
+        # of thousands of digits raises.
+        if text.isascii() and text.isdigit() and len(text) <= _MARK_DIGITS:
+            return int(text)
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def cancellation_mark(query: str | None, body: bytes) -> int | Reply:
     """The mark to cancel, from the JSON body (``{"mark": …}``) or the query string."""
     mark: Any = query
@@ -278,12 +297,8 @@ def cancellation_mark(query: str | None, body: bytes) -> int | Reply:
         if isinstance(data, Reply):
             return data
         mark = data.get("mark", mark)
-    text = mark.strip() if isinstance(mark, str) else ""
-    # ASCII digits only ("²".isdigit() is true), and no more than a mark has: int() of
-    # thousands of digits raises.
-    if text.isascii() and text.isdigit() and len(text) <= _MARK_DIGITS:
-        mark = int(text)
-    if isinstance(mark, int) and not isinstance(mark, bool):
-        return mark
+    found = mark_of(mark)
+    if found is not None:
+        return found
     message = "an integer is required"
     return error_reply(400, f"mark: {message}", errors=[{"field": "mark", "message": message}])
