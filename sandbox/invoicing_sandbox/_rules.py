@@ -273,20 +273,23 @@ def build_record(
     return result_from_dict(wire), dumps(wire)
 
 
-#: Digits a mark may have (a 64-bit integer).
+#: Digits a mark may have, and the limit it is below (a 64-bit integer, a .NET ``long``).
 _MARK_DIGITS = 19
+_MARK_LIMIT = 2**63
 
 
 def mark_of(value: Any) -> int | None:
-    """A mark: a JSON integer, or its ASCII digits as text; ``None`` for anything else."""
+    """A mark: a 64-bit integer, as JSON or as its ASCII digits; ``None`` for anything else."""
     if isinstance(value, str):
         text = value.strip()
         # ASCII digits only ("²".isdigit() is true), and no more than a mark has: int()
         # of thousands of digits raises.
-        if text.isascii() and text.isdigit() and len(text) <= _MARK_DIGITS:
-            return int(text)
-        return None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+        if not (text.isascii() and text.isdigit() and len(text) <= _MARK_DIGITS):
+            return None
+        value = int(text)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _MARK_LIMIT:
+        return value
+    return None
 
 
 def cancellation_mark(query: str | None, body: bytes) -> int | Reply:
