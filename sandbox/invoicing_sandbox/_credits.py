@@ -121,6 +121,11 @@ class Credits:
         if found is None or found[0].record.authentication_code != asked.code:
             return error_reply(404, f"no document with mark {mark} and this authenticationCode")
         original = found[0]
+        numbers = {"DistributionDetails": {"InternalDocumentId": asked.internal_id}}
+        identity = exchange.identity = document_identity(numbers)
+        held = self._provider.holding(environment, client_id, identity=identity)
+        if held is not None:  # this credit sent again (before the rules it passed once)
+            return Reply(409, held[1])
         kind = self._kind(original, mark, relate=asked.relate)
         if isinstance(kind, Reply):
             return kind
@@ -128,11 +133,7 @@ class Credits:
         document = _credit_document(original.document, client_id, kind, mark)
         document.update(Series=asked.series, Number=asked.number)
         document["DateIssued"] = format_timestamp(now)
-        document["DistributionDetails"] = {"InternalDocumentId": asked.internal_id}
-        identity = exchange.identity = document_identity(document)
-        held = self._provider.holding(environment, client_id, identity=identity)
-        if held is not None:  # this credit, sent again: what the provider holds
-            return Reply(409, held[1])
+        document.update(numbers)
         key = (environment, client_id, identity)
         submission = Submission(key, document, dumps(document), encrypted=False)
         record = json.loads(self._provider.commit(submission, now).body)

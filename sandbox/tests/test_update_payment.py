@@ -74,7 +74,7 @@ async def test_a_payment_not_signed_for_this_mark_is_refused(sb, caller):
     """A signature SignPos gave for another sale (mark null), a made-up one, or none at
     all is a 400 naming the member; so are another posInput, another amount than the one
     signed, and a signed payment without its transaction id."""
-    record, body = await signed_payment(caller)
+    _, body = await signed_payment(caller)
     elsewhere = await caller.sign_pos(None)
     method = body["paymentMethods"][0]
     cases = {
@@ -96,7 +96,6 @@ async def test_a_payment_not_signed_for_this_mark_is_refused(sb, caller):
     answer = await update(caller, {**body, "paymentMethods": [made_up]})
     assert answer.status == 400
     assert sb.payment_updates == []
-    assert record["mark"] not in {u.mark for u in sb.payment_updates}
 
 
 async def test_another_issuers_signature_pays_nothing(sb, caller):
