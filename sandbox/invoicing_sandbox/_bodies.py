@@ -71,9 +71,14 @@ class Fields:
         self._prefix = prefix
         self.problems: list[tuple[str, str]] = []
 
-    def _get(self, name: str) -> Any:
+    def _get(self, name: str, *, required: bool = False) -> Any:
+        """The member (``_MISSING`` when absent or null: noted if ``required``)."""
         value = field(self.data, name)
-        return _MISSING if value is None else value
+        if value is None:
+            if required:
+                self.note(name, "is required")
+            return _MISSING
+        return value
 
     def note(self, name: str, message: str) -> None:
         """Note a problem of member ``name`` (a rule beyond its type)."""
@@ -81,10 +86,8 @@ class Fields:
 
     def text(self, name: str, *, required: bool = True, numbers: bool = False) -> str | None:
         """A non-empty string (with ``numbers``, an integer is its text too)."""
-        value = self._get(name)
+        value = self._get(name, required=required)
         if value is _MISSING:
-            if required:
-                self.note(name, "is required")
             return None
         if numbers and isinstance(value, int) and not isinstance(value, bool):
             return str(value)
@@ -103,10 +106,8 @@ class Fields:
 
     def integer(self, name: str, *, low: int, high: int, required: bool = True) -> int | None:
         """A JSON integer from ``low`` to ``high``."""
-        value = self._get(name)
+        value = self._get(name, required=required)
         if value is _MISSING:
-            if required:
-                self.note(name, "is required")
             return None
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             self.note(name, f"must be an integer from {low} to {high}")
@@ -115,10 +116,8 @@ class Fields:
 
     def amount(self, name: str, *, required: bool = True, positive: bool = False) -> float | None:
         """A JSON number from 0 (with ``positive``, above 0) to below :data:`MAX_AMOUNT`."""
-        value = self._get(name)
+        value = self._get(name, required=required)
         if value is _MISSING:
-            if required:
-                self.note(name, "is required")
             return None
         number = None if isinstance(value, bool) else value
         # An integer of a thousand digits is valid JSON, and no float: compared first.
@@ -132,10 +131,8 @@ class Fields:
 
     def mark(self, name: str = "mark", *, required: bool = True) -> int | None:
         """A document's mark (see :func:`mark_of`); ``0`` or ``null`` when not required."""
-        value = self._get(name)
+        value = self._get(name, required=required)
         if value is _MISSING:
-            if required:
-                self.note(name, "is required")
             return None
         mark = mark_of(value)
         if mark is None:

@@ -46,9 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from invoicing_async._for_sandbox import field
-
-from ._bodies import read_object
+from ._bodies import Fields, read_object
 from ._pos import canonical
 from ._replies import Reply, error_reply
 from ._wire import dumps, format_timestamp
@@ -251,14 +249,10 @@ class Iris:
 
     def status(self, exchange: Exchange, call: OperationCall) -> Reply:
         """The reply to an authenticated ``GetPaymentStatus``."""
-        wanted = field(call.query, "endToEndDiasId")
-        if not wanted:
-            message = "is required"
-            return error_reply(
-                400,
-                f"endToEndDiasId: {message}",
-                errors=[{"field": "endToEndDiasId", "message": message}],
-            )
+        query = Fields(call.query)
+        wanted = query.text("endToEndDiasId")
+        if wanted is None:
+            return query.refusal() or error_reply(400, "endToEndDiasId: is required")
         held = self._payments.get(wanted)
         scope = (exchange.environment, exchange.client_id)
         if held is None or (held.environment, held.client_id) != scope:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from invoicing_async._for_sandbox import field, tin
 
+from ._bodies import Fields
 from ._pdf import text_pdf
 from ._replies import Reply, error_reply
 from ._rules import invoice_type
@@ -72,14 +73,14 @@ class Listing:
 
     def documents(self, exchange: Exchange, call: OperationCall) -> Reply:
         """The reply to an authenticated ``getdocuments``: a page of the issuer's documents."""
-        problems: list[tuple[str, str]] = []
-        page = _page(call.path_params.get("PageNumber", ""), problems)
-        start = _day(field(call.query, "From"), "From", problems)
-        end = _day(field(call.query, "dateTo"), "dateTo", problems)
+        query = Fields(call.query)
+        page = _page(call.path_params.get("PageNumber", ""), query)
+        start, end = _day(query, "From"), _day(query, "dateTo")
         if start is not None and end is not None and end < start:
-            problems.append(("dateTo", "is before From"))
-        if problems or page is None or start is None or end is None:
-            return _refusal(problems)
+            query.note("dateTo", "is before From")
+        refusal = query.refusal()
+        if refusal is not None or page is None or start is None or end is None:
+            return refusal or error_reply(400, "PageNumber, From, dateTo: are required")
         environment, client_id = exchange.environment or "", exchange.client_id or ""
         if tin(call.path_params.get("IssuerVatNumber", "")) != client_id:
             return error_reply(401, "the IssuerVatNumber does not match the API key")
@@ -133,38 +134,29 @@ class Listing:
         )
 
 
-def _page(text: str, problems: list[tuple[str, str]]) -> int | None:
+def _page(text: str, query: Fields) -> int | None:
     """The page number of the path: ASCII digits, from 1 to :data:`MAX_PAGE`."""
     # Its length first: int() of a million digits is slow (and over 4300 raises).
     if text.isascii() and text.isdigit() and len(text) <= _PAGE_DIGITS:
         page = int(text)
         if 1 <= page <= MAX_PAGE:
             return page
-    problems.append(("PageNumber", f"must be an integer from 1 to {MAX_PAGE}"))
+    query.note("PageNumber", f"must be an integer from 1 to {MAX_PAGE}")
     return None
 
 
-def _day(value: Any, name: str, problems: list[tuple[str, str]]) -> dt.date | None:
-    """A ``YYYYMMDD`` query value as a date."""
-    if value is None or value == "":
-        problems.append((name, "is required (YYYYMMDD)"))
+def _day(query: Fields, name: str) -> dt.date | None:
+    """A ``YYYYMMDD`` query value (its name in any case) as a date."""
+    text = query.text(name)
+    if text is None:
         return None
-    text = str(value)
     if len(text) == 8 and text.isascii() and text.isdigit():
         try:
             return dt.date(int(text[:4]), int(text[4:6]), int(text[6:]))
         except ValueError:
             pass
-    problems.append((name, "must be a date written YYYYMMDD"))
+    query.note(name, "must be a date written YYYYMMDD")
     return None
-
-
-def _refusal(problems: list[tuple[str, str]]) -> Reply:
-    return error_reply(
-        400,
-        "; ".join(f"{name}: {message}" for name, message in problems),
-        errors=[{"field": name, "message": message} for name, message in problems],
-    )
 
 
 def _issue_day(doc: CommittedDocument) -> dt.date:
