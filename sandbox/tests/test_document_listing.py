@@ -101,7 +101,7 @@ async def test_cancellations_and_credits_are_listed_as_they_stand(sb, caller):
     }
     assert (await caller.call("POST", "/Invoice/credit", json=credit)).status == 200
     today = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d")
-    query = {"From": "20261101", "dateTo": max(today, "20261130")}
+    query = {"From": min(today, "20261101"), "dateTo": max(today, "20261130")}
     seen, page = [], "1"
     while page:
         answer = await caller.call("GET", listing(caller.tin, page), params=query)
