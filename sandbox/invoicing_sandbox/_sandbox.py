@@ -493,6 +493,8 @@ class Sandbox(DayFacade):
     def reset(self) -> None:
         """Forget documents, requests, stats, tokens and faults (credentials stay).
 
+        Credits, payments and IRIS payments go too (and their settling on their own).
+
         Issuers revoked or throttled are served normally again.
 
         Marks keep increasing: a mark is never handed out twice by one sandbox.
@@ -519,7 +521,8 @@ class Sandbox(DayFacade):
     ) -> None:
         """Queue faults for the next requests to the other operations, in arrival order.
 
-        Cancellations, POS signatures, ReSeed, GetLastStatus and uploads take these (not
+        Cancellations, POS signatures, ReSeed, GetLastStatus, uploads, credits, payments,
+        IRIS payments, the listing of documents and their PDFs take these (not
         :meth:`script`'s); ``None`` lets a request through unfaulted. ``issuer``: as for
         :meth:`script`.
 
