@@ -72,6 +72,7 @@ nitpick_ignore_regex = [
     ("py:class", r"_[AT]"),  # type variables of the blocking clients: what they run, its result
     ("py:class", r"(invoicing_async\.documents\.)?_D"),  # from_json's: the class asked for
     ("py:class", r"(invoicing_async\..*\.)?OutageMode"),  # the sandbox's outages
+    ("py:class", r"(invoicing_sandbox\..*\.)?IrisStatus"),  # an IRIS payment's status
 ]
 
 # Built by factory methods, not by calling the class: the attrs constructor is private.

@@ -2,7 +2,8 @@
 
 :class:`Sandbox` runs the provider's API (token endpoint, ``/Invoice/secure``,
 ``/Invoice/json``, and the other operations: cancellations, POS signatures, ReSeed,
-status reads, uploads) on the running event loop, over real loopback HTTP, with
+status reads, uploads, credits, delayed card payments, IRIS payments, the listing of
+issued documents and their PDFs) on the running event loop, over real loopback HTTP, with
 duplicate detection that makes re-sending safe (or, with ``duplicate_detection=False``,
 without it), and a ground truth (:attr:`Sandbox.committed`, :attr:`Sandbox.requests`) to
 check clients against. :class:`Fault` injects the failures real networks and providers
@@ -30,10 +31,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._credits import IssuedCredit
     from ._faults import DEFAULT_RANDOM_KINDS, Fault
+    from ._iris import IrisPayment
     from ._issuers import sandbox_issuers
     from ._keys import SandboxKeyPair, cached_keypair, generate_keypair
     from ._operations import ReSeeded, StoredUpload
+    from ._payments import PaymentUpdate
     from ._pos import PosSignature, verify_pos_signature
     from ._records import (
         CommittedDocument,
@@ -50,7 +54,10 @@ __all__ = [
     "SANDBOX_CLIENT_ID",
     "CommittedDocument",
     "Fault",
+    "IrisPayment",
+    "IssuedCredit",
     "IssuerStats",
+    "PaymentUpdate",
     "PosSignature",
     "ReSeeded",
     "RequestRecord",
@@ -73,7 +80,10 @@ _HOMES = {
     "SANDBOX_CLIENT_ID": "_samples",
     "CommittedDocument": "_records",
     "Fault": "_faults",
+    "IrisPayment": "_iris",
+    "IssuedCredit": "_credits",
     "IssuerStats": "_records",
+    "PaymentUpdate": "_payments",
     "PosSignature": "_pos",
     "ReSeeded": "_operations",
     "RequestRecord": "_records",

@@ -32,11 +32,12 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import BodyPartReader, http_exceptions, web
 
+from ._bodies import OperationCall, UploadedFile
 from ._faults import Fault
 from ._gate import Gate
 from ._inspect import PREFIX
+from ._operations import PUBLIC_ROUTES
 from ._operations import ROUTES as OPERATION_ROUTES
-from ._operations import OperationCall, UploadedFile
 from ._outage import OutageSwitch
 from ._pgp import OpenPGPError
 from ._replies import (
@@ -119,6 +120,14 @@ class Server:
             *(
                 (f"/{{env}}{path}", functools.partial(self._operation, name=name), "operation")
                 for _, path, name in (OPERATION_ROUTES if self._operations is not None else ())
+            ),
+            *(
+                (
+                    f"/{{env}}{path}",
+                    functools.partial(self._operation, name=name, public=True),
+                    "operation",
+                )
+                for _, path, name in (PUBLIC_ROUTES if self._operations is not None else ())
             ),
             ("/{tail:.*}", self._not_found, "other"),
         )
@@ -405,9 +414,18 @@ class Server:
         return self._provider.admit(exchange, body, encrypted=encrypted)
 
     async def _operation(
-        self, request: web.Request, environment: str, exchange: Exchange, *, name: str
+        self,
+        request: web.Request,
+        environment: str,
+        exchange: Exchange,
+        *,
+        name: str,
+        public: bool = False,
     ) -> web.StreamResponse:
-        """Another operation (:mod:`._operations`): scripted fault, checks, state, reply."""
+        """Another operation (:mod:`._operations`): scripted fault, checks, state, reply.
+
+        A ``public`` one (a document's public url) takes no credentials.
+        """
         operations = self._operations
         assert operations is not None  # noqa: S101  (routed only with operations)
         throttled = self._throttled(request, exchange)
@@ -421,7 +439,7 @@ class Server:
         reply: Reply | None = None
         if request.method != method:
             reply = error_reply(405, f"use {method}", headers=(("Allow", method),))
-        else:
+        elif not public:
             reply = self._authenticate(request, environment, exchange)
         if reply is None:
             call = await _operation_call(request, self._max_body_size)
@@ -653,6 +671,15 @@ async def _write_reply(
     attempt to finish the response fails with a ``ConnectionError`` it handles quietly.
     """
     kind = fault.kind if fault is not None and not fault.before_commit else None
+    if kind is None and reply.stream:
+        response = web.StreamResponse(status=reply.status, headers=dict(reply.headers))
+        response.content_type = reply.content_type
+        response.content_length = len(reply.body)
+        with contextlib.suppress(ConnectionError):
+            await response.prepare(request)
+            for start in range(0, len(reply.body), _CHUNK):
+                await response.write(reply.body[start : start + _CHUNK])
+        return response, reply.status
     if kind is None:
         return _response(reply), reply.status
     if kind == "commit_then_drop":

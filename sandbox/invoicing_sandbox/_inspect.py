@@ -15,6 +15,10 @@ with a letter or a digit), so they never collide with the provider's API::
     GET /_sandbox/pos-signatures        POS signatures issued
     GET /_sandbox/pos-keys/{issuerTin}  an issuer's POS public key (Ed25519, base64)
     GET /_sandbox/reseeds               B2G documents forwarded again
+    GET /_sandbox/credits               credits issued (/Invoice/credit)
+    GET /_sandbox/payment-updates       delayed card payments (/Invoice/updatePayment)
+    GET /_sandbox/iris-payments         IRIS payments and their status
+    GET /_sandbox/iris-payments/{id}    one of them (by endToEndDiasId)
     GET /_sandbox/issuers               issuers: revoked, throttled, counters
                                         (?environment= &offset= &limit=)
     GET /_sandbox/issuers/{tin}         one issuer (?environment=)
@@ -25,6 +29,10 @@ and, to play one issuer's faults from another process (a service's tests)::
     POST /_sandbox/issuers/{tin}/restore     accepted again
     POST /_sandbox/issuers/{tin}/throttle    429 (?retry_after=SECONDS &rate=PER_SECOND)
     POST /_sandbox/issuers/{tin}/unthrottle  served normally again
+
+and to settle an IRIS payment nobody will scan::
+
+    POST /_sandbox/iris-payments/{id}/complete   the payer approved it (also fail, expire)
 
 Sans I/O like the provider: a request's method, path and query in, a
 :class:`~._replies.Reply` out. Never an API key or a token: the index names client ids
@@ -119,7 +127,9 @@ class Inspector:
         if route.partition("/")[0] == "issuers":
             return self._issuers_route(method, route.split("/")[1:], query)
         if method not in ("GET", "HEAD"):
-            return METHOD_NOT_ALLOWED
+            operations = self._operations if method == "POST" else None
+            control = operations.control(route) if operations is not None else None
+            return control if control is not None else METHOD_NOT_ALLOWED
         whole = {"": self._index, "stats": self._stats, "provider-key": self._key}
         try:
             if route in whole:
@@ -155,7 +165,8 @@ class Inspector:
         endpoints += ["issuers", "issuers/{tin}"]
         if self._operations is not None:
             endpoints += ["uploads", "uploads/{id}", "pos-signatures", "pos-keys/{issuerTin}"]
-            endpoints.append("reseeds")
+            endpoints += ["reseeds", "credits", "payment-updates", "iris-payments"]
+            endpoints.append("iris-payments/{endToEndDiasId}")
         return _json(
             {
                 "environments": environments,

@@ -1,13 +1,17 @@
 """The provider's other operations in the sandbox, sans I/O: their state, rules, replies.
 
-The aiohttp application (:mod:`._app`) reads a request into an :class:`OperationCall`
-(after its scripted fault, its method and its credentials are checked) and writes the
-:class:`~._replies.Reply` decided here. Cancellations are the provider state's own
-(:meth:`~._provider.Provider.cancel`); the rest keeps its state here.
+The aiohttp application (:mod:`._app`) reads a request into an
+:class:`~._bodies.OperationCall` (after its scripted fault, its method and its
+credentials are checked) and writes the :class:`~._replies.Reply` decided here.
+Cancellations are the provider state's own (:meth:`~._provider.Provider.cancel`); the
+rest of a day has a module each, with the provider's pages it follows: credits
+(:mod:`._credits`), delayed card payments (:mod:`._payments`), IRIS payments
+(:mod:`._iris`), the listing of issued documents and their PDFs (:mod:`._listing`).
+This module routes to them and keeps the state of the operations below.
 
-What the provider's documentation gives of these operations is their method and path.
-Every request and reply shape below is the sandbox's own, kept minimal and written in
-the service's usual style (``success``, ``message``, ``statusCode``):
+What the provider's documentation we had gives of these operations is their method and
+path. Every request and reply shape below is the sandbox's own, kept minimal and
+written in the service's usual style (``success``, ``message``, ``statusCode``):
 
 ``POST /Invoice/cancelDeliveryNote``, ``POST /Invoice/cancelReceivingNote``
     ``mark`` as a query parameter or in a JSON body. Cancels a held document once (200,
@@ -15,8 +19,10 @@ the service's usual style (``success``, ``message``, ``statusCode``):
 ``POST /PosSignatures/{issuerTin}``
     A JSON object, signed for the issuer in the path (who must be the client: else 401).
 ``POST /PosTransactions/signpos``
-    A JSON object with ``issuerTin`` (the client's), signed. The same data again gives
-    the same signature and signs nothing new (:mod:`._pos`).
+    A JSON object with ``issuerTin`` (the client's), signed; the answer's
+    ``signedDataInput`` is what the signature covers (the POS's ``posInput``). The same
+    data again gives the same signature and signs nothing new (:mod:`._pos`). Its
+    ``mark`` names the document a delayed card payment is for (:mod:`._payments`).
 ``POST /B2GInvoice/ReSeedInvoice``
     The held document again: same identity, changes only in ``BuyerReference``,
     ``ContractReference``, ``ProjectReference``, ``OrderReference`` (a B2G document
@@ -34,10 +40,19 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import time
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ._credits import ROUTES as CREDIT_ROUTES
+from ._credits import Credits
+from ._iris import ROUTES as IRIS_ROUTES
+from ._iris import Iris
+from ._listing import PUBLIC_ROUTES, Listing
+from ._listing import ROUTES as LISTING_ROUTES
+from ._payments import ROUTES as PAYMENT_ROUTES
+from ._payments import Payments
 from ._pos import ALGORITHM, PosSignature, PosSigner, canonical
 from ._replies import Reply, error_reply
 from ._rules import cancellation_mark, parse_document
@@ -46,9 +61,16 @@ from ._wire import document_identity, dumps
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from ._bodies import OperationCall
     from ._provider import Exchange, Provider
 
-__all__ = ["ROUTES", "OperationCall", "Operations", "ReSeeded", "StoredUpload", "UploadedFile"]
+__all__ = [
+    "PUBLIC_ROUTES",
+    "ROUTES",
+    "Operations",
+    "ReSeeded",
+    "StoredUpload",
+]
 
 #: ``(method, path below the environment, name)`` of every operation served here.
 ROUTES: tuple[tuple[str, str, str], ...] = (
@@ -60,35 +82,15 @@ ROUTES: tuple[tuple[str, str, str], ...] = (
     ("GET", "/B2GInvoice/GetLastStatus", "GetLastStatus"),
     ("POST", "/Invoice/File", "File"),
     ("POST", "/media/upload", "upload"),
+    *CREDIT_ROUTES,
+    *PAYMENT_ROUTES,
+    *IRIS_ROUTES,
+    *LISTING_ROUTES,
 )
-_METHODS = {name: method for method, _, name in ROUTES}
+_METHODS = {name: method for method, _, name in (*ROUTES, *PUBLIC_ROUTES)}
 #: The fields a ReSeed may change.
 REFERENCES = ("BuyerReference", "ContractReference", "ProjectReference", "OrderReference")
 _MULTIPART = "multipart/form-data"
-
-
-@attrs.frozen
-class UploadedFile:
-    """One file part of a ``multipart/form-data`` request."""
-
-    field: str
-    filename: str
-    content_type: str
-    data: bytes = attrs.field(repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class OperationCall:
-    """What an authenticated request to an operation carries, read by the application."""
-
-    method: str
-    query: Mapping[str, str]
-    path_params: Mapping[str, str]
-    content_type: str
-    body: bytes = attrs.field(default=b"", repr=False)
-    #: The text fields and the file parts of a ``multipart/form-data`` body.
-    fields: Mapping[str, str] = attrs.field(factory=dict, hash=False)
-    files: tuple[UploadedFile, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -142,10 +144,29 @@ class ReSeeded:
 class Operations:
     """The state and rules of the other operations (see the module docstring)."""
 
-    def __init__(self, provider: Provider, salt: str) -> None:
+    def __init__(
+        self,
+        provider: Provider,
+        salt: str,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        page_size: int = 100,
+    ) -> None:
         self._provider = provider
         self._signer = PosSigner(salt)
+        #: The rest of a day (:mod:`._credits`, :mod:`._payments`, :mod:`._iris`,
+        #: :mod:`._listing`): each its own state and rules.
+        self.credits = Credits(provider)
+        self.payments = Payments(provider, lambda: self.pos_signatures)
+        self.iris = Iris(provider, self._signer, salt, clock)
+        self.listing = Listing(provider, page_size)
         self._handlers: dict[str, Callable[[Exchange, OperationCall], Reply]] = {
+            "credit": self.credits.handle,
+            "updatePayment": self.payments.handle,
+            "InitiatePayment": self.iris.initiate,
+            "GetPaymentStatus": self.iris.status,
+            "getdocuments": self.listing.documents,
+            "pdf": self.listing.pdf,
             "cancelDeliveryNote": self._cancel_delivery_note,
             "cancelReceivingNote": self._cancel_receiving_note,
             "PosSignatures": self._pos_signatures,
@@ -158,10 +179,12 @@ class Operations:
         self.reset()
 
     def reset(self) -> None:
-        """Forget signatures, re-forwards and uploads (the issuers' keys stay)."""
+        """Forget signatures, re-forwards, uploads, credits, payments (keys stay)."""
         self._signatures: dict[tuple[str, str, str, bytes], PosSignature] = {}
         self._reseeds: list[ReSeeded] = []
         self._uploads: list[StoredUpload] = []
+        for part in (self.credits, self.payments, self.iris):
+            part.reset()
 
     # --- what tests read -------------------------------------------------------------------
 
@@ -248,6 +271,8 @@ class Operations:
             "issuerTin": issuer,
             "algorithm": ALGORITHM,
             "signature": held.signature,
+            # What the signature covers: the POS's posInput (updatePayment checks it).
+            "signedDataInput": canonical(payload).decode("utf-8"),
         }
         return Reply(200, dumps(answer))
 
@@ -357,7 +382,8 @@ class Operations:
         """The inspection endpoints of these operations (``None``: not one of them).
 
         ``uploads``, ``uploads/{id}`` (with the content in base64), ``pos-signatures``,
-        ``pos-keys/{issuerTin}``, ``reseeds``.
+        ``pos-keys/{issuerTin}``, ``reseeds``, ``credits``, ``payment-updates``,
+        ``iris-payments``, ``iris-payments/{endToEndDiasId}``.
         """
         if route == "uploads":
             return _json({"uploads": [u.summary() for u in self._uploads]})
@@ -376,7 +402,15 @@ class Operations:
             return _json({"issuerTin": tin, "algorithm": ALGORITHM, "publicKey": public})
         if route == "reseeds":
             return _json({"reseeds": [_shown(r, "document") for r in self._reseeds]})
+        for part in (self.credits, self.payments, self.iris):
+            answer = part.inspect(route)
+            if answer is not None:
+                return answer
         return None
+
+    def control(self, route: str) -> Reply | None:
+        """``POST /_sandbox/{route}``: settle an IRIS payment (``None``: no such control)."""
+        return self.iris.control(route)
 
 
 def _reseed_refusal(

@@ -48,6 +48,8 @@ __all__ = ["Environment", "Exchange", "Provider", "Route", "Submission"]
 
 _ENV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _FIRST_MARK = 400001000000001
+#: The domain of records made before the sandbox listens (never the case when served).
+_NOWHERE = "https://sandbox.invoicing.invalid"
 
 #: What a request asked for, as far as the log and the counters care.
 Route = Literal["token", "document", "cancel", "operation", "other"]
@@ -161,7 +163,7 @@ class Provider:
         clock: Callable[[], float],
         expires_in: float,
         refresh_expires_in: float,
-        domain: str,
+        domain: str | None,
         duplicate_detection: bool = True,
         default_client_id: str | None = None,
         token_propagation_delay: float = 0.0,
@@ -193,7 +195,9 @@ class Provider:
         self.default = names[0]
         self.salt = salt
         self._clock = clock
-        self._domain = domain.rstrip("/")
+        self._domain = domain.rstrip("/") if domain else None
+        #: The running sandbox's root URL: the domain of its records when none is given.
+        self.public_url: str | None = None
         self._duplicate_detection = duplicate_detection
         self.require_fields = require_fields
         self._marks = itertools.count(_FIRST_MARK)
@@ -428,12 +432,13 @@ class Provider:
         if known is not None and self._duplicate_detection:
             return Reply(409, known)
         environment, client_id, identity = key
-        mark = next(self._marks)
+        mark = self.new_mark()
         record, record_body = build_record(
             submission.document,
             identity=identity,
+            scope=(environment, client_id),
             mark=mark,
-            domain=self._domain,
+            domain=self.domain_of(environment),
             salt=self.salt,
             now=now,
         )
@@ -459,6 +464,20 @@ class Provider:
         self.commit_count += 1
         self.stats.issuer(environment, client_id).commits += 1
         return Reply(201, record_body)
+
+    def new_mark(self) -> int:
+        """The next mark: a document's, a cancellation's, a payment's (never one twice)."""
+        return next(self._marks)
+
+    def domain_of(self, environment: str) -> str:
+        """The public domain of ``environment``'s records (their ``url`` is below it).
+
+        The ``domain`` given, else the sandbox's own address for the environment
+        (:attr:`public_url`), so that a record's url is served by the sandbox.
+        """
+        if self._domain is not None:
+            return self._domain
+        return f"{self.public_url or _NOWHERE}/{environment}"
 
     @property
     def committed(self) -> Mapping[str, CommittedDocument]:
@@ -518,7 +537,7 @@ class Provider:
                     }
                 ),
             )
-        cancellation = next(self._marks)
+        cancellation = self.new_mark()
         updated = attrs.evolve(committed, cancellation_mark=cancellation)
         self._store[key] = updated
         if self._by_identity.get(key[2]) is committed:

@@ -62,6 +62,8 @@ class Reply:
     body: bytes
     content_type: str = "application/json"
     headers: tuple[tuple[str, str], ...] = ()
+    #: Written as a stream of chunks (a file, such as a PDF), not in one piece.
+    stream: bool = False
 
 
 def error_reply(

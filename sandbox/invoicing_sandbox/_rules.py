@@ -50,8 +50,10 @@ __all__ = [
     "build_record",
     "cancellation_mark",
     "check_document",
+    "invoice_type",
     "invoice_uid",
     "issuer_vat",
+    "mark_of",
     "parse_document",
     "random_tin",
     "with_check_digit",
@@ -163,6 +165,11 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def invoice_type(document: dict[str, Any]) -> str:
+    """The document's type code (``InvoiceTypeCode``, else ``InvoiceType``); ``""`` if none."""
+    return _text(first(document, ("InvoiceTypeCode", "InvoiceType")))
+
+
 def invoice_uid(document: dict[str, Any]) -> str:
     """The tax authority's uid: upper-case SHA-1 hex of six fields joined by ``-``.
 
@@ -184,7 +191,7 @@ def invoice_uid(document: dict[str, Any]) -> str:
         issuer_vat(document) or "",
         date,
         _text(0 if branch is None else branch),
-        _text(first(document, ("InvoiceTypeCode", "InvoiceType"))),
+        invoice_type(document),
         _text(field(document, "Series")),
         _text(field(document, "Number")),
     )
@@ -195,6 +202,7 @@ def build_record(
     document: dict[str, Any],
     *,
     identity: str,
+    scope: tuple[str, str],
     mark: int,
     domain: str,
     salt: str,
@@ -203,11 +211,15 @@ def build_record(
     """The 201 result record for a newly committed document, and its JSON bytes.
 
     Values that are random on the real service (signatures, codes, the unique id) are
-    derived from ``salt`` and the identity, so a seeded sandbox answers the same document
-    with the same record whatever the order of arrival; only the ``mark`` follows the
-    order of commits, as on the real service.
+    derived from ``salt``, the ``scope`` (environment and issuer) and the identity, so a
+    seeded sandbox answers the same document with the same record whatever the order of
+    arrival, and two issuers' documents of one internal id get two signatures (the
+    public url names one document); only the ``mark`` follows the order of commits, as
+    on the real service.
     """
-    seed = hashlib.sha256(f"{salt}\x00{identity}".encode()).digest()
+    environment, client_id = scope
+    scoped = f"{salt}\x00{environment}\x00{client_id}\x00{identity}"
+    seed = hashlib.sha256(scoped.encode()).digest()
 
     def derived(label: bytes) -> bytes:
         return hashlib.sha256(seed + label).digest()
@@ -261,8 +273,23 @@ def build_record(
     return result_from_dict(wire), dumps(wire)
 
 
-#: Digits a mark may have (a 64-bit integer).
+#: Digits a mark may have, and the limit it is below (a 64-bit integer, a .NET ``long``).
 _MARK_DIGITS = 19
+_MARK_LIMIT = 2**63
+
+
+def mark_of(value: Any) -> int | None:
+    """A mark: a 64-bit integer, as JSON or as its ASCII digits; ``None`` for anything else."""
+    if isinstance(value, str):
+        text = value.strip()
+        # ASCII digits only ("²".isdigit() is true), and no more than a mark has: int()
+        # of thousands of digits raises.
+        if not (text.isascii() and text.isdigit() and len(text) <= _MARK_DIGITS):
+            return None
+        value = int(text)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _MARK_LIMIT:
+        return value
+    return None
 
 
 def cancellation_mark(query: str | None, body: bytes) -> int | Reply:
@@ -273,12 +300,8 @@ def cancellation_mark(query: str | None, body: bytes) -> int | Reply:
         if isinstance(data, Reply):
             return data
         mark = data.get("mark", mark)
-    text = mark.strip() if isinstance(mark, str) else ""
-    # ASCII digits only ("²".isdigit() is true), and no more than a mark has: int() of
-    # thousands of digits raises.
-    if text.isascii() and text.isdigit() and len(text) <= _MARK_DIGITS:
-        mark = int(text)
-    if isinstance(mark, int) and not isinstance(mark, bool):
-        return mark
+    found = mark_of(mark)
+    if found is not None:
+        return found
     message = "an integer is required"
     return error_reply(400, f"mark: {message}", errors=[{"field": "mark", "message": message}])

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._app import Server
+from ._dayfacade import DayFacade
 from ._environ import client_variables
 from ._faults import DEFAULT_RANDOM_KINDS, Fault, FaultPlan
 from ._gate import Gate
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 __all__ = ["Sandbox"]
 
 
-class Sandbox:
+class Sandbox(DayFacade):
     """An embedded fake of the e-invoicing provider, for tests, demos and benchmarks.
 
     ::
@@ -82,9 +83,13 @@ class Sandbox:
     :param expires_in: access token lifetime in seconds.
     :param refresh_expires_in: refresh token lifetime in seconds.
     :param seed: makes credentials and records reproducible (marks still follow commits).
-    :param clock: the clock token expiry is read against (pass the fake clock a
-        :class:`~invoicing_async.TokenCache` uses, to test expiry without waiting).
-    :param domain: the public domain written into result records and QR urls.
+    :param clock: the clock token expiry and IRIS payments' validity are read against
+        (pass the fake clock a :class:`~invoicing_async.TokenCache` uses, to test expiry
+        without waiting).
+    :param domain: the public domain written into result records and QR urls (a
+        record's ``url`` is ``{domain}/v/{signature}``). By default the sandbox's own
+        address and the environment (``{url}/test``), so ``GET {record.url}/pdf``
+        fetches the document's PDF from the sandbox.
     :param environments: environment names; the first is the default.
     :param max_body_size: largest request body accepted, and largest document once
         decrypted and decompressed (413 beyond, never a 400 "cannot be decrypted").
@@ -106,6 +111,7 @@ class Sandbox:
         documents on purpose.
     :param issuers: more issuers of the default environment, ``{tin: api_key}`` (see
         :meth:`add_issuers`, and :func:`~invoicing_sandbox.sandbox_issuers` to make many).
+    :param page_size: documents a page of ``GET /api/invoice/getdocuments/…`` holds.
 
     .. versionadded:: 0.1.0
     .. versionchanged:: 0.3.0 required fields are enforced; ``require_fields``.
@@ -113,6 +119,9 @@ class Sandbox:
     .. versionchanged:: 0.5.0 documents read in any case, the ``EL`` prefix of the
        issuer's VAT number accepted, the provider's names (``InvoiceTypeCode``,
        ``TotalNetAmount``, ``TotalVATAmount``) and the client's rules of amounts.
+    .. versionchanged:: 0.5.0 credits, delayed card payments, IRIS payments, the listing
+       of issued documents and their PDFs; ``page_size``; ``domain`` is by default the
+       sandbox's own address.
     """
 
     def __init__(
@@ -126,7 +135,7 @@ class Sandbox:
         refresh_expires_in: float = 7 * 24 * 3600,
         seed: int | str | None = None,
         clock: Callable[[], float] = time.monotonic,
-        domain: str = "https://sandbox.invoicing.invalid",
+        domain: str | None = None,
         environments: Iterable[str] = ("test", "production"),
         max_body_size: int = 16 * 1024 * 1024,
         duplicate_detection: bool = True,
@@ -139,6 +148,7 @@ class Sandbox:
         revoke_tokens_on_issue: bool = False,
         require_fields: bool = True,
         issuers: Mapping[str, str] | None = None,
+        page_size: int = 100,
     ) -> None:
         salt = secrets.token_hex(16) if seed is None else f"seed:{seed}"
         self._provider = Provider(
@@ -158,7 +168,7 @@ class Sandbox:
         )
         if issuers:
             self._provider.add_issuers(None, issuers)
-        self._operations = Operations(self._provider, salt)
+        self._operations = Operations(self._provider, salt, clock=clock, page_size=page_size)
         self._host = host
         self._tls_names = list(tls_names) if tls_names is not None else default_names(host)
         wildcard = host in ("", "0.0.0.0", "::")  # noqa: S104  (comparing, not binding)
@@ -224,7 +234,7 @@ class Sandbox:
         )
         self._port = await server.start(self._host, self._requested_port, context)
         self._server = server
-        inspector.base_url = self.url
+        inspector.base_url = self._provider.public_url = self.url
 
     async def close(self) -> None:
         """Stop listening and wait for requests in flight.
@@ -483,6 +493,8 @@ class Sandbox:
     def reset(self) -> None:
         """Forget documents, requests, stats, tokens and faults (credentials stay).
 
+        Credits, payments and IRIS payments go too (and their settling on their own).
+
         Issuers revoked or throttled are served normally again.
 
         Marks keep increasing: a mark is never handed out twice by one sandbox.
@@ -509,7 +521,8 @@ class Sandbox:
     ) -> None:
         """Queue faults for the next requests to the other operations, in arrival order.
 
-        Cancellations, POS signatures, ReSeed, GetLastStatus and uploads take these (not
+        Cancellations, POS signatures, ReSeed, GetLastStatus, uploads, credits, payments,
+        IRIS payments, the listing of documents and their PDFs take these (not
         :meth:`script`'s); ``None`` lets a request through unfaulted. ``issuer``: as for
         :meth:`script`.
 

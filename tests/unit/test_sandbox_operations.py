@@ -6,6 +6,8 @@ routes is in ``test_operations.py`` and ``test_operations_writes.py``.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from sandboxtools import client_for, invoice, raw
 
@@ -20,12 +22,21 @@ async def sb():
         yield sandbox
 
 
+def route_url(sb, path):
+    """The URL of a route of the table, its path parameters filled in (the client's TIN,
+    page 1, the trailing slash)."""
+    values = {"issuerTin": sb.client_id, "IssuerVatNumber": sb.client_id, "PageNumber": "1"}
+    return sb.base_url + re.sub(
+        r"\{(\w+)(?::[^}]*)?\}", lambda m: values.get(m.group(1), "/"), path
+    )
+
+
 @pytest.mark.parametrize(("method", "path", "name"), ROUTES)
 async def test_each_operation_answers_405_to_another_method(sb, method, path, name):
     """Every operation route exists, and the wrong method is a 405 naming the right one
     (before any credentials are asked for)."""
     other = "POST" if method == "GET" else "GET"
-    url = sb.base_url + path.replace("{issuerTin}", sb.client_id)
+    url = route_url(sb, path)
     async with client_for(sb):
         status, body = await raw(other, url)
     assert status == 405
@@ -35,7 +46,7 @@ async def test_each_operation_answers_405_to_another_method(sb, method, path, na
 @pytest.mark.parametrize(("method", "path", "name"), ROUTES)
 async def test_each_operation_needs_credentials(sb, method, path, name):
     """Without a bearer token every operation answers 401 and does nothing."""
-    url = sb.base_url + path.replace("{issuerTin}", sb.client_id)
+    url = route_url(sb, path)
     status, body = await raw(method, url, headers={"APIKey": sb.client_secret})
     assert status == 401
     assert body["success"] is False
