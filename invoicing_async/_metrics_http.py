@@ -55,7 +55,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-__all__ = ["ACCEPTED_AT_ONCE", "BACKLOG", "Answer", "HttpPort", "Request", "limits"]
+__all__ = [
+    "ACCEPTED_AT_ONCE",
+    "BACKLOG",
+    "Answer",
+    "HttpPort",
+    "Request",
+    "check_limits",
+    "plain",
+]
 
 #: Connections the kernel keeps waiting to be accepted (they cost no descriptor).
 BACKLOG = 128
@@ -103,7 +111,7 @@ def plain(status: int, text: str) -> Answer:
     return Answer(status, [("Content-Type", "text/plain; charset=utf-8")], f"{text}\n".encode())
 
 
-def limits(max_connections: int, request_timeout: float, max_head: int) -> None:
+def check_limits(max_connections: int, request_timeout: float, max_head: int) -> None:
     """Refuse limits that cannot work, naming the keyword.
 
     :raises ValueError: a cap of no connection, a deadline that is not a positive
@@ -139,7 +147,8 @@ class HttpPort:
         self.max_connections = max_connections
         self.timeout = request_timeout
         self.max_head = max_head
-        self.loop = asyncio.new_event_loop()
+        # A selector loop on every platform: it watches the listening socket itself.
+        self.loop = asyncio.SelectorEventLoop()
         #: Connections that may be closed to make room, oldest first (a dict keeps order).
         self.idle: dict[_Connection, None] = {}
         #: Every connection held: accepted (its descriptor open), not yet lost.

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import _telemetry
-from ._metrics_http import BACKLOG, Answer, HttpPort, Request, limits, plain
+from ._metrics_http import BACKLOG, Answer, HttpPort, Request, check_limits, plain
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Hashable
@@ -178,7 +178,7 @@ def serve_metrics(
        ``max_connections``, ``request_timeout`` and ``max_head``, from a server of its
        own (before: a thread per connection, none of these bounds).
     """
-    limits(max_connections, request_timeout, max_head)
+    check_limits(max_connections, request_timeout, max_head)
     try:
         import prometheus_client  # noqa: PLC0415  (the prometheus extra)
     except ImportError as exc:
