@@ -21,8 +21,9 @@ interface), so what a connection may cost is bounded here, whatever the client d
   answer, then it is cut off;
 * **a cap on the head's size** (``max_head``, the request line and every header
   together): beyond it ``431``, and nothing more is kept;
-* **one request per connection**, answered ``Connection: close``, no keep-alive (every
-  scraper and prober opens a connection per request anyway), no request body read;
+* **one request per connection**, answered ``Connection: close``, no keep-alive (a
+  scrape every few seconds, a probe every few: a connection each is cheap, and an idle
+  one kept open is one an attacker can hold), no request body read;
   anything that is not an HTTP/1.0 or HTTP/1.1 request line (an HTTP/0.9 ``GET /``, a
   TLS hello, HTTP/2's preface) is refused ``400`` as soon as its first line ends.
 
@@ -31,13 +32,14 @@ discarded until it closes (or the deadline): closing with unread bytes would res
 connection, and the client could lose the answer (``431`` above all).
 
 Why not aiohttp's server (a dependency already): it has no cap on connections, no
-deadline for a request's head before 3.14 (only the keep-alive timer, which is what
-bounds an idle connection there), and caps header lines one by one (128 of 8 KiB: a
-megabyte per connection), and it starts a task per connection before a byte arrives;
-the three bounds would need hooks into its private request handler. This port needs
-none of what aiohttp adds (routing, keep-alive, bodies, chunked transfer, websockets):
-an :class:`asyncio.Protocol` costs a half-open connection one descriptor, one small
-object and one timer, and starts a task only for a whole request.
+deadline of its own for a request's head (a silent connection waits for the keep-alive
+timer, an hour by default, and not at all in older releases), caps header lines one by
+one (128 of 8 KiB: a megabyte per connection), and runs a task for each connection's
+whole life; the three bounds would need hooks into its private request handler. This port needs none
+of what aiohttp adds (routing, keep-alive, bodies, chunked transfer, websockets): an
+:class:`asyncio.Protocol` costs a half-open connection one descriptor, one small object
+and one timer once its transport is made, and a task runs only to answer a whole
+request.
 """
 
 from __future__ import annotations
