@@ -99,8 +99,8 @@ async def test_a_request_whose_head_never_ends_is_closed_at_the_deadline(sent):
     ``408`` and closed once ``request_timeout`` has passed since it connected (before:
     held open for good, a thread and a descriptor each)."""
     async with serving(request_timeout=0.5) as server:
+        began = time.monotonic()  # before the server can have accepted it
         reader, writer = await connect(server)
-        began = time.monotonic()
         writer.write(sent)
         answer = await until_closed(reader)
         waited = time.monotonic() - began
