@@ -192,13 +192,14 @@ def serve_metrics(
             raise ValueError("serve_metrics(ready=...) needs a running event loop") from None
     listening = _listen(host, port)
     pages = _Pages(prometheus_client.make_wsgi_app())
-    probes = _Probes(loop, ready)
+    shared = _Shared()
+    probes = _Probes(loop, ready, shared)
 
     async def respond(request: Request) -> Answer:
         path = request.target.partition("?")[0]
         if path not in _PROBES:
             asked = request.method, request.target, *map(request.headers.get, _PAGE_HEADERS)
-            page: Answer = await probes.shared(("page", *asked), lambda: pages.make(request))
+            page: Answer = await shared(("page", *asked), lambda: pages.make(request))
             return page
         if request.method not in ("GET", "HEAD"):
             return Answer(405, [("Allow", "GET, HEAD")], b"")
@@ -218,15 +219,13 @@ def serve_metrics(
     return MetricsServer(server, pages)
 
 
-class _Probes:
-    """The answers of ``/healthz`` and ``/readyz``, asked on the port's loop."""
+class _Shared:
+    """Slow answers made once at a time each, on the port's loop."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop | None, ready: Ready | None) -> None:
-        self._loop = loop
-        self._ready = ready
+    def __init__(self) -> None:
         self._running: dict[Hashable, asyncio.Future[Any]] = {}
 
-    async def shared(self, key: Hashable, make: Callable[[], Awaitable[Any]]) -> Any:
+    async def __call__(self, key: Hashable, make: Callable[[], Awaitable[Any]]) -> Any:
         """What ``make`` answers, one ``make`` of each key at a time.
 
         Whoever asks while one runs shares its answer; one who stops waiting (a
@@ -238,12 +237,23 @@ class _Probes:
             running.add_done_callback(lambda _: self._running.pop(key, None))
         return await asyncio.shield(running)
 
+
+class _Probes:
+    """The answers of ``/healthz`` and ``/readyz``, asked on the port's loop."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop | None, ready: Ready | None, shared: _Shared
+    ) -> None:
+        self._loop = loop
+        self._ready = ready
+        self._shared = shared
+
     async def alive(self) -> str | None:
         """``None`` when the process has descriptors to spare and the loop answers."""
         problem = _descriptors_short()
         if problem is not None:
             return problem
-        answer: str | None = await self.shared("alive", self._loop_answers)
+        answer: str | None = await self._shared("alive", self._loop_answers)
         return answer
 
     async def ready(self) -> str | None:
@@ -251,7 +261,7 @@ class _Probes:
         problem = await self.alive()
         if problem is not None or self._ready is None:
             return problem
-        answer: str | None = await self.shared("ready", self._check)
+        answer: str | None = await self._shared("ready", self._check)
         return answer
 
     async def _loop_answers(self) -> str | None:
