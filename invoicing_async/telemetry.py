@@ -13,8 +13,11 @@ This module holds the two switches an operator may want beyond configuring the S
     send_traceparent()                 # the provider gets the W3C traceparent header
 
 The metrics port answers the health probes an orchestrator asks for too: ``/healthz``
-(the event loop answers) and ``/readyz`` (besides, what ``serve_metrics(ready=...)``
-checks: a database reachable, a key loaded, the worker not stopping).
+(the event loop answers and the process has file descriptors to spare) and ``/readyz``
+(besides, what ``serve_metrics(ready=...)`` checks: a database reachable, a key loaded,
+the worker not stopping). It serves from a thread and an event loop of its own and
+bounds what a client may hold (``max_connections``, ``request_timeout``, ``max_head``):
+a flood of the port costs the worker none of its descriptors, threads or sending.
 
 .. versionadded:: 0.4.0
 """

@@ -8,9 +8,10 @@ systemd, Docker and Kubernetes expect of a service (:mod:`._service`):
   requests out), the second at once; ``SIGHUP`` reads the credentials again;
 * a database that is down when it starts is waited for; a refused configuration ends it
   with exit status 78;
-* ``--metrics-port`` serves ``/metrics``, ``/healthz`` (the event loop answers) and
-  ``/readyz`` (the outbox's database answers, the provider key is loaded and valid, the
-  worker is not stopping);
+* ``--metrics-port`` serves ``/metrics``, ``/healthz`` (the event loop answers, the
+  process has file descriptors to spare) and ``/readyz`` (the outbox's database answers,
+  the provider key is loaded and valid, the worker is not stopping), from a server that
+  bounds what anyone who reaches it may hold (:func:`~invoicing_async.telemetry.serve_metrics`);
 * ``--until-empty`` ends with exit status 3 when only entries an operator must release
   are left (an issuer's refused or missing credentials, parked entries), naming the
   issuers and how many of their entries wait;
