@@ -51,6 +51,7 @@ from ._documents import (
     Submission,
     describe,
     document_key,
+    identify,
     send_options,
 )
 from ._errors import InvoicingError, ValidationError
@@ -522,10 +523,13 @@ class Batch:
             document = checked(document)
         try:
             if key is None and self._options.key is document_key:
-                key, identity = describe(document)
+                key, identity = identify(document)
             else:
                 key = key if key is not None else self._options.key(document)
-                identity = describe(document)[1]
+                identity = identify(document)[1]
+        except InvoicingError as exc:  # ambiguous: refused where it is prepared, recorded
+            described, identity = describe(document)
+            key, document = key if key is not None else described, exc
         except Exception as exc:  # noqa: BLE001  (a caller's key function may raise anything)
             error = ValidationError(
                 f"the document's identity cannot be computed: {type(exc).__name__}: "

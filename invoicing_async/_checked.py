@@ -12,16 +12,16 @@ the provider would refuse ends refused, unsent, in its own outcome.
 
 from __future__ import annotations
 
-import json
 import operator
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
+from ._binding import loads, suspect, twins
 from ._checks import check_document, errors_of
 from ._doctypes import DocumentBase, Party, Summaries
-from ._errors import InvalidDocumentError
+from ._errors import AmbiguousDocumentError, InvalidDocumentError
 from ._problems import SOURCES, Problem
 
 __all__ = ["Checked", "problems_of", "readable", "require_valid"]
@@ -56,9 +56,8 @@ def readable(document: Any) -> tuple[Any, bool]:
         computed = _computed(document)
         return _rules_view(document, computed=computed), computed
     if isinstance(document, (bytes, bytearray, memoryview, str)):
-        try:
-            text = bytes(document) if not isinstance(document, str) else document
-            return json.loads(text), False
+        try:  # a name written twice in the text is kept for the rules (_binding)
+            return loads(document if isinstance(document, str) else bytes(document)), False
         except (ValueError, RecursionError):
             return None, False
     return document, False
@@ -76,13 +75,18 @@ def require_valid(document: Any, *, subject: str = "the document") -> None:
     """Return if the provider would take ``document`` (warnings never refuse).
 
     :param subject: what the error's message calls the document (``document 3``).
-    :raises InvalidDocumentError: with the errors the rules found.
+    :raises InvalidDocumentError: with the errors the rules found;
+        :class:`~invoicing_async.AmbiguousDocumentError` when a member is written twice
+        with different values (its errors first).
     """
     data, lines_hold = readable(document)
     if not isinstance(data, Mapping):
         raise InvalidDocumentError([_NOT_AN_OBJECT], subject=subject)
     errors = errors_of(check_document(data, lines_hold=lines_hold))
     if errors:
+        found = twins(data) if suspect(data) else []
+        if found:
+            raise AmbiguousDocumentError.of(found, subject=subject, others=errors)
         raise InvalidDocumentError(errors, subject=subject)
 
 

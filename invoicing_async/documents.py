@@ -144,9 +144,15 @@ def to_json(document: DocumentBase) -> dict[str, Any]:
     ``LineNo`` its position unless given), ``None`` fields left out, and each object's
     ``extra`` members written as they are.
 
+    :raises ~invoicing_async.AmbiguousDocumentError: an ``extra`` that holds a member
+        the model writes (or another spelling of it: ``{"series": "B"}``) with another
+        value; the document would say it twice.
+
     .. versionadded:: 0.5.0
     """
-    return _docjson.document_to_json(document)
+    written = _docjson.document_to_json(document)
+    _docjson.refuse_twins(written)
+    return written
 
 
 @overload
@@ -159,6 +165,9 @@ def from_json(data: Mapping[str, Any], cls: type[DocumentBase] | None = None) ->
     :param cls: the class to read it as; default: the one its ``InvoiceTypeCode`` names
         (``11.1``, ``1.1``, ``2.1``, ``5.1``).
     :raises ValueError: ``data`` is not such a document, or names another type.
+    :raises ~invoicing_async.AmbiguousDocumentError: ``data`` holds a member twice with
+        different values (``Series`` and ``series``, in any object): the provider would
+        read one, the typed document the other.
 
     .. versionadded:: 0.5.0
     """

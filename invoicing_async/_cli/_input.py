@@ -38,6 +38,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 
+from invoicing_async._binding import loads
 from invoicing_async._documents import DEFAULT_MAX_DOCUMENT_SIZE, utf8_size
 
 from ._scan import SKIP, Bounds, DeadlinePassed, Invalid, Scanner, TooLarge, skip_line, values
@@ -149,7 +150,7 @@ def _lines(
             yield number, _too_large(bounds, size)
             continue
         try:
-            value = json.loads(line)
+            value = loads(line)  # a name written twice with different values is kept
         except json.JSONDecodeError as exc:
             yield number, Unreadable(f"invalid JSON ({exc.msg})", exc.colno)
             continue

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from invoicing_async import _telemetry as telemetry
 from invoicing_async._checked import Checked, require_valid
 from invoicing_async._decision import deferral, last_answer
-from invoicing_async._documents import Prepared, SendOptions, describe, serialize_document
+from invoicing_async._documents import Prepared, SendOptions, identify, serialize_document
 from invoicing_async._errors import InvoicingError
 from invoicing_async._ledger._deferrals import DeferralRecord
 from invoicing_async._ledger._enqueue import Ready
@@ -260,7 +260,7 @@ class Deferral:
         budget = self._budget if budget is None else budget
         loop = asyncio.get_running_loop()
         deadline = loop.time() + budget
-        key, identity = describe(document)
+        key, identity = identify(document)  # an ambiguous sale: refused, before any receipt
         telemetry.describe(key, identity)
         # Prepared even when it will not be sent now: a document that cannot be read or
         # encrypted (no usable provider key) is refused here, never deferred.
@@ -311,7 +311,7 @@ class Deferral:
         kept, stamped = document, False
         if not maybe_sent and self._stamp is not None:
             kept, stamped = self._stamp(document), True
-            if describe(kept) != (key, identity):
+            if identify(kept) != (key, identity):
                 raise ValueError(
                     f"the stamp hook changed the identity of {key}: it may change a document, "
                     "never its issuer, series, number or internal document id"
