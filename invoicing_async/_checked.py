@@ -22,9 +22,9 @@ from ._binding import loads, suspect, twins
 from ._checks import check_document, errors_of
 from ._doctypes import DocumentBase, Party, Summaries
 from ._errors import AmbiguousDocumentError, InvalidDocumentError
-from ._problems import SOURCES, Problem
+from ._problems import SOURCES, Problem, twin_problem
 
-__all__ = ["Checked", "problems_of", "readable", "require_valid"]
+__all__ = ["Checked", "ambiguities", "problems_of", "readable", "require_valid"]
 
 
 @attrs.frozen(slots=True)
@@ -69,6 +69,12 @@ def problems_of(document: Any) -> list[Problem]:
     if not isinstance(data, Mapping):
         return [_NOT_AN_OBJECT]
     return check_document(data, lines_hold=lines_hold)
+
+
+def ambiguities(document: Any) -> list[Problem]:
+    """The errors of ``document``'s members written twice with different values."""
+    data, _ = readable(document)
+    return list(map(twin_problem, twins(data))) if suspect(data) else []
 
 
 def require_valid(document: Any, *, subject: str = "the document") -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from typing import IO, TYPE_CHECKING, Any
 
-from invoicing_async._checked import problems_of
+from invoicing_async._checked import ambiguities, problems_of
 from invoicing_async._problems import Severity
 
 if TYPE_CHECKING:
@@ -41,11 +41,17 @@ def add_check(group: Any, *, skip: bool = False) -> None:
         )
 
 
-def report(source: Source, document: Any, stream: IO[str] | None = None) -> bool:
-    """Say each problem of ``document`` on ``stream`` (stderr); whether one is an error."""
+def report(
+    source: Source, document: Any, stream: IO[str] | None = None, *, rules: bool = True
+) -> bool:
+    """Say each problem of ``document`` on ``stream`` (stderr); whether one is an error.
+
+    :param rules: every rule (``--check``); ``False``: only a member written twice with
+        different values, which is refused checked or not.
+    """
     out = sys.stderr if stream is None else stream
     refused = False
-    for problem in problems_of(document):
+    for problem in problems_of(document) if rules else ambiguities(document):
         error = problem.severity is Severity.ERROR
         refused = refused or error
         label = "" if error else "warning: "

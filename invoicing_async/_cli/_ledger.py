@@ -96,7 +96,7 @@ async def _enqueue(args: argparse.Namespace) -> int:
     for source, document in read(args.documents or ["-"]):
         if isinstance(document, Unreadable):
             raise UsageError(f"{source}: {document.why}: nothing was enqueued")
-        if check and report(source, document):
+        if report(source, document, rules=check):  # a member twice: refused unchecked too
             refused += 1
             continue
         documents.append(document)

@@ -7,7 +7,7 @@ while the provider commits it under the other: it is refused (``AmbiguousDocumen
 an ``InvalidDocumentError``) where a mapping is serialised and where JSON text is read,
 in any of its objects. The same member written twice with the same value is accepted.
 The sandbox binds such a document as System.Text.Json does by default: the last value.
-(End to end, before any request: tests/system/test_ambiguous_documents.py.)
+(End to end, before any request: tests/system/test_ambiguous_entry.py.)
 """
 
 from __future__ import annotations
@@ -199,7 +199,9 @@ def test_json_text_with_a_name_twice_is_refused_where_it_is_identified():
         document_key(text)  # never raises
     [problem] = [p for p in check(twice_in_text) if p.is_error]
     assert problem.field == "Series"
-    assert problem.message.startswith('is written twice, with different values ("GR05GR", then "B")')
+    assert problem.message.startswith(
+        'is written twice, with different values ("GR05GR", then "B")'
+    )
     with pytest.raises(AmbiguousDocumentError):
         require_valid(twice_in_text)
 
@@ -245,7 +247,7 @@ def test_the_error_is_kept_with_its_members_in_an_outcome_and_a_pickle():
     error = caught.value
     outcome = Outcome(index=0, key="k", status=OutcomeStatus.REJECTED, error=error)
     again = outcome_from_dict(json.loads(json.dumps(outcome_to_dict(outcome)))).error
-    for copied in (again, pickle.loads(pickle.dumps(error))):
+    for copied in (again, pickle.loads(pickle.dumps(error))):  # noqa: S301  (our own bytes)
         assert type(copied) is AmbiguousDocumentError
         assert copied.members == error.members
         assert copied.problems == error.problems

@@ -130,8 +130,8 @@ def test_the_gross_value_with_other_taxes_is_only_a_warning():
 
 def test_older_names_are_read_with_a_warning():
     """myDATA's TotalNetValue and a line's NetValue/VatAmount are read (the totals still
-    compared), each named once with the provider's name. (Two spellings of one member:
-    tests/unit/test_ambiguous_documents.py.)"""
+    compared), each named once with the provider's name (two spellings of one member:
+    tests/unit/test_ambiguous_documents.py)."""
     document = retail_receipt()
     line = document["Details"][0]
     line["NetValue"], line["VatAmount"] = line.pop("NetTotal"), line.pop("VATTotal")
