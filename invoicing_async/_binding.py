@@ -89,12 +89,21 @@ def _joined(path: str, name: str) -> str:
 
 
 def _shown(value: Any) -> str:
-    """A value for a message: its JSON, cut short."""
+    """A value for a message: its JSON, cut short (an object or array: its kind)."""
+    if isinstance(value, Mapping):
+        return "{…}" if value else "{}"
+    if isinstance(value, (list, tuple)):
+        return "[…]" if value else "[]"
+    if isinstance(value, str) and len(value) > _SHOWN:
+        value = value[:_SHOWN]  # cut before it is written: a value may be megabytes
     try:
         text = json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError, RecursionError):
-        text = repr(value)
-    return text if len(text) <= 40 else text[:39] + "…"
+    except (TypeError, ValueError):
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
+
+
+_SHOWN = 40
 
 
 class Repeated(dict[str, Any]):
@@ -156,6 +165,8 @@ def bound(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 #: objects of the documents sent: a few per application). Bounded: cleared when full.
 _DISTINCT: set[tuple[Any, ...]] = set()
 _REMEMBERED = 4096
+#: Names an object may have for its shape to be remembered (a receipt's have a dozen).
+_REMEMBERED_NAMES = 256
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 #: Whether a ``dict`` may hold a container: tracked by the garbage collector (a dict
 #: holding only scalars is not, in CPython; elsewhere every one is looked into).
@@ -175,9 +186,10 @@ def _folding(names: tuple[Any, ...]) -> bool:
             return True
     except TypeError:
         return True
-    if len(_DISTINCT) >= _REMEMBERED:
-        _DISTINCT.clear()
-    _DISTINCT.add(names)
+    if len(names) <= _REMEMBERED_NAMES:  # an object of a hostile size is looked at each time
+        if len(_DISTINCT) >= _REMEMBERED:
+            _DISTINCT.clear()
+        _DISTINCT.add(names)
     return False
 
 
@@ -247,9 +259,16 @@ def _twins_in(path: str, mapping: Mapping[Any, Any]) -> list[Twin]:
     for key, value in mapping.items():
         name = _name(key)
         seen = first.setdefault(name.lower(), (name, value))
-        if seen[0] != name and not same(seen[1], value):
+        if seen[0] != name and not _same(seen[1], value):
             found.append(Twin(path, seen[0], name, (seen[1], value)))
     return found
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return same(a, b)
+    except RecursionError:  # values nested deeper than can be compared: not one value
+        return False
 
 
 # --- JSON text ---------------------------------------------------------------------------
@@ -261,7 +280,7 @@ def _members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if len(members) == len(pairs):
         return members
     repeated = tuple(
-        (name, value, members[name]) for name, value in pairs if not same(value, members[name])
+        (name, value, members[name]) for name, value in pairs if not _same(value, members[name])
     )
     return Repeated(members, repeated) if repeated else members
 

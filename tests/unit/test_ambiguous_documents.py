@@ -239,6 +239,22 @@ def _typed(**options: Any) -> RetailReceipt:
     )  # fmt: skip
 
 
+def test_a_hostile_document_is_named_briefly():
+    """Twins of megabytes, of values nested deeper than can be compared, and thousands
+    of them: the refusal names at most a hundred, each in a short message; nothing
+    raises but the refusal."""
+    deep: Any = 1
+    for _ in range(50_000):
+        deep = [deep]
+    document = {"Series": "x" * 1_000_000, "series": "y", "A": deep, "a": [deep]}
+    document.update({f"K{n}": n for n in range(5000)} | {f"k{n}": -n for n in range(5000)})
+    found = twins(document)
+    assert len(found) == 100
+    assert found[0].message.startswith('is also written \'Series\', with another value ("y" here, "xxx')
+    assert max(len(twin.message) for twin in found) < 200
+    assert twins({"A": deep, "a": [deep]})[0].values[0] is deep  # compared, deep as it is
+
+
 def test_the_error_is_kept_with_its_members_in_an_outcome_and_a_pickle():
     """An outcome written to a ledger or outbox and read back, or a pickled error (a
     process pool), keeps its class, its members and its problems."""
