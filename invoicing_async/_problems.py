@@ -24,8 +24,9 @@ class Severity(enum.Enum):
     .. versionadded:: 0.5.0
     """
 
-    #: The provider refuses the document (400; for the issuer's TIN, 401): fix it
-    #: before sending.
+    #: The provider refuses the document (400; for the issuer's TIN, 401), or the
+    #: library does (a member written twice with different values, which the provider
+    #: would read otherwise): fix it before sending.
     ERROR = "error"
     #: The provider may accept the document, or read it otherwise than meant: worth a
     #: look, never a refusal.

@@ -111,7 +111,9 @@ def check(document: Any) -> list[Problem]:
         text).
     :returns: the problems: those whose :attr:`~Problem.severity` is
         :attr:`Severity.ERROR` the provider refuses the document for (the sandbox
-        answers each with a 400 naming the same field); warnings never refuse. ``[]``
+        answers each with a 400 naming the same field), or the library does (a member
+        written twice with different values, which the provider would read otherwise:
+        :class:`~invoicing_async.AmbiguousDocumentError`); warnings never refuse. ``[]``
         when there is none.
 
     .. versionadded:: 0.5.0

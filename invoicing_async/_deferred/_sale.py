@@ -242,8 +242,10 @@ class Deferral:
         :returns: the provider's record, or a :class:`DeferredReceipt` once the
             document is durable in the outbox.
         :raises InvalidDocumentError: the provider would refuse the document (its
-            errors, by :func:`invoicing_async.documents.check`): raised before anything
-            is sent or stored, so that no receipt is printed for it.
+            errors, by :func:`invoicing_async.documents.check`), or it holds a member
+            twice with different values (:class:`~invoicing_async.AmbiguousDocumentError`,
+            the ``stamp`` hook's document too): raised before anything is sent or
+            stored, so that no receipt is printed for it.
         :raises DuplicateDocumentError: the provider held the document before this call.
         :raises InvoicingError: a definite refusal (400, a foreign record, refused
             credentials, no provider key): never deferred.

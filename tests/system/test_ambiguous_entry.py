@@ -196,6 +196,25 @@ def jsonl(sb: Sandbox, path) -> str:
     return str(path)
 
 
+async def test_a_stamp_that_writes_a_member_twice_is_refused_not_deferred(sb, tmp_path):
+    """The provider unreachable, a sale is stamped before it is deferred: a stamp that
+    writes a member again in another spelling, with another value, raises
+    AmbiguousDocumentError; nothing is stored, no receipt."""
+
+    def stamp(document: dict) -> dict:
+        return {**document, "series": "Z"}
+
+    path = tmp_path / "till.db"
+    async with client_for(sb) as client, Deferral(client, path, stamp=stamp) as till:
+        await client.token()
+        await sb.set_outage("refuse")
+        with pytest.raises(AmbiguousDocumentError) as caught:
+            await till.submit_or_defer(invoice(sb, 1))
+        assert caught.value.members == (("Series", "series"),)
+        assert (await till.refresh_backlog()).count == 0
+    assert sb.commit_count == 0
+
+
 async def test_outbox_enqueue_skips_them_naming_file_line_and_field(sb, tmp_path):
     """outbox enqueue (with --check or without): each ambiguous document named by file,
     line and field, nothing enqueued (exit 2); --skip-invalid enqueues the other two and
