@@ -193,7 +193,7 @@ def _folding(names: tuple[Any, ...]) -> bool:
     return False
 
 
-def suspect(document: Any) -> bool:  # noqa: C901  (one hot path, inlined)
+def suspect(document: Any) -> bool:  # noqa: C901, PLR0912  (one hot path, inlined)
     """Whether ``document`` may hold a twin, or a name that is not text, in one pass.
 
     ``False`` is exact: every name is text, and no object has two names that are one
@@ -221,8 +221,14 @@ def suspect(document: Any) -> bool:  # noqa: C901  (one hot path, inlined)
             for item in value:
                 if type(item) not in scalars:
                     push(item)
-        elif isinstance(value, Mapping):  # a Repeated, or a caller's own mapping
+        elif kind is Repeated:
             return True
+        elif isinstance(value, Mapping):  # a caller's own (a dict's subclass too)
+            if _folding(tuple(value)):
+                return True
+            stack.extend([item for item in value.values() if type(item) not in scalars])
+        elif isinstance(value, (list, tuple)):
+            stack.extend([item for item in value if type(item) not in scalars])
     return False
 
 
