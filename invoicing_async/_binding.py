@@ -19,10 +19,12 @@ Finding them costs one pass over a document, where it is serialised (:func:`susp
 which also tells whether a name is not text, for the key check of serialising): each
 object's names are looked at once per *shape* (the tuple of its names, remembered), so
 a batch of documents built by the same code pays a tuple and a set look-up per object;
-the exact :func:`twins` (paths, values) runs only for a document it flags. A JSON text is read
-with :data:`DECODER`: an object that names a member twice with different values becomes
-a :class:`Repeated` (a ``dict`` holding the last value, as :func:`json.loads` does, and
-the others beside), so that the twin is still found once the text is a mapping.
+the exact :func:`twins` (paths, values) runs only for a document it flags. JSON text is
+looked at where it is read to be identified (:func:`twins_of_text`: one read when it
+has none). The command reads its JSON with :data:`DECODER`: an object that names a
+member twice with different values becomes a :class:`Repeated` (a ``dict`` holding the
+last value, as :func:`json.loads` does, and the others beside), so that the twin is
+still found once the text is a mapping.
 """
 
 from __future__ import annotations
