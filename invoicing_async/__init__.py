@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ._documents import Submission, document_key
     from ._engine import ClientOptions
     from ._errors import (
+        AmbiguousDocumentError,
         AuthenticationError,
         ClientStateError,
         CredentialsError,
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AccessToken",
+    "AmbiguousDocumentError",
     "AuthenticationError",
     "Backlog",
     "BatchProgress",
@@ -111,6 +113,7 @@ __all__ = [
 #: Where each public name lives; imported on first use (see the module docstring).
 _HOMES = {
     "AccessToken": "._models",
+    "AmbiguousDocumentError": "._errors",
     "AuthenticationError": "._errors",
     "Backlog": "._deferred",
     "BatchProgress": "._outcomes",

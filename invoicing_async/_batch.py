@@ -51,6 +51,7 @@ from ._documents import (
     Submission,
     describe,
     document_key,
+    identify,
     send_options,
 )
 from ._errors import InvoicingError, ValidationError
@@ -127,6 +128,9 @@ class BatchOptions:
     #: A span for the batch, its documents' under it; ``False``: each document's span
     #: starts a trace of its own (an outbox worker's batch, which may never end).
     trace: bool = True
+    #: The documents were identified where they entered, and refused there if ambiguous
+    #: (an outbox worker's, enqueued by ``ready``): their JSON text is not read twice.
+    identified: bool = False
 
 
 _END = object()
@@ -521,11 +525,8 @@ class Batch:
         if checked is not None and not isinstance(document, checked):
             document = checked(document)
         try:
-            if key is None and self._options.key is document_key:
-                key, identity = describe(document)
-            else:
-                key = key if key is not None else self._options.key(document)
-                identity = describe(document)[1]
+            if key is None and self._options.key is not document_key:
+                key = self._options.key(document)
         except Exception as exc:  # noqa: BLE001  (a caller's key function may raise anything)
             error = ValidationError(
                 f"the document's identity cannot be computed: {type(exc).__name__}: "
@@ -533,6 +534,11 @@ class Batch:
             )
             key = f"index:{index}"
             return Delivery(key, index, Identity(), policy=RetryPolicy()).refuse(error)
+        try:
+            described, identity = (describe if self._options.identified else identify)(document)
+        except InvoicingError as exc:  # ambiguous JSON: refused where it is prepared, recorded
+            (described, identity), document = describe(document), exc
+        key = described if key is None else key
         if issuer is not None:
             identity = identity._replace(issuer=issuer)
         return _Pending(index, key, identity, document, options)

@@ -23,13 +23,22 @@ from typing import Any
 
 import attrs
 
+from ._binding import loads, suspect, twins
 from ._checks import check_document, errors_of
 from ._doctypes import DocumentBase, Party, Summaries
-from ._errors import InvalidDocumentError
+from ._errors import AmbiguousDocumentError, InvalidDocumentError
 from ._fields import text_of
-from ._problems import SOURCES, Problem
+from ._problems import SOURCES, Problem, twin_problem
 
-__all__ = ["Checked", "hostile_json", "problems_of", "readable", "require_valid", "too_long_in"]
+__all__ = [
+    "Checked",
+    "ambiguities",
+    "hostile_json",
+    "problems_of",
+    "readable",
+    "require_valid",
+    "too_long_in",
+]
 
 
 @attrs.frozen(slots=True)
@@ -63,8 +72,8 @@ def readable(document: Any) -> tuple[Any, bool]:
         return _rules_view(document, computed=computed), computed
     if isinstance(document, (bytes, bytearray, memoryview, str)):
         text = bytes(document) if not isinstance(document, str) else document
-        try:
-            return json.loads(text), False
+        try:  # a name written twice in the text is kept for the rules (_binding)
+            return loads(text), False
         except json.JSONDecodeError:
             return None, False
         except (ValueError, RecursionError) as exc:
@@ -83,6 +92,12 @@ def problems_of(document: Any) -> list[Problem]:
     if not isinstance(data, Mapping):
         return [_NOT_AN_OBJECT]
     return check_document(data, lines_hold=lines_hold)
+
+
+def ambiguities(document: Any) -> list[Problem]:
+    """The errors of ``document``'s members written twice with different values."""
+    data, _ = readable(document)
+    return list(map(twin_problem, twins(data))) if suspect(data) else []
 
 
 def hostile_json(text: str | bytes, error: ValueError | RecursionError) -> Problem:
@@ -171,7 +186,9 @@ def require_valid(document: Any, *, subject: str = "the document") -> None:
     """Return if the provider would take ``document`` (warnings never refuse).
 
     :param subject: what the error's message calls the document (``document 3``).
-    :raises InvalidDocumentError: with the errors the rules found.
+    :raises InvalidDocumentError: with the errors the rules found;
+        :class:`~invoicing_async.AmbiguousDocumentError` when a member is written twice
+        with different values (its errors first).
     """
     data, lines_hold = readable(document)
     if not isinstance(data, Mapping):
@@ -179,6 +196,9 @@ def require_valid(document: Any, *, subject: str = "the document") -> None:
         raise InvalidDocumentError([problem], subject=subject)
     errors = errors_of(check_document(data, lines_hold=lines_hold))
     if errors:
+        found = twins(data) if suspect(data) else []
+        if found:
+            raise AmbiguousDocumentError.of(found, subject=subject, others=errors)
         raise InvalidDocumentError(errors, subject=subject)
 
 

@@ -9,7 +9,11 @@ every :class:`Problem` it finds, in the order of the rules:
 * the issuer's TIN and its check digit (the Greek ΑΦΜ rule);
 * the amounts (:mod:`._amounts`): in euro and cents, each line's VAT its net at its
   category's rate (rounded per line), the summaries the totals of the lines, within a
-  cent.
+  cent;
+* in any object, a member written twice with different values (``Series`` beside
+  ``series``, :mod:`._binding`): the provider would read one of them, the rules the
+  other. An error: the library refuses such a document wherever it enters, checked or
+  not.
 
 Each problem names the field as the provider's samples write it (``Details[2].VATTotal``)
 and where its rule comes from (:data:`SOURCES`). A rule the provider is known to enforce
@@ -29,8 +33,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import _amounts
+from ._binding import suspect, twins
 from ._fields import field, first_named, number, text_of, tin
-from ._problems import SOURCES, Problem, Severity
+from ._problems import SOURCES, Problem, Severity, twin_problem
 
 __all__ = [
     "REQUIRED_FIELDS",
@@ -162,10 +167,6 @@ REQUIRED_FIELDS = tuple(path for path, _names, _check in _FIELDS)
 #: :data:`_FIELDS` with each path's parent: ``(path, parent's path, names, check)``.
 _TABLE = tuple((path, path.rpartition(".")[0], names, check) for path, names, check in _FIELDS)
 
-#: Objects whose members are compared for names that differ only in case (with the
-#: document's own): those that hold its identity.
-_NAMED = ("Issuer", "DistributionDetails")
-
 
 def check_document(
     document: Any,
@@ -200,7 +201,8 @@ def check_document(
         problems,
         lines_hold=lines_hold,
     )
-    _ambiguous_names(document, problems)
+    if suspect(document):  # a member written twice, with different values: any object
+        problems.extend(map(twin_problem, twins(document)))
     return problems
 
 
@@ -287,35 +289,3 @@ def _greek(party: Mapping[str, Any]) -> bool:
     if country is None:
         country = field(party, "CountryCode") or field(party, "Country")
     return str(country or "").upper() in ("GR", "EL")
-
-
-def _ambiguous_names(document: Mapping[str, Any], problems: list[Problem]) -> None:
-    """Two members whose names differ only in case: the provider reads one of them."""
-    _ambiguous_in("", document, problems)
-    for name in _NAMED:
-        mapping = field(document, name)
-        if mapping.__class__ is dict or isinstance(mapping, Mapping):
-            _ambiguous_in(name, mapping, problems)
-
-
-def _ambiguous_in(path: str, mapping: Mapping[Any, Any], problems: list[Problem]) -> None:
-    try:  # at C speed: as many names in lower case as there are names
-        if len(set(map(str.lower, mapping))) == len(mapping):
-            return
-    except TypeError:  # a name that is not text: each is looked at
-        pass
-    seen: dict[str, str] = {}
-    for key in mapping:
-        if not isinstance(key, str):
-            continue
-        other = seen.setdefault(key.lower(), key)
-        if other != key:
-            problems.append(
-                Problem(
-                    f"{path}.{key}" if path else key,
-                    f"is also written {other!r}: the provider reads the two as one "
-                    "field, and keeps one of them",
-                    Severity.WARNING,
-                    SOURCES["binding"],
-                )
-            )

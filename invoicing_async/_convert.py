@@ -277,6 +277,7 @@ def causes(exc: BaseException, where: str = "", cls: Any = None) -> list[str]:
 #: Attributes of errors written beside type, message and status (all JSON-able).
 _ERROR_FIELDS = (
     "reason", "maybe_sent", "retry_after", "attempts", "mismatches", "size", "limit",
+    "members",
 )  # fmt: skip
 _ERROR_TYPES: dict[str, type[_errors.InvoicingError]] = {
     name: cls
@@ -353,8 +354,14 @@ def error_from_dict(data: Mapping[str, Any]) -> _errors.InvoicingError:
     if cls is _errors.DocumentTooLargeError:
         state.setdefault("size", None)
         state.setdefault("limit", None)
-    if cls is _errors.InvalidDocumentError:
+    if issubclass(cls, _errors.InvalidDocumentError):
         state["problems"] = tuple(_problem_from_dict(p) for p in data.get("problems") or ())
+    if cls is _errors.AmbiguousDocumentError:
+        state["members"] = tuple(
+            (str(pair[0]), str(pair[1]))
+            for pair in state.get("members") or ()
+            if isinstance(pair, (list, tuple)) and len(pair) == 2
+        )
     if cls is _errors.UnknownOutcomeError:
         last = data.get("last_error")
         state["last_error"] = (

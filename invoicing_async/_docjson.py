@@ -18,13 +18,15 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from . import _doctypes
+from ._binding import Repeated, same, suspect, twins
 from ._convert import causes, structure_str_or_int
+from ._errors import AmbiguousDocumentError
 from ._fields import field, first
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["document_from_json", "document_to_json"]
+__all__ = ["document_from_json", "document_to_json", "refuse_twins"]
 
 #: The typed documents' converter: amounts read as the fields read them (a float by its
 #: shortest text), written as JSON numbers.
@@ -81,26 +83,48 @@ def _unstructure_factory(cls: type) -> Callable[[Any], dict[str, Any]]:
     def unstructure(value: Any) -> dict[str, Any]:
         out = write(value)
         if nested:  # a document: its type first, as the samples write it
-            _write_document(value, out)
-            out = {"InvoiceTypeCode": value.type_code, **value.extra, **out}
+            parents = _write_document(value, out)
+            head = {"InvoiceTypeCode": value.type_code}
+            out = _merged(head, {k: v for k, v in value.extra.items() if k not in parents}, out)
         elif value.extra:
-            out = {**value.extra, **out}
+            out = _merged({}, value.extra, out)
         return out
 
     return unstructure
 
 
-def _write_document(document: _doctypes.DocumentBase, out: dict[str, Any]) -> None:
-    """A document's own: its lines' positions, its nested members."""
+def _merged(head: dict[str, Any], extra: Mapping[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    """``head``, ``extra`` and the model's members ``out``, in that order.
+
+    A member ``extra`` holds under a name the model writes, with another value, is not
+    dropped: the object is a :class:`~._binding.Repeated` (a member written twice), which
+    sending refuses as it refuses ``Series`` beside ``series``.
+    """
+    merged = {**head, **extra, **out}
+    clash = extra.keys() & (head.keys() | out.keys()) if extra else None
+    if not clash:
+        return merged
+    written = {**head, **out}
+    repeated = tuple(
+        (name, extra[name], written[name]) for name in clash if not same(extra[name], written[name])
+    )
+    return Repeated(merged, repeated) if repeated else merged
+
+
+def _write_document(document: _doctypes.DocumentBase, out: dict[str, Any]) -> set[str]:
+    """A document's own: its lines' positions, its nested members; the parents written."""
     for position, line in enumerate(out["Details"], 1):
         line.setdefault("LineNo", position)
+    parents = set()
     for name, (parent, member) in _NESTED.items():
         value = getattr(document, name)
         if value is None or value == ():
             continue
-        written = dict(document.extra.get(parent) or {})
-        written[member] = _documents.unstructure(value)
-        out[parent] = written
+        out[parent] = _merged(
+            {}, document.extra.get(parent) or {}, {member: _documents.unstructure(value)}
+        )
+        parents.add(parent)
+    return parents
 
 
 def _structure_factory(cls: type) -> Callable[[Any, Any], Any]:
@@ -137,8 +161,24 @@ _documents.register_structure_hook_factory(lambda cls: cls in _DOCUMENT_CLASSES,
 
 
 def document_to_json(document: _doctypes.DocumentBase) -> dict[str, Any]:
-    """The provider's JSON of a typed document (a ``dict`` ready to serialise)."""
+    """The provider's JSON of a typed document (a ``dict`` ready to serialise).
+
+    A member its ``extra`` holds twice (beside the model's, with another value, or in
+    two spellings) is left for the one who serialises it to refuse
+    (:func:`refuse_twins`; sending refuses it where it serialises the mapping).
+    """
     return _documents.unstructure(document)  # type: ignore[no-any-return]
+
+
+def refuse_twins(data: Any) -> None:
+    """Refuse a document's JSON that holds a member twice with different values.
+
+    :raises AmbiguousDocumentError: naming both members of each.
+    """
+    if suspect(data):
+        found = twins(data)
+        if found:
+            raise AmbiguousDocumentError.of(found)
 
 
 def document_from_json(
@@ -148,9 +188,12 @@ def document_from_json(
 
     :param cls: the class to read it as; default: the one of its ``InvoiceTypeCode``.
     :raises ValueError: ``data`` is not such a document (the reason is in the message).
+    :raises AmbiguousDocumentError: ``data`` holds a member twice with different values
+        (``Series`` and ``series``): which one the provider reads is not known.
     """
     if not isinstance(data, Mapping):
         raise ValueError(f"not a document: expected an object, got {type(data).__name__}")  # noqa: TRY004  (documented: bad data is a ValueError)
+    refuse_twins(data)
     code = first(data, ("InvoiceTypeCode", "InvoiceType"))
     if cls is None:
         cls = _doctypes.TYPES.get(str(code))

@@ -8,7 +8,9 @@ it is serialised. Two questions are asked of it, and answered here only:
 * :func:`serialize_document`: which bytes go on the wire (compact UTF-8 JSON, or the
   caller's own bytes unchanged);
 * :func:`document_key`: which identity the provider detects duplicates by, so that a
-  re-sent document is recognised and a resumed batch skips what it already settled;
+  re-sent document is recognised and a resumed batch skips what it already settled
+  (:func:`identify`, where a document enters to be sent: the same, and an ambiguous
+  document refused, :mod:`._binding`);
 * :func:`foreign_fields`: whether a result record belongs to the document sent (its
   series, number and internal document id, when both sides have them).
 
@@ -29,14 +31,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import attrs
 
-from ._errors import DocumentTooLargeError, InvoicingError, ValidationError
+from ._binding import suspect, twins, twins_of_text
+from ._errors import AmbiguousDocumentError, DocumentTooLargeError, InvoicingError, ValidationError
 from ._fields import folded, tin
 
 if TYPE_CHECKING:
@@ -59,6 +61,7 @@ __all__ = [
     "document_key",
     "dumps",
     "foreign_fields",
+    "identify",
     "send_options",
     "serialize_document",
     "size_limit",
@@ -85,26 +88,35 @@ def dumps(value: Any) -> bytes:
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-def serialize_document(document: Document, max_size: int | None = None) -> bytes:
+def serialize_document(
+    document: Document, max_size: int | None = None, *, subject: str = "the document"
+) -> bytes:
     """The exact bytes to send for ``document``.
 
     A mapping becomes compact UTF-8 JSON (non-ASCII kept as is); bytes are sent unchanged,
     so a caller that already serialised (or signed) the document controls every byte.
     Anything else, a mapping that is not JSON-serialisable or whose keys collide in JSON
     (``{1: …, "1": …}``), or one that fails while being read, raises
-    :class:`~invoicing_async.ValidationError` with ``status=None``: nothing was sent.
+    :class:`~invoicing_async.ValidationError` with ``status=None``: nothing was sent. A
+    mapping (a typed document's JSON too) that holds a member twice with different
+    values (``Series`` and ``series``, in any of its objects) raises
+    :class:`~invoicing_async.AmbiguousDocumentError` (JSON text is looked at where it is
+    identified: :func:`identify`).
 
     A document larger than ``max_size`` bytes (``None``: no limit) raises
     :class:`~invoicing_async.DocumentTooLargeError`: bytes given are measured as they
     are, before they are copied; a mapping's JSON text is measured before it is encoded
     (it has at least as many bytes as characters), so an oversized one is never held
     twice.
+
+    :param subject: what an error calls the document (``document 3``).
     """
     if isinstance(document, (bytes, bytearray, memoryview)):
-        check_size(document.nbytes if isinstance(document, memoryview) else len(document), max_size)
+        size = document.nbytes if isinstance(document, memoryview) else len(document)
+        check_size(size, max_size, subject=subject)
         return bytes(document)
     if not isinstance(document, (str, Mapping)):
-        return serialize_document(_plain(document), max_size)
+        return serialize_document(_plain(document, subject), max_size, subject=subject)
     try:
         text = document if isinstance(document, str) else _ENCODER.encode(document)
         if max_size is not None and len(text) > max_size:
@@ -112,37 +124,26 @@ def serialize_document(document: Document, max_size: int | None = None) -> bytes
             # error is raised: its traceback's frame would keep it as long as the outcome.
             size = utf8_size(text)
             del text
-            check_size(size, max_size)
+            check_size(size, max_size, subject=subject)
         body = text.encode("utf-8")
         del text
-        # Only a key that is not a string can collide, and it is written as a number,
-        # true, false or null: without such a key in the output (a C-speed search), no
-        # walk is needed.
-        collision = (
-            _key_collision(document)
-            if not isinstance(document, str) and _KEY_LIKE.search(body)
-            else None
-        )
+        if not isinstance(document, str):
+            _refuse_doubles(document, subject)
     except RecursionError:
-        raise ValidationError("the document is nested too deeply to serialise") from None
+        raise ValidationError(f"{subject} is nested too deeply to serialise") from None
     except (TypeError, ValueError) as exc:
         why = _too_long(document) if isinstance(exc, ValueError) else None
-        raise ValidationError(f"the document cannot be serialised to JSON: {why or exc}") from None
+        raise ValidationError(f"{subject} cannot be serialised to JSON: {why or exc}") from None
     except InvoicingError:
         raise
     except Exception as exc:  # noqa: BLE001  (a caller's mapping may raise anything)
         raise ValidationError(
-            f"the document cannot be read: {type(exc).__name__}: {str(exc)[:200]}"
+            f"{subject} cannot be read: {type(exc).__name__}: {str(exc)[:200]}"
         ) from None
-    if collision is not None:
-        raise ValidationError(
-            f"the document has keys that become the same JSON key {collision!r}: "
-            "a JSON object must not repeat a key"
-        )
     size = len(body)
     if max_size is not None and size > max_size:
         del body
-        check_size(size, max_size)
+        check_size(size, max_size, subject=subject)
     return body
 
 
@@ -157,7 +158,30 @@ def _too_long(document: Any) -> str | None:
     return f"{field or 'it'} is an integer of {digits:,} digits, more than Python writes"
 
 
-def _plain(document: Any) -> Any:
+def _refuse_doubles(document: Mapping[str, Any], subject: str) -> None:
+    """Refuse a mapping with keys that collide in JSON, or a member written twice.
+
+    One pass over it tells whether a name is not text (only such a key can collide with
+    another in JSON: ``1`` and ``"1"``) and whether two may be one member to the
+    provider (:func:`~._binding.suspect`); the exact walks run only then.
+
+    :raises ValidationError: keys that become one JSON key.
+    :raises AmbiguousDocumentError: a member written twice, with different values.
+    """
+    if not suspect(document):
+        return
+    collision = _key_collision(document)
+    if collision is not None:
+        raise ValidationError(
+            f"{subject} has keys that become the same JSON key {collision!r}: "
+            "a JSON object must not repeat a key"
+        )
+    doubled = twins(document)
+    if doubled:
+        raise AmbiguousDocumentError.of(doubled, subject=subject)
+
+
+def _plain(document: Any, subject: str) -> Any:
     """A typed or checked document as what is serialised: its JSON object (or bytes).
 
     :raises InvalidDocumentError: a checked document the provider would refuse.
@@ -171,7 +195,7 @@ def _plain(document: Any) -> Any:
 
     if isinstance(document, Checked):
         document = document.document
-        require_valid(document)
+        require_valid(document, subject=subject)
         if not isinstance(document, DocumentBase):
             return document
     if isinstance(document, DocumentBase):
@@ -192,14 +216,14 @@ def _plain(document: Any) -> Any:
 DEFAULT_MAX_DOCUMENT_SIZE = 10 * 1024 * 1024
 
 
-def check_size(size: int, limit: int | None) -> None:
+def check_size(size: int, limit: int | None, *, subject: str = "the document") -> None:
     """Refuse a document of ``size`` bytes if it exceeds ``limit`` (``None``: no limit).
 
     :raises DocumentTooLargeError: with the size and the limit in its message.
     """
     if limit is not None and size > limit:
         raise DocumentTooLargeError(
-            f"the document is {size:,} bytes, more than the limit of {limit:,} bytes: "
+            f"{subject} is {size:,} bytes, more than the limit of {limit:,} bytes: "
             "split it, or raise max_document_size if the provider takes more",
             size=size,
             limit=limit,
@@ -225,12 +249,6 @@ def utf8_size(text: str) -> int:
 
 
 _CONTAINERS = (dict, list, tuple)
-#: A JSON object key that a non-string key could have become (``1``, ``-1.5``, ``true``,
-#: ``null`` …). Compact JSON puts ``":`` after a string only when it is a key, and a
-#: quote inside a string is escaped, so this finds every such key (and a few string
-#: keys that look like them, such as ``"t1"``, for which the exact walk then runs). A
-#: character class first, then the alternation: most keys fail at the first character.
-_KEY_LIKE = re.compile(rb'"[-0-9tfn](?:[0-9.eE+-]*|rue|alse|ull)":')
 
 
 def _key_collision(document: Mapping[str, Any]) -> str | None:
@@ -286,6 +304,31 @@ def document_key(document: Document) -> str:
     .. versionchanged:: 0.5.0 field names in any case; the ``EL`` prefix dropped.
     """
     return describe(document)[0]
+
+
+def identify(document: Any, *, subject: str = "the document") -> tuple[str, Identity]:
+    """:func:`describe` a document that enters to be sent, refusing ambiguous JSON text.
+
+    The object a JSON text holds with a member written twice with different values (two
+    spellings, or one name twice in the text: :mod:`._binding`) is read otherwise by the
+    provider than here: refused, before anything is sent. The text is read once, as
+    :func:`describe` reads it. A mapping (or a typed document) is refused where it is
+    serialised (:func:`serialize_document`: the one pass over it).
+
+    :param subject: what the error calls the document (``document 3``).
+    :raises AmbiguousDocumentError: naming both members of each twin.
+    """
+    if not isinstance(document, (bytes, bytearray, memoryview, str)):
+        return describe(document)
+    try:
+        data, found = twins_of_text(
+            bytes(document) if isinstance(document, memoryview) else document
+        )
+    except (ValueError, RecursionError):  # no JSON: identified by its bytes
+        return describe(document)
+    if found:
+        raise AmbiguousDocumentError.of(found, subject=subject)
+    return describe(data)
 
 
 def describe(document: Any) -> tuple[str, Identity]:

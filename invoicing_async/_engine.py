@@ -30,7 +30,7 @@ from . import _telemetry as telemetry
 from ._batch import Batch
 from ._channel import Channel
 from ._delivery import Delivery
-from ._documents import DEFAULT_MAX_DOCUMENT_SIZE, Prepared, describe, size_limit
+from ._documents import DEFAULT_MAX_DOCUMENT_SIZE, Prepared, describe, identify, size_limit
 from ._errors import InvoicingError
 from ._outcomes import OutcomeStatus
 from ._prepare import Preparer
@@ -264,11 +264,17 @@ class Engine:
 
         :param issuer: overrides the issuer the document names (``Issuer.Vat``).
         """
-        key, identity = describe(document)
+        refused = None
+        try:
+            key, identity = identify(document)
+        except InvoicingError as exc:  # ambiguous: raised as the call's answer, unsent
+            (key, identity), refused = describe(document), exc
         if issuer is not None:
             identity = identity._replace(issuer=issuer)
         fields = telemetry.document_fields(key, identity.issuer)
         with telemetry.calling("invoicing.submit", "document", fields):
+            if refused is not None:
+                raise refused
             self.ensure_usable()
             deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
             body = await self._preparer.prepare_one(document, encrypted=options.encrypted)

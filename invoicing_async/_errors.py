@@ -10,6 +10,7 @@ Every failure the library reports derives from :class:`InvoicingError`::
     ├── ValidationError              400 and other definite refusals; status None: refused locally
     │   ├── DocumentTooLargeError    larger than the limit (locally) or 413: .size, .limit
     │   └── InvalidDocumentError     the provider would refuse it (checked locally): .problems
+    │       └── AmbiguousDocumentError  a member written twice, with different values: .members
     ├── DuplicateDocumentError       409: already transmitted; .result is the original record
     ├── ProviderTimeoutError         408: the tax authority's service did not answer in time
     ├── RateLimitError               429: .retry_after
@@ -38,11 +39,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
+    from ._binding import Twin
     from ._models import DocumentResult
     from ._problems import Problem
 
 __all__ = [
     "MISSING_PROVIDER_KEY",
+    "AmbiguousDocumentError",
     "AuthenticationError",
     "ClientStateError",
     "CredentialsError",
@@ -254,17 +257,71 @@ class InvalidDocumentError(ValidationError):
     .. versionadded:: 0.5.0
     """
 
+    #: What the message says of the document (``{subject}``: ``the document``, ``document 3``).
+    _SAYS = "the provider would refuse {subject}"
+
     def __init__(self, problems: Iterable[Problem], *, subject: str = "the document") -> None:
         self.problems = tuple(problems)
         shown = "; ".join(str(problem) for problem in self.problems[:_SHOWN])
         more = len(self.problems) - _SHOWN
         if more > 0:
             shown += f"; and {more} more"
-        super().__init__(f"the provider would refuse {subject}: {shown}")
+        super().__init__(f"{self._SAYS.format(subject=subject)}: {shown}")
 
 
 #: Problems an :class:`InvalidDocumentError`'s message names (all are in ``problems``).
 _SHOWN = 5
+
+
+class AmbiguousDocumentError(InvalidDocumentError):
+    """The document holds a member twice, with different values: refused before sending.
+
+    The provider reads names ignoring case, so ``Series`` and ``series`` (or
+    ``Summaries.TotalNetAmount`` and ``Summaries.totalNetAmount``) are one member to
+    it, as is a name written twice in a JSON text; and of the two values it keeps one
+    (its JSON reader's choice: System.Text.Json keeps the last). The library would read
+    the document otherwise than the provider: identify it by one series while the
+    provider commits it under the other, and then no record it answers would match.
+    So it is refused (``status`` ``None``: nothing was sent) wherever a document enters:
+    a single call, a batch (its outcome ``rejected``), an outbox's ``enqueue``, a
+    deferred sale, the command. The same member written twice with the same value is no
+    ambiguity, and is sent as it is.
+
+    :ivar members: each member written twice, as the two paths written
+        (``("Series", "series")``; a name written twice in a text: the path twice).
+    :ivar problems: an error for each (:func:`invoicing_async.documents.check` finds them
+        too), naming the second member and the first in its message; with the check's
+        other errors when the document was checked.
+
+    .. versionadded:: 0.5.0
+    """
+
+    _SAYS = "{subject} is ambiguous"
+
+    def __init__(
+        self,
+        problems: Iterable[Problem],
+        *,
+        members: Iterable[tuple[str, str]] = (),
+        subject: str = "the document",
+    ) -> None:
+        super().__init__(problems, subject=subject)
+        self.members = tuple(members)
+
+    @classmethod
+    def of(
+        cls, twins: Iterable[Twin], *, subject: str = "the document", others: Iterable[Problem] = ()
+    ) -> AmbiguousDocumentError:
+        """The refusal of a document with these twins (and ``others``: the check's errors)."""
+        from ._problems import twin_problem  # noqa: PLC0415  (only a refusal needs it)
+
+        twins = tuple(twins)
+        problems = [twin_problem(twin) for twin in twins]
+        return cls(
+            [*problems, *(p for p in others if p not in problems)],
+            members=(twin.members for twin in twins),
+            subject=subject,
+        )
 
 
 class DuplicateDocumentError(InvoicingError):

@@ -14,6 +14,9 @@ Which names the provider reads, settled from its samples, is written down in
 
 Reading is cheap for the canonical PascalCase document: the exact name is tried first
 (one ``dict.get``), and the members are searched ignoring case only when it is missing.
+That the exact name wins is sound because no document with two writings of one member
+holding different values is sent (:mod:`._binding`: refused where it is serialised or
+its text read).
 """
 
 from __future__ import annotations

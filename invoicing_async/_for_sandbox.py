@@ -12,7 +12,9 @@ another private module; ``tests/unit/test_layout.py`` holds it to that, and hold
   both ends, while the decryption code lives in the sandbox alone (the client never
   decrypts, and its wheel holds no decryption code).
 * Documents: the one reader of their fields (:mod:`._fields`: names in any case, the
-  ``EL`` prefix of a VAT number, numbers as text) and the one set of rules about them
+  ``EL`` prefix of a VAT number, numbers as text), how the provider binds a member
+  written twice (:func:`~._binding.bound`: the last value read) and the one set of rules
+  about them
   (:mod:`._checks`, public as ``invoicing_async.documents.check``): the sandbox reads a
   document and refuses it (400) exactly as ``check`` finds errors, naming the same field.
 * The ``INVOICING_*`` variable names a running sandbox hands to its clients.
@@ -34,6 +36,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._binding import bound
 from ._checks import REQUIRED_FIELDS, check_digit, check_document, errors_of, valid_tin
 from ._credentials import read_credentials
 from ._env import (
@@ -108,6 +111,7 @@ __all__ = [
     "aes_cfb",
     "armor",
     "attach_progress",
+    "bound",
     "check_digit",
     "check_document",
     "checksum16",

@@ -182,6 +182,8 @@ _UNSET: Any = object()
 
 
 def _serialized(document: Any, max_size: int | None = None) -> Body:
+    if isinstance(document, InvoicingError):  # refused where it was identified (a batch's)
+        return document
     try:
         plain = serialize_document(document, max_size)
     except InvoicingError as exc:

@@ -8,10 +8,14 @@ where each rule comes from.
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
 import attrs
 
-__all__ = ["SOURCES", "Problem", "Severity"]
+if TYPE_CHECKING:
+    from ._binding import Twin
+
+__all__ = ["SOURCES", "Problem", "Severity", "twin_problem"]
 
 
 class Severity(enum.Enum):
@@ -20,8 +24,9 @@ class Severity(enum.Enum):
     .. versionadded:: 0.5.0
     """
 
-    #: The provider refuses the document (400; for the issuer's TIN, 401): fix it
-    #: before sending.
+    #: The provider refuses the document (400; for the issuer's TIN, 401), or the
+    #: library does (a member written twice with different values, which the provider
+    #: would read otherwise): fix it before sending.
     ERROR = "error"
     #: The provider may accept the document, or read it otherwise than meant: worth a
     #: look, never a refusal.
@@ -60,7 +65,9 @@ SOURCES = {
     "has it; the sandbox refuses a document without it with 400)",
     "shape": "the provider: the field's type, as its samples write it",
     "names": "the provider's samples: the names it reads (docs/guides/documents.rst)",
-    "binding": "the provider: names are read ignoring case (ASP.NET model binding)",
+    "binding": "the provider: names are read ignoring case (ASP.NET model binding), and "
+    "of a member written twice one value is kept: two writings of a member with different "
+    "values are refused by the library, which would read the other",
     "tin": "the Greek TIN (ΑΦΜ): nine digits, the last a mod-11 check digit; the issuer's "
     "must be the API key's (401 otherwise)",
     "cents": "the tax platform (myDATA): amounts are in euro and cents, two decimals",
@@ -70,3 +77,11 @@ SOURCES = {
     "(a cent of difference accepted)",
     "unsure": "not documented as refused by the provider: a warning, never a refusal",
 }
+
+
+def twin_problem(twin: Twin) -> Problem:
+    """The error of a member written twice with different values (:mod:`._binding`).
+
+    It names the second member (its path), and the first in its message.
+    """
+    return Problem(twin.members[1], twin.message, source=SOURCES["binding"])

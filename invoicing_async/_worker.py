@@ -132,7 +132,9 @@ async def run_worker(
     try:
         while not stop.is_set():
             claims = Claims(store, seconds=lease, policy=retry, hooks=hooks, pending=pending)
-            options = BatchOptions(concurrency=concurrency, retry=retry, trace=False)
+            options = BatchOptions(
+                concurrency=concurrency, retry=retry, trace=False, identified=True
+            )
             batch = engine.batch(options, claims)
             try:
                 if orphaned:

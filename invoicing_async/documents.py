@@ -111,7 +111,9 @@ def check(document: Any) -> list[Problem]:
         text).
     :returns: the problems: those whose :attr:`~Problem.severity` is
         :attr:`Severity.ERROR` the provider refuses the document for (the sandbox
-        answers each with a 400 naming the same field); warnings never refuse. ``[]``
+        answers each with a 400 naming the same field), or the library does (a member
+        written twice with different values, which the provider would read otherwise:
+        :class:`~invoicing_async.AmbiguousDocumentError`); warnings never refuse. ``[]``
         when there is none.
 
     .. versionadded:: 0.5.0
@@ -144,9 +146,15 @@ def to_json(document: DocumentBase) -> dict[str, Any]:
     ``LineNo`` its position unless given), ``None`` fields left out, and each object's
     ``extra`` members written as they are.
 
+    :raises ~invoicing_async.AmbiguousDocumentError: an ``extra`` that holds a member
+        the model writes (or another spelling of it: ``{"series": "B"}``) with another
+        value; the document would say it twice.
+
     .. versionadded:: 0.5.0
     """
-    return _docjson.document_to_json(document)
+    written = _docjson.document_to_json(document)
+    _docjson.refuse_twins(written)
+    return written
 
 
 @overload
@@ -160,6 +168,9 @@ def from_json(data: Mapping[str, Any], cls: type[DocumentBase] | None = None) ->
         (``11.1``, ``1.1``, ``2.1``, ``5.1``).
     :raises ValueError: ``data`` is not such a document (the message names the field it
         cannot read: ``Details[1].UnitPrice: not a number``), or names another type.
+    :raises ~invoicing_async.AmbiguousDocumentError: ``data`` holds a member twice with
+        different values (``Series`` and ``series``, in any object): the provider would
+        read one, the typed document the other.
 
     .. versionadded:: 0.5.0
     """

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from typing import IO, TYPE_CHECKING, Any
 
-from invoicing_async._checked import problems_of
+from invoicing_async._checked import ambiguities, problems_of
 from invoicing_async._problems import Severity
 
 if TYPE_CHECKING:
@@ -47,14 +47,19 @@ def add_check(group: Any, *, skip: bool = False) -> None:
 SHOWN = 10
 
 
-def report(source: Source, document: Any, stream: IO[str] | None = None) -> bool:
+def report(
+    source: Source, document: Any, stream: IO[str] | None = None, *, rules: bool = True
+) -> bool:
     """Say the problems of ``document`` on ``stream`` (stderr); whether one is an error.
 
     The first :data:`SHOWN`, then a count of the others: a document of a million bad
     lines is a dozen lines on stderr, not a million.
+
+    :param rules: every rule (``--check``); ``False``: only a member written twice with
+        different values, which is refused checked or not.
     """
     out = sys.stderr if stream is None else stream
-    problems = problems_of(document)
+    problems = problems_of(document) if rules else ambiguities(document)
     for problem in problems[:SHOWN]:
         label = "" if problem.severity is Severity.ERROR else "warning: "
         where = f"{problem.field}: " if problem.field else ""

@@ -41,6 +41,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 
+from invoicing_async._binding import loads
 from invoicing_async._documents import DEFAULT_MAX_DOCUMENT_SIZE, utf8_size
 
 from ._scan import (
@@ -181,7 +182,7 @@ def _line(line: str, bounds: Bounds) -> Any:
     if bad is not None:
         return Unreadable(bad[0], bad[1] + 1)
     try:
-        value = json.loads(line)
+        value = loads(line)  # a name written twice with different values is kept
     except json.JSONDecodeError as exc:
         return Unreadable(f"invalid JSON ({exc.msg})", exc.colno)
     except (ValueError, RecursionError) as exc:  # valid JSON Python does not read

@@ -103,7 +103,7 @@ async def _enqueue(args: argparse.Namespace) -> int:
             print(f"invoicing-async: {document.at(source)}: {document.why}", file=sys.stderr)
             unreadable += 1
             continue
-        if check and report(source, document):
+        if report(source, document, rules=check):  # a member twice: refused unchecked too
             refused += 1
             continue
         documents.append(document)

@@ -24,6 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 
+from invoicing_async._binding import DECODER
 from invoicing_async._checked import hostile_json
 from invoicing_async._documents import utf8_size
 
@@ -47,7 +48,7 @@ __all__ = [
 ]
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
-_DECODER = json.JSONDecoder()
+_DECODER = DECODER  # a name written twice with different values is kept (_binding)
 #: Characters read at a time; a value that is not complete yet doubles it.
 READ = 1 << 16
 #: Characters read at a time while skipping a document larger than the limit.

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from invoicing_async import _telemetry as telemetry
 from invoicing_async._checked import Checked, require_valid
 from invoicing_async._decision import deferral, last_answer
-from invoicing_async._documents import Prepared, SendOptions, describe
+from invoicing_async._documents import Prepared, SendOptions, identify
 from invoicing_async._errors import InvoicingError
 from invoicing_async._ledger._deferrals import DeferralRecord
 from invoicing_async._ledger._enqueue import Ready
@@ -263,8 +263,10 @@ class Deferral:
             document is durable in the outbox (stamped if it certainly never left: see
             ``transmission_failure`` and ``stamp``).
         :raises InvalidDocumentError: the provider would refuse the document (its
-            errors, by :func:`invoicing_async.documents.check`): raised before anything
-            is sent or stored, so that no receipt is printed for it.
+            errors, by :func:`invoicing_async.documents.check`), or it holds a member
+            twice with different values (:class:`~invoicing_async.AmbiguousDocumentError`,
+            the ``stamp`` hook's document too): raised before anything is sent or
+            stored, so that no receipt is printed for it.
         :raises DuplicateDocumentError: the provider held the document before this call.
         :raises InvoicingError: a definite refusal (400, a foreign record, refused
             credentials, no provider key): never deferred.
@@ -284,7 +286,7 @@ class Deferral:
         budget = self._budget if budget is None else budget
         loop = asyncio.get_running_loop()
         deadline = loop.time() + budget
-        key, identity = describe(document)
+        key, identity = identify(document)  # an ambiguous sale: refused, before any receipt
         telemetry.describe(key, identity)
         # Prepared even when it will not be sent now: a document that cannot be read or
         # encrypted (no usable provider key) is refused here, never deferred.

@@ -37,7 +37,7 @@ from invoicing_async._checked import Checked, problems_of
 from invoicing_async._checks import errors_of
 from invoicing_async._docjson import document_to_json
 from invoicing_async._doctypes import DocumentBase
-from invoicing_async._documents import describe, serialize_document
+from invoicing_async._documents import identify, serialize_document
 from invoicing_async._errors import InvalidDocumentError, InvoicingError
 from invoicing_async._log import deferral as log
 
@@ -136,7 +136,11 @@ def _through(
         raise _Unusable(
             f"{type(result).__name__}, not a document (a mapping, a typed document, or its JSON)"
         )
-    if describe(result) != (key, identity):
+    try:
+        same = identify(result) == (key, identity)
+    except InvoicingError as exc:  # JSON text holding a member twice with two values
+        raise _Unusable(f"a document the library refuses: {exc}") from None
+    if not same:
         raise _Unusable(
             "a document of another identity: it may change a document, never its issuer, "
             "series, number or internal document id"

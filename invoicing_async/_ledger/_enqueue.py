@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from invoicing_async._checked import Checked, require_valid
-from invoicing_async._documents import describe, serialize_document
-from invoicing_async._errors import InvoicingError, ValidationError
+from invoicing_async._documents import describe, identify, serialize_document
 from invoicing_async._journal import Ref
 
 if TYPE_CHECKING:
@@ -87,23 +86,23 @@ def ready(
 
     :raises InvalidDocumentError: a document the provider would refuse (``check``, or
         marked checked), naming its position (nothing is enqueued).
+    :raises AmbiguousDocumentError: a document holding a member twice with different
+        values, checked or not, naming its position (nothing is enqueued).
     :raises ValidationError: naming the document's position (nothing is enqueued).
     """
     out: list[Ready] = []
     for index, document in enumerate(documents):
-        plain = document
+        plain, subject = document, f"document {index}"
         if check or isinstance(document, Checked):
-            # Checked here, once, naming its position: serialising a Checked document
-            # would check it again, and its InvalidDocumentError (with its problems)
-            # would become a plain ValidationError below.
-            require_valid(document, subject=f"document {index}")
+            # Checked here, once: serialising a Checked document would check it again.
+            require_valid(document, subject=subject)
             if isinstance(document, Checked):
                 plain = document.document
-        try:
-            body = serialize_document(plain)
-        except InvoicingError as exc:  # it cannot be serialised (or is too large)
-            raise ValidationError(f"document {index} cannot be enqueued: {exc.message}") from None
-        described, identity = describe(body)
+        # Refused naming its position: it cannot be serialised, is too large, or holds a
+        # member twice (a mapping where it is serialised, JSON text where it is read).
+        body = serialize_document(plain, subject=subject)
+        text = isinstance(plain, (bytes, bytearray, memoryview, str))
+        described, identity = identify(body, subject=subject) if text else describe(body)
         identity_key = key(document) if key is not None else described
         whose = issuer if issuer is not None else identity.issuer
         out.append(

@@ -9,7 +9,18 @@ The service reads a document as ASP.NET binds JSON (names in any case, the issue
 number with or without ``EL``), and the rules of a document's fields are the client's
 own (``invoicing_async.documents.check``): both are the client's, through its seam, so
 that the sandbox refuses exactly what ``check`` reports as an error, naming the same
-field. A document's identity for duplicate detection is the library's own rule,
+field, but for a member written twice (an error of ``check``: the client's own refusal).
+
+A member written twice (``"Series": "A"`` beside ``"series": "B"``, or one name twice in
+the text) is bound as System.Text.Json binds it by default, ASP.NET Core's reader
+(``JsonSerializerOptions.AllowDuplicateProperties`` is true unless a service turns it
+off, and ``PropertyNameCaseInsensitive`` is on in its web defaults): the last value read
+is kept, and the document is committed with it (:func:`parse_document`). Not refused:
+a service that does is configured so, and one that does not commits what the client did
+not mean, which is the hazard a client must be tested against (the client refuses such
+a document before sending it: ``AmbiguousDocumentError``).
+
+A document's identity for duplicate detection is the library's own rule,
 :func:`invoicing_async.document_key`, so that ``sandbox.committed[document_key(doc)]``
 finds what a client sent.
 """
@@ -27,6 +38,7 @@ from invoicing_async import DocumentResult, result_from_dict
 from invoicing_async._for_sandbox import (
     REQUIRED_FIELDS,
     Problem,
+    bound,
     check_digit,
     errors_of,
     field,
@@ -76,6 +88,11 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+#: The service's JSON reader: ``NaN`` and infinities refused, a member written twice
+#: bound as the service binds it (names ignoring case, the last value read kept).
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=bound)
+
+
 #: Deepest nesting of arrays and objects a document may have: the default ``MaxDepth``
 #: of the JSON readers such services run on (System.Text.Json, Json.NET). An invoice
 #: is four or five levels deep.
@@ -90,14 +107,16 @@ def parse_document(body: bytes) -> dict[str, Any] | Reply:
     ``NaN`` and ``Infinity`` are refused as the service's JSON parser refuses them
     (Python's would accept them), and so is what such a parser cannot represent or a
     hostile client sends to exhaust it: text that is not UTF-8, nesting deeper than
-    :data:`MAX_DEPTH` levels, a ``\u`` escape of half a surrogate pair.
+    :data:`MAX_DEPTH` levels, a ``\u`` escape of half a surrogate pair. A member written
+    twice, in two spellings or one, is bound as the service binds it: once, with the
+    last value read (under the first spelling), as the document committed holds it.
     """
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         return error_reply(400, f"malformed JSON: not UTF-8 (byte {exc.start})")
     try:
-        document = json.loads(text, parse_constant=_reject_constant)
+        document = _DECODER.decode(text)
     except RecursionError:
         return _too_deep()
     except ValueError as exc:
