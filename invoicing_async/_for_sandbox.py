@@ -35,7 +35,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._checks import REQUIRED_FIELDS, check_digit, check_document, errors_of, valid_tin
-from ._credentials import read_credentials
+from ._credfile import read_credentials
 from ._env import (
     ENV_API_KEY,
     ENV_BASE_URL,
