@@ -19,6 +19,7 @@ telemetry         batch throughput with OpenTelemetry off, API only, SDK tracing
 issuers           ``IssuerPool``, 10,000 issuers x 5: token requests, memory, requests/s vs 1
 claims            outbox claims over 1 and 1,000 issuers vs format 2's; format 3 upgrade
 documents         a typed 25-line document + check vs the JSON by hand; a batch checked
+rotation          a key rotated mid-batch: seconds from the file's rename to its first use
 ================  ========================================================================
 
 Results go to ``benchmarks/RESULTS.rst`` and ``benchmarks/results.png``.
@@ -42,4 +43,5 @@ BENCHMARKS = [
     "issuers",
     "claims",
     "documents",
+    "rotation",
 ]
