@@ -134,8 +134,6 @@ class CredentialsFile(Mapping[str, str]):
         self._seen: tuple[Stamp, float] | None = None
         #: How many times the credentials were read again and changed.
         self.revision = 0
-        #: How many times the file was read again (not counting the first read).
-        self.reads = 0
         self._running: asyncio.Future[_Look] | None = None
         self._queued: asyncio.Future[bool] | None = None
         self._force = False
@@ -251,8 +249,6 @@ class CredentialsFile(Mapping[str, str]):
             data, before, after = read_file(self.path, limit=self._limit)
         except ValueError as exc:
             return _Look(stamp=found, refused=str(exc))
-        finally:
-            self.reads += 1
         if before != found or after != found:  # changed meanwhile: it settles again
             return _Look(seen=(after, now))
         if not settled and not complete(data) and now - since < self._incomplete:

@@ -143,7 +143,8 @@ def parse_credentials(source: Path, data: bytes) -> dict[str, str]:
 
 def complete(data: bytes) -> bool:
     """Whether a file's bytes may be whole: JSON ends itself; CSV lines end in a newline."""
-    return data.lstrip()[:1] in (b"{", b"[") or not data.strip() or data.endswith((b"\n", b"\r"))
+    start = data.removeprefix(b"\xef\xbb\xbf").lstrip()[:1]
+    return start in (b"{", b"[", b"") or data.endswith((b"\n", b"\r"))
 
 
 class _Problems:

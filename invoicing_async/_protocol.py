@@ -222,7 +222,7 @@ def check_api_key(api_key: str) -> str | None:
     holding what a header value cannot carry as it is. Only printable ASCII goes: a
     newline or another control character would end the header (or be refused), spaces
     around it are dropped by the server, and bytes beyond ASCII are refused or read as
-    other characters (Kestrel, the provider's ASP.NET server, refuses them by default).
+    other characters (ASP.NET's Kestrel, for one, refuses them unless told otherwise).
     """
     if not api_key:
         return "it is empty"
