@@ -158,7 +158,7 @@ class _Problems:
         return bool(self.said)
 
     def __str__(self) -> str:
-        more = [f"and {self.more} more"] if self.more else []
+        more = [f"and {self.more:,} more"] if self.more else []
         return "; ".join([*self.said, *more])
 
     def add(self, problem: str) -> None:

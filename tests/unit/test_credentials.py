@@ -353,3 +353,32 @@ def test_a_key_written_where_the_tin_goes_is_never_printed(tmp_path, text, said)
     assert said in refused
     assert "SECRET" not in refused
     assert "094019245" not in refused
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        (b'{"094019245": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "column 15: a value nested"),
+        (b"094019245,key-one\n800123456,\xff\xfe\n", "line 2: not UTF-8 text"),
+        (b"094019245,SECRET-one\n" + b"800123456,\n" * 100_000, "and 99,980 more"),
+        (b'{"094019245": "SECRET-one"} {"more": 1}', "column 29: nothing may follow"),
+    ],
+)
+def test_a_hostile_file_is_refused_saying_where_in_linear_time(tmp_path, data, said):
+    """Hostile credentials files: JSON nested 100,000 levels deep, bytes that are not
+    UTF-8, 100,000 bad lines (20 said, the rest counted), a second JSON value: each a
+    ValueError saying where, never a value of the file."""
+    path = tmp_path / "keys.txt"
+    path.write_bytes(data)
+    with pytest.raises(ValueError, match="credentials file") as refused:
+        read_credentials(path)
+    assert said in str(refused.value)
+    assert "SECRET" not in str(refused.value)
+
+
+def test_a_line_separator_inside_a_csv_field_does_not_end_its_line(tmp_path):
+    """U+2028 (a line separator to ``str.splitlines``, not to CSV) inside a field: the
+    line stays one line, and the key keeps it (the pool refuses such a key before any
+    request: a header cannot carry it)."""
+    path = private(tmp_path / "keys.csv", "094019245,key\u2028rest\n800123456,other\n")
+    assert read_credentials(path) == {"094019245": "key\u2028rest", "800123456": "other"}
