@@ -20,6 +20,7 @@ issuers           ``IssuerPool``, 10,000 issuers x 5: token requests, memory, re
 claims            outbox claims over 1 and 1,000 issuers vs format 2's; format 3 upgrade
 documents         a typed 25-line document + check vs the JSON by hand; a batch checked
 counts            Python calls and gc collections per document: library vs raw aiohttp
+rotation          a key rotated mid-batch: seconds from the file's rename to its first use
 ================  ========================================================================
 
 Results go to ``benchmarks/RESULTS.rst`` and ``benchmarks/results.png``.
@@ -61,4 +62,5 @@ BENCHMARKS = [
     "claims",
     "documents",
     "counts",
+    "rotation",
 ]

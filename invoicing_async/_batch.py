@@ -257,6 +257,36 @@ class Batch:
     def _new_shared(self) -> Shared:
         return Shared.of(self._options.retry)
 
+    async def resume(self, issuers: Iterable[str]) -> None:
+        """Send ``issuers``' documents again, in this batch (a batch of many issuers).
+
+        Each of them stopped (its breaker opened: its credentials refused, say) and its
+        credentials may have changed: its breaker closes, and its lane sends through
+        the route the sender gives now (a pool resolves the issuer again: a new key
+        gives a new channel); documents still in its lane go with it. If the sender
+        has no route for it now, its lane stays stopped, with that reason.
+        """
+        if not self._per_issuer:
+            return
+        for issuer in issuers:
+            self._stop_told.pop(issuer, None)
+            lane = self._lanes.peek(issuer)
+            if lane is None:  # none open: its next document opens one
+                continue
+            old: _Issuer = lane.context
+            try:
+                route = await self._sender.acquire(issuer)
+            except InvoicingError as exc:  # still none: its documents stop, saying why
+                old.shared.breaker.reset()
+                old.shared.breaker.trip(exc)
+                continue
+            if lane.context is not old or self._lanes.peek(issuer) is not lane:
+                self._sender.release(route)  # the lane changed meanwhile
+                continue
+            lane.context = _Issuer(issuer, route, old.shared)
+            old.shared.breaker.reset()
+            self._sender.release(old.route)
+
     async def run(
         self, documents: Iterable[Any] | AsyncIterable[Any]
     ) -> AsyncGenerator[Outcome, None]:
@@ -599,8 +629,9 @@ class Batch:
         issuer_of = pending.identity.issuer
         found = self._lanes.find(issuer_of if self._per_issuer else None)
         lane = found if found is not None else await self._open_lane(issuer_of)
-        if isinstance(lane, InvoicingError):  # no credentials for the issuer
-            outcome = self._delivery(pending).refuse(lane)
+        if isinstance(lane, InvoicingError):  # no (usable) credentials for the issuer
+            # Its own shared state: the batch's is no issuer's to stop.
+            outcome = self._delivery(pending, self._new_shared()).refuse(lane)
             await self._outbox.put(self._settled(outcome, prepared))
             return
         issuer: _Issuer = lane.context

@@ -75,8 +75,11 @@ class Rounds(Protocol):
     def skipped(self) -> Sequence[str]:
         """The issuers whose entries are not claimed now."""
 
-    def due(self) -> bool:
-        """Whether the round should end, for a new batch (an issuer to try again)."""
+    async def retry(self, batch: Batch) -> None:
+        """Have ``batch`` send again the issuers to try again now (their wait is over)."""
+
+    def woken(self) -> asyncio.Future[None] | None:
+        """Done when an issuer waiting may be tried again (its credentials changed)."""
 
 
 class _Pump:
@@ -356,17 +359,17 @@ class Claims:
     ) -> AsyncIterator[Submission]:
         """Claimed documents, as the batch asks for them.
 
-        Ends with the batch's breaker, when the worker stops, when ``rounds`` says a new
-        batch is due, or (``stop_when_empty``) when nothing is left but what waits for an
-        operator.
+        Ends with the batch's breaker, when the worker stops, or (``stop_when_empty``)
+        when nothing is left but what waits for an operator. Before each claim, the
+        issuers ``rounds`` says are to be tried again are sent again by this batch; a
+        pause between claims ends as soon as one may be (its credentials changed).
         """
         self._rounds = rounds
         buffer: collections.deque[Claim] = collections.deque()
         while batch.stopped is None and not self.stopping:
             rounds.observe(batch)
             if not buffer:
-                if rounds.due():
-                    return
+                await rounds.retry(batch)
                 skip = rounds.skipped()
                 if self._pending is not None:  # the gauge, while metrics are read
                     await self._pending.refresh(self._store.remaining)
@@ -376,7 +379,7 @@ class Claims:
                         await self._pending.refresh(self._store.remaining, force=True)
                     if stop_when_empty and await self._store.remaining(skip) <= len(self.held):
                         return
-                    await pause(poll, self._stopping)
+                    await pause(poll, self._stopping, rounds.woken())
                     continue
             claim = buffer.popleft()
             # Sent for the issuer stored with it: a pool routes it to that issuer.

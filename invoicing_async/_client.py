@@ -379,12 +379,17 @@ def _credentials_problem(client_id: str, client_secret: str) -> str | None:
     """Why the credentials cannot be used, in words that do not include them."""
     if not client_id or not client_secret:
         return "client_id (TIN) and client_secret (API key) are required"
-    for name, value in (("client_id", client_id), ("client_secret (the API key)", client_secret)):
-        if any(ord(char) < 32 or ord(char) == 127 for char in value):
-            return (
-                f"{name} contains a newline or another control character: check the file "
-                "or variable it was read from"
-            )
+    if any(ord(char) < 32 or ord(char) == 127 for char in client_id):
+        return (
+            "client_id contains a newline or another control character: check the file or "
+            "variable it was read from"
+        )
+    problem = proto.check_api_key(client_secret)
+    if problem is not None:
+        return (
+            f"client_secret (the API key) cannot be sent: {problem}: check the file or "
+            "variable it was read from"
+        )
     return None
 
 

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._binding import bound
 from ._checks import REQUIRED_FIELDS, check_digit, check_document, errors_of, valid_tin
-from ._credentials import read_credentials
+from ._credfile import read_credentials
 from ._env import (
     ENV_API_KEY,
     ENV_BASE_URL,

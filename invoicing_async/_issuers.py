@@ -19,27 +19,35 @@ An issuer the resolver does not know, or that it fails for, is a
 request: remembered for ``forget_unknown`` seconds, so a batch of such documents asks
 the resolver once, not once each.
 
+A key that cannot be sent (too long for a header, a character a header cannot carry:
+:func:`~._protocol.check_api_key`) is a :class:`~invoicing_async.CredentialsError` of its
+issuer, before any request, remembered as an unknown issuer is: its documents are not
+sent, as when the provider refuses the key, and never end as a refusal of theirs.
+
 Keys change while a pool runs (rotated by the issuer, revoked and replaced): an issuer
 whose credentials the token endpoint refused is resolved again at its next use, at most
 once every ``recheck_refused`` seconds; when the resolver gives another key, the issuer
 gets a new channel with it (the old key's token is forgotten), and its documents go with
 the new key. :meth:`Issuers.reload` (``IssuerPool.reload_credentials``, ``SIGHUP`` in
-the command) has every issuer resolved again at its next use, and a resolver that can
-tell when its source changed (a :class:`~._credentials.CredentialsFile`: its file
-replaced) does so through :meth:`Issuers.refresh`. No key is logged.
+the command) has every issuer resolved again at its next use, and a resolver that watches
+its source (a :class:`~._credentials.CredentialsFile`, watched while the pool is in use)
+does so whenever the source changes; :meth:`Issuers.changed` tells a worker waiting for
+an issuer. No key is logged, and no file is read on the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import copy
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
+from . import _protocol as proto
 from ._channel import Channel
-from ._errors import UnknownIssuerError
+from ._errors import CredentialsError, UnknownIssuerError
 from ._log import auth as log
 
 if TYPE_CHECKING:
@@ -62,18 +70,26 @@ CredentialsResolver = Union[  # noqa: UP007  (a runtime alias: documented, and 3
 ]
 
 
+#: What a pool refuses an issuer with before any request: no credentials, or a key that
+#: cannot be sent.
+Refusal = Union[UnknownIssuerError, CredentialsError]  # noqa: UP007  (a runtime alias)
+
+
 @runtime_checkable
 class Reloadable(Protocol):
-    """A resolver that can read its source again (a credentials file)."""
+    """A resolver that reads a source it can read again (a credentials file), off the loop."""
 
     #: How many times the credentials it holds changed (read again, and different).
     revision: int
 
-    def refresh(self) -> bool:
-        """Read the source again if it changed; whether the credentials changed."""
+    def reload(self) -> asyncio.Future[bool]:
+        """Read the source again; done with whether the credentials changed."""
 
-    def reload(self) -> bool:
-        """Read the source again now; whether the credentials changed."""
+    def start(self, listener: Callable[[], object]) -> None:
+        """Watch the source on the running loop; ``listener`` is told of every change."""
+
+    def stop(self) -> None:
+        """Stop watching the source."""
 
 
 class _Slot:
@@ -145,9 +161,11 @@ class Issuers:
         #: Slots in use are not in it, so closing never scans past them.
         self._unused: collections.OrderedDict[str, _Slot] = collections.OrderedDict()
         self._resolving: dict[str, asyncio.Future[Channel]] = {}
-        self._unknown: collections.OrderedDict[str, tuple[float, UnknownIssuerError]] = (
+        self._unknown: collections.OrderedDict[str, tuple[float, Refusal]] = (
             collections.OrderedDict()
         )
+        #: Done at the next change of the credentials (see :meth:`changed`).
+        self._change: asyncio.Future[None] | None = None
 
     def __repr__(self) -> str:
         return f"<Issuers {self._base_url} in use={len(self._slots)}>"
@@ -185,37 +203,49 @@ class Issuers:
     def reload(self) -> None:
         """Resolve every issuer again at its next use: keys were rotated (``SIGHUP``).
 
-        A resolver that reads a source (a credentials file) reads it again now; issuers
-        the resolver did not know are asked about again too.
+        Issuers the resolver did not know are asked about again too. A resolver that
+        reads a source (a credentials file) reads it again, off the event loop (many
+        reloads meanwhile make one more read), and all this happens once it is read.
         """
         if self._source is not None:
-            self._source.reload()
-            self._source_revision = self._source.revision
-        self._changed()
+            self._source.reload().add_done_callback(lambda _: self._changed())
+        else:
+            self._changed()
 
     def refresh(self) -> int:
-        """Look whether the resolver's source changed (read it again if so); the revision.
+        """The revision, once what the resolver's source read is taken in (no I/O).
 
-        Only a resolver that can tell (a credentials file) is looked at; a changed source
-        has every issuer resolved again at its next use, whether this look or a lookup
-        since (the file reads itself again when looked up) found the change.
+        A source that changed (a credentials file read again) has every issuer
+        resolved again at its next use.
         """
-        if self._source is not None:
-            self._source.refresh()
-            if self._source.revision != self._source_revision:
-                self._source_revision = self._source.revision
-                self._changed()
+        source = self._source
+        if source is not None and source.revision != self._source_revision:
+            self._source_revision = source.revision
+            self._changed()
         return self._revision
+
+    def changed(self) -> asyncio.Future[None]:
+        """Done at the next change of the credentials: a reload, or the source changed."""
+        loop = asyncio.get_running_loop()
+        if self._change is None or self._change.done() or self._change.get_loop() is not loop:
+            self._change = loop.create_future()
+        return self._change
 
     def _changed(self) -> None:
         self._revision += 1
         self._unknown.clear()
+        if self._change is not None and not self._change.done():
+            self._change.set_result(None)
 
     async def acquire(self, issuer: str | None) -> Channel:
         """The channel of ``issuer``, kept until :meth:`release`.
 
         :raises UnknownIssuerError: no issuer, or the resolver does not know it (or fails).
+        :raises CredentialsError: the resolver gave a key that cannot be sent.
         """
+        if self._source is not None:
+            self._source.start(self.refresh)  # watched while the pool is used
+            self.refresh()
         if issuer is None:
             raise UnknownIssuerError(
                 "the document names no issuer (Issuer.Vat) and none was given (issuer=)",
@@ -246,7 +276,9 @@ class Issuers:
         self._evict()
 
     def clear(self) -> None:
-        """Forget every channel (the pool closed)."""
+        """Forget every channel (the pool closed); stop watching the resolver's source."""
+        if self._source is not None:
+            self._source.stop()
         for slot in self._slots.values():
             slot.channel.tokens.forget()
         self._slots.clear()
@@ -272,7 +304,7 @@ class Issuers:
         slot.revision, slot.checked, slot.distrusted = self._revision, self._clock(), False
         try:
             channel = await self._resolved(issuer)
-        except UnknownIssuerError:
+        except (UnknownIssuerError, CredentialsError):
             self._drop(issuer, slot)
             return None
         if self._slots.get(issuer) is not slot:  # replaced meanwhile by another caller
@@ -320,7 +352,7 @@ class Issuers:
                 self._resolving[issuer] = pending
                 pending.add_done_callback(lambda _: self._resolving.pop(issuer, None))
             return await asyncio.shield(pending)
-        except UnknownIssuerError as exc:
+        except (UnknownIssuerError, CredentialsError) as exc:
             raise _copy(exc) from exc.__cause__
 
     def _ask(self, issuer: str) -> Any:
@@ -354,14 +386,14 @@ class Issuers:
                     issuer=issuer,
                 ),
             )
-        if not isinstance(secret, str) or any(ord(c) < 32 or ord(c) == 127 for c in secret):
+        problem = proto.check_api_key(secret) if isinstance(secret, str) else "not text"
+        if problem is not None:
             del secret  # a traceback formatted with locals must not show it
             raise self._refused(
                 issuer,
-                UnknownIssuerError(
-                    f"the credentials resolver gave issuer {issuer} an API key that is not "
-                    "one line of text",
-                    issuer=issuer,
+                CredentialsError(
+                    f"the credentials resolver gave issuer {issuer} an API key that cannot "
+                    f"be sent: {problem}"
                 ),
             )
         log.debug("issuer %s: credentials resolved", issuer, extra={"invoicing.issuer": issuer})
@@ -374,7 +406,7 @@ class Issuers:
             token_retry=self._token_retry,
         )
 
-    def _refused(self, issuer: str, refusal: UnknownIssuerError) -> UnknownIssuerError:
+    def _refused(self, issuer: str, refusal: Refusal) -> Refusal:
         """Remember ``refusal`` for ``forget_unknown`` seconds.
 
         At most as many refusals are kept as channels.
@@ -422,6 +454,6 @@ def _failed(issuer: str, exc: Exception) -> UnknownIssuerError:
     )
 
 
-def _copy(error: UnknownIssuerError) -> UnknownIssuerError:
+def _copy(error: Refusal) -> Refusal:
     """A refusal of its own for each caller (a shared exception's traceback grows)."""
-    return UnknownIssuerError(error.message, issuer=error.issuer)
+    return copy.copy(error)  # its attributes, without its traceback

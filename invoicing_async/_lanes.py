@@ -178,6 +178,10 @@ class Lanes(_Workers, Generic[T]):
             self._lanes[key] = lane
         return lane
 
+    def peek(self, key: str | None) -> Lane[T] | None:
+        """The lane of issuer ``key``, in use or idle, left as it is."""
+        return self._lanes.get(key) or self._idle.get(key)
+
     def drop_all(self) -> None:
         """The batch is over: every lane is dropped (``on_empty`` told), idle or not."""
         lanes = [*self._lanes.values(), *self._idle.values()]
@@ -352,6 +356,10 @@ class OneLane(_Workers, Generic[T]):
         """Open the lane, keeping ``context`` for the batch."""
         lane = self._lane = Lane(key, self._limit, context)
         return lane
+
+    def peek(self, key: str | None) -> Lane[T] | None:  # noqa: ARG002  (one lane)
+        """The lane, if it is open."""
+        return self._lane
 
     def drop_all(self) -> None:
         """The batch is over."""

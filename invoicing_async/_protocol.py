@@ -40,11 +40,13 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = [
+    "MAX_API_KEY",
     "Request",
     "Response",
     "build_call_request",
     "build_document_request",
     "build_token_request",
+    "check_api_key",
     "check_base_url",
     "check_path",
     "error_for_response",
@@ -204,6 +206,39 @@ def check_path(path: str) -> str:
     if not path.startswith("/") or "://" in path:
         raise ValueError("path must be a path on the provider, such as '/Invoice/json'")
     return path
+
+
+#: The longest API key sent, in characters: far beyond any provider's keys (tens of
+#: characters), and an ``APIKey`` header line well within the 8 KiB common servers take
+#: for one header (nginx: 8 KiB a line; aiohttp: 8,190 bytes a value; ASP.NET's Kestrel
+#: 32 KiB for all of them), with the bearer token and the rest beside it.
+MAX_API_KEY = 4096
+
+
+def check_api_key(api_key: str) -> str | None:
+    """Why ``api_key`` cannot be sent as the ``APIKey`` header, or ``None``.
+
+    In words that do not include it: too long for a header (:data:`MAX_API_KEY`), or
+    holding what a header value cannot carry as it is. Only printable ASCII goes: a
+    newline or another control character would end the header (or be refused), spaces
+    around it are dropped by the server, and bytes beyond ASCII are refused or read as
+    other characters (ASP.NET's Kestrel, for one, refuses them unless told otherwise).
+    """
+    if not api_key:
+        return "it is empty"
+    if len(api_key) > MAX_API_KEY:
+        return (
+            f"it has {len(api_key):,} characters, more than the {MAX_API_KEY:,} an APIKey "
+            "header may carry"
+        )
+    if api_key != api_key.strip(" \t"):
+        return "it has spaces around it, which a header value drops"
+    if not (api_key.isascii() and api_key.isprintable()):
+        return (
+            "it holds a character a header value cannot carry (a newline, another control "
+            "character, or one beyond ASCII)"
+        )
+    return None
 
 
 def _headers(token: AccessToken, api_key: str, content_type: str | None) -> dict[str, str]:

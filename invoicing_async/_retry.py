@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
@@ -194,16 +194,23 @@ class RetryPolicy:
         )
 
 
-async def pause(seconds: float | None, until: asyncio.Event | None = None) -> None:
-    """Wait ``seconds``, or until ``until`` is set if that comes first.
+async def pause(
+    seconds: float | None,
+    until: asyncio.Event | None = None,
+    woken: asyncio.Future[Any] | None = None,
+) -> None:
+    """Wait ``seconds``, or until ``until`` is set or ``woken`` done if that comes first.
 
-    ``seconds`` ``None``: until ``until`` is set (without ``until``: no wait).
+    ``seconds`` ``None``: until then (with neither: no wait). ``woken`` is left as it is
+    (others may wait for it too).
     """
-    if until is None:
+    if until is None and woken is None:
         await asyncio.sleep(seconds or 0.0)
         return
-    waiter = asyncio.ensure_future(until.wait())
+    waiter = asyncio.ensure_future(until.wait()) if until is not None else None
+    waited = {future for future in (waiter, woken) if future is not None}
     try:
-        await asyncio.wait({waiter}, timeout=seconds)
+        await asyncio.wait(waited, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        waiter.cancel()
+        if waiter is not None:
+            waiter.cancel()

@@ -31,8 +31,9 @@ A worker is a service:
   not claimed (other workers may send them), one WARNING names it, and after a wait
   (the pool's ``recheck_refused``, doubling while the credentials stay refused, up to
   :data:`_MAX_RECHECK`) or as soon as the pool's credentials change (a credentials file
-  replaced, ``reload_credentials()``), a new batch tries it again: the pool asks its
-  resolver again, and its documents go with the new key.
+  changed, ``reload_credentials()``), the batch that runs tries it again at its next
+  claim, without waiting for its other documents: the pool asks its resolver again,
+  its documents go with the new key, and one INFO says that the new key took effect.
 * **Its drain ends.** A worker that stops when empty stops when nothing is left but
   entries waiting for an operator (refused credentials, no credentials, parked), and
   says so, naming the issuers and how many of their entries wait.
@@ -89,8 +90,6 @@ _MAX_BACKOFF = 5.0
 _MAX_PAUSE = 60.0
 #: The longest wait before an issuer whose credentials stay refused is tried again.
 _MAX_RECHECK = 600.0
-#: Seconds between two looks at whether the pool's credentials changed (a file).
-_LOOK_EVERY = 1.0
 #: Answers that say an issuer's credentials work.
 _ANSWERED = frozenset({OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE, OutcomeStatus.REJECTED})
 
@@ -377,7 +376,7 @@ async def until_available(
 class _Wait:
     """One issuer whose documents wait: why, until when, and the next wait."""
 
-    __slots__ = ("until", "waits", "why")
+    __slots__ = ("changed", "until", "waits", "why")
 
     def __init__(self, why: str, recheck: float) -> None:
         self.why = why
@@ -385,13 +384,16 @@ class _Wait:
         #: Loop time its entries are claimed again; ``None``: tried again now (the
         #: current batch sends them, and its refusal makes it wait again).
         self.until: float | None = None
+        #: Tried again because the credentials changed (not because its wait was over).
+        self.changed = False
 
 
 class _Blocked:
     """The issuers whose documents wait for an operator (see the module docstring).
 
     Told by the feed of the issuers the batch stopped, and of every outcome; it says
-    which issuers are not claimed now and when a new batch should try one again.
+    which issuers are not claimed now, and has the batch send again those whose wait
+    is over or whose credentials changed.
     """
 
     def __init__(self, engine: Engine) -> None:
@@ -405,7 +407,6 @@ class _Blocked:
         self._seen: set[str | None] = set()  # the current batch's stopped issuers
         self._batch: Batch | None = None
         self._stops = 0  # how many issuers the current batch had stopped when looked at
-        self._looked = float("-inf")
 
     def observe(self, batch: Batch) -> None:
         """The issuers ``batch`` stopped wait (a pool's batch only)."""
@@ -431,10 +432,11 @@ class _Blocked:
             if issuer not in self._seen:
                 self._seen.add(issuer)
                 self._stopped(issuer, error)
-        elif outcome.status in _ANSWERED and self._waiting.pop(issuer, None) is not None:
+        elif outcome.status in _ANSWERED and (wait := self._waiting.pop(issuer, None)) is not None:
             log.info(
-                "outbox worker: issuer %s's documents are sent again",
+                "outbox worker: issuer %s's %s: its documents are sent again",
                 issuer,
+                "new credentials took effect" if wait.changed else "credentials work again",
                 extra={"invoicing.issuer": issuer},
             )
 
@@ -452,27 +454,43 @@ class _Blocked:
         wait = self._waiting.get(issuer)
         return wait.why if wait is not None else "unknown"
 
-    def due(self) -> bool:
-        """Whether a waiting issuer is to be tried again (by a new batch).
+    async def retry(self, batch: Batch) -> None:
+        """Have ``batch`` send again the waiting issuers that are due, at once.
 
-        Its wait is over, or the pool's credentials changed (a credentials file replaced).
+        Due: its wait is over, or the pool's credentials changed (a credentials file
+        read again, a reload). Their entries are claimed again from now on, and the
+        batch sends their documents with the credentials the pool resolves now.
         """
+        due = self._due()
+        if not due:
+            return
+        self.observe(batch)
+        self._seen.difference_update(due)  # a refusal again makes it wait again
+        await batch.resume(due)
+        self._stops = len(batch.stopped_issuers)
+
+    def woken(self) -> asyncio.Future[None] | None:
+        """Done at the pool's next change of credentials (a pool's worker only).
+
+        Whether an issuer waits or not: one may come to wait before the change.
+        """
+        return self._issuers.changed() if self._issuers is not None else None
+
+    def _due(self) -> list[str]:
         if not self._waiting or self._issuers is None:
-            return False
+            return []
         now = _now()
-        if now - self._looked >= _LOOK_EVERY:
-            self._looked = now
-            revision = self._issuers.refresh()
-            if revision != self._revision:
-                self._revision = revision
-                for wait in self._waiting.values():
-                    if wait.until is not None:
-                        wait.until = now
-        due = False
-        for wait in self._waiting.values():
+        revision = self._issuers.refresh()
+        if revision != self._revision:
+            self._revision = revision
+            for wait in self._waiting.values():
+                if wait.until is not None:
+                    wait.until, wait.changed = now, True
+        due = []
+        for issuer, wait in self._waiting.items():
             if wait.until is not None and wait.until <= now:
-                wait.until = None  # tried by the next batch: waits again if stopped
-                due = True
+                wait.until = None  # tried by the batch: waits again if stopped again
+                due.append(issuer)
         return due
 
     def _stopped(self, issuer: str, error: InvoicingError) -> None:
@@ -482,13 +500,13 @@ class _Blocked:
         first = wait is None
         if wait is None:
             wait = self._waiting[issuer] = _Wait(str(error), self._recheck)
-        wait.why = str(error)
+        wait.why, wait.changed = str(error), False
         seconds = wait.waits.next()
         wait.until = _now() + seconds
         log.log(
             logging.WARNING if first else logging.INFO,  # INFO after every new try
             "outbox worker: %s wait: %s; tried again in %.0f s, or as soon as the "
-            "credentials change (a credentials file replaced, SIGHUP)",
+            "credentials change (a credentials file changed, SIGHUP)",
             f"issuer {issuer}'s documents" if issuer else "documents that name no issuer",
             error,
             seconds,

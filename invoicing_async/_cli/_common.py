@@ -209,7 +209,7 @@ def issuers(
     """Many issuers' credentials (``--credentials`` or the variables), or ``None``.
 
     See :mod:`invoicing_async._credentials`; an unreadable file or resolver is a
-    UsageError naming the file, the line and the TIN, never a key.
+    UsageError naming the file, the line and the column, never a value of the file.
     """
     try:
         return issuer_credentials(

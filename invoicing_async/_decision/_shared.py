@@ -89,6 +89,12 @@ class Breaker:
             self.error = error
         self.everyone = self.everyone or everyone
 
+    def reset(self) -> None:
+        """Close again: what opened it may be put right (its issuer's credentials changed)."""
+        self._run = 0
+        self.error = None
+        self.everyone = False
+
 
 class ReauthWaits:
     """The re-authentication cooldowns a batch waits out (``REAUTH`` answers).

@@ -70,6 +70,10 @@ log = logging.getLogger("invoicing_async.sandbox")  # under the library's tree: 
 _JSON_TYPES = frozenset({"application/json", "text/json"})
 _PGP_TYPES = frozenset({"application/pgp-encrypted", "application/octet-stream"})
 _CHUNK = 64 * 1024
+#: The longest request line and header value read, in bytes: a real server's limit
+#: (aiohttp's default, written out; nginx takes 8 KiB a header line), so a client that
+#: sends a header too long for the provider meets the 400 it would meet there.
+MAX_HEADER_FIELD = 8190
 
 
 class Server:
@@ -141,6 +145,7 @@ class Server:
         runner = web.AppRunner(
             app, access_log=None, handle_signals=False, shutdown_timeout=2.0,
             handler_cancellation=False, logger=_ProtocolLog(log),
+            max_line_size=MAX_HEADER_FIELD, max_field_size=MAX_HEADER_FIELD,
         )  # fmt: skip
         await runner.setup()
         site = web.TCPSite(runner, host, port, ssl_context=tls)

@@ -191,3 +191,12 @@ def test_quick_counts_benchmark_exits_0_and_counts_library_and_floor(tmp_path):
     assert calls[0] > calls[1]
     assert calls[2] > calls[3]
     assert all(re.fullmatch(r"\d+( \(\d+-\d+\))?", row[5]) for row in rows)
+
+
+def test_quick_rotation_benchmark_exits_0_and_checks_both_measures(tmp_path):
+    """`python -m benchmarks --quick --only rotation` exits 0 (a sandbox and a worker run
+    as services, a key is rotated, a worker gets 100 SIGHUPs) and writes both targets:
+    the new key's first use after the rename, the loop's longest stall."""
+    results = _quick("rotation", tmp_path)
+    assert "rotation: first use of the new key, 300 documents" in results
+    assert "credentials: 100 SIGHUPs, 10,000 issuers: the longest /healthz answer" in results

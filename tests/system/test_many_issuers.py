@@ -125,3 +125,31 @@ async def test_a_small_issuer_is_not_kept_behind_a_large_ones_backlog():
                     break
     assert settled.count(small) == 10
     assert settled.count(large) < 1_000
+
+
+async def test_a_key_too_long_for_a_header_is_refused_before_any_request():
+    """An issuer whose API key has 10,000 characters, more than the ``APIKey`` header
+    can carry (the sandbox's HTTP server, like a real one, refuses a header past 8,190
+    bytes): its documents end ``not_sent`` with a CredentialsError naming the issuer,
+    none of them rejected and nothing sent for it, not even a token request (before:
+    the provider answered 400 and both documents ended ``rejected``, final: a
+    credentials problem recorded as the documents' refusal). An issuer whose key of
+    4,096 characters fits is served as any other."""
+    issuers = sandbox_issuers(2)
+    long_one, fitting = issuers
+    issuers = {long_one: "k" * 10_000, fitting: "f" * 4096}
+    async with Sandbox(key_algorithm="cv25519", issuers=issuers) as sb:
+        documents = [sample_invoice(n, issuer_vat=tin, lines=1) for n in range(2) for tin in issuers]
+        async with IssuerPool(sb.base_url, issuers, provider_key=sb.provider_key) as pool:
+            outcomes = await pool.submit_many(documents, encrypted=False, retry=QUICK)
+        stats = sb.issuer_stats(long_one)
+        assert (stats.requests, stats.token_requests) == (0, 0)
+        assert sb.issuer_stats(fitting).commits == 2
+    refused = [o for o in outcomes if o.issuer == long_one]
+    assert [o.status for o in refused] == [OutcomeStatus.NOT_SENT] * 2
+    for outcome in refused:
+        assert isinstance(outcome.error, CredentialsError)
+        assert f"issuer {long_one}" in str(outcome.error)
+        assert "10,000 characters" in str(outcome.error)
+        assert "k" * 100 not in str(outcome.error)
+    assert {o.status for o in outcomes if o.issuer == fitting} == {OutcomeStatus.ACCEPTED}

@@ -15,6 +15,7 @@ import contextlib
 import logging
 
 import pytest
+from sandboxtools import until
 
 from invoicing_async import (
     Deferral,
@@ -329,3 +330,48 @@ async def test_a_pools_second_drain_does_not_tell_again_of_an_issuer_already_wai
     assert second == {OutcomeStatus.ACCEPTED: 1}
     said = [r.getMessage() for r in caplog.records if r.name == "invoicing_async.ledger"]
     assert sum(f"issuer {stranger}'s documents wait" in line for line in said) == 1, said
+
+
+async def test_a_key_rotated_mid_batch_takes_effect_in_the_batch_that_runs(tmp_path, caplog):
+    """A shop's key is refused (rotated at the provider): its documents wait, while
+    another shop's requests are held at the provider, so the batch cannot end. The
+    shop's new key is given to the pool (``reload_credentials()``): the worker, whose
+    next pause between claims is an hour, is woken, sends the shop's documents with the
+    new key in the batch that runs, and says at INFO that the new credentials took
+    effect (before: the batch ended first, every document it held sent, then a new
+    batch tried the shop: 10 s and more after the rotation with 2,000 documents)."""
+    issuers = sandbox_issuers(2)
+    shop, other = issuers
+    keys = dict(issuers)  # the pool's resolver: the test gives it the new key
+    caplog.set_level(logging.INFO, logger="invoicing_async.ledger")
+
+    def said(text: str) -> list[str]:
+        return [r.getMessage() for r in caplog.records if text in r.getMessage()]
+
+    async with (
+        Sandbox(key_algorithm="cv25519", issuers=issuers) as sb,
+        SqliteOutbox(tmp_path / "outbox.db") as box,
+        pool_of(sb, keys) as pool,
+    ):
+        await box.enqueue([sample_invoice(n, issuer_vat=other, lines=1) for n in range(2)])
+        await box.enqueue([sample_invoice(10 + n, issuer_vat=shop, lines=1) for n in range(3)])
+        sb.rotate_issuer(shop, "the-shops-new-key")
+        sb.hold(issuer=other)
+        stop = asyncio.Event()
+        with instant_retries():
+            work = asyncio.ensure_future(box.run_worker(pool, concurrency=8, poll=3600, stop=stop))
+            try:
+                await asyncio.wait_for(sb.wait_held(2, issuer=other), 60)
+                await asyncio.wait_for(until(lambda: said(f"issuer {shop}'s documents wait")), 60)
+                keys[shop] = "the-shops-new-key"
+                pool.reload_credentials()
+                await asyncio.wait_for(until(lambda: sb.issuer_stats(shop).commits == 3), 60)
+                assert sb.held_of(other) == 2  # the batch still runs: mid-batch
+                assert not work.done()
+            finally:
+                sb.release()
+                stop.set()
+                counts = await asyncio.wait_for(work, 60)
+    assert counts[OutcomeStatus.ACCEPTED] == 5
+    assert len(said(f"issuer {shop}'s new credentials took effect")) == 1
+    assert not any("the-shops-new-key" in r.getMessage() for r in caplog.records)

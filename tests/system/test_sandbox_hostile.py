@@ -340,3 +340,16 @@ def test_any_request_gets_an_answer_never_a_500(  # noqa: PLR0917  (fixtures and
     headers.update(extra)
     with contextlib.suppress(http.client.RemoteDisconnected):
         _check(running, records, method, path, body=body, headers=headers)
+
+
+def test_a_header_longer_than_a_real_servers_limit_is_refused_400(running, records):
+    """An ``APIKey`` header value of 8,191 bytes is answered 400 by the HTTP server
+    itself, as a real server refuses a header past its limit (aiohttp's 8,190 bytes,
+    nginx's 8 KiB a line); one of 8,190 bytes is read (and refused 401: a wrong key)."""
+    body = json.dumps(sample_invoice(1)).encode()
+    for size, status in ((8191, 400), (8190, 401)):
+        headers = {"Authorization": f"Bearer {running.token}", "APIKey": "k" * size}
+        headers["Content-Type"] = "application/json"
+        assert _check(running, records, "POST", "/Invoice/json", body=body, headers=headers) == (
+            status
+        )

@@ -112,6 +112,11 @@ def own_env(sb: Sandbox, key_file) -> dict[str, str]:
     )
 
 
+def commits(sb: Sandbox, issuers) -> int:
+    """Documents the sandbox committed for ``issuers``."""
+    return sum(sb.issuer_stats(tin).commits for tin in issuers)
+
+
 def secure_requests(sb: Sandbox) -> int:
     return sum(1 for r in sb.requests if r.path == "/Invoice/secure")
 
@@ -314,6 +319,36 @@ async def test_a_key_rotated_in_the_credentials_file_is_used_without_a_restart(t
         assert await outbox.counts() == {"accepted": 12}
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+async def test_sighup_with_a_named_pipe_in_the_files_place_never_stops_the_sending(tmp_path):
+    """The credentials file replaced by a symbolic link to a named pipe nobody writes
+    to, then ``SIGHUP``: the worker says the file is not a regular file and keeps the
+    credentials it has, and invoices enqueued afterwards are sent (before: the SIGHUP
+    handler read the pipe on the event loop, waiting for a writer forever: nothing was
+    sent any more). It stops on SIGTERM with status 0."""
+    issuers, path, credentials = await three_shops(tmp_path)
+    async with Sandbox(key_algorithm="cv25519", issuers=issuers) as sb:
+        key_file = sb.write_public_key(tmp_path / "provider.asc")
+        env = environment(sb, key_file)
+        async with running(env, "--ledger", str(path), "--credentials", str(credentials)) as worker:
+            await asyncio.wait_for(until(lambda: commits(sb, issuers) == 12), LONG)
+            pipe = tmp_path / "pipe"
+            os.mkfifo(pipe)
+            link = tmp_path / "link"
+            link.symlink_to(pipe)
+            link.replace(credentials)
+            worker.signal(signal.SIGHUP)
+            await asyncio.wait_for(worker.saying(r"not a regular file"), 30)
+            async with SqliteOutbox(path) as outbox:
+                await outbox.enqueue(
+                    [sample_invoice(20 + n, issuer_vat=t) for n, t in enumerate(issuers)]
+                )
+            await asyncio.wait_for(until(lambda: commits(sb, issuers) == 15), 30)
+            worker.signal(signal.SIGTERM)
+            assert await worker.ended() == 0, worker.said
+    assert not any(key in worker.said for key in issuers.values())
+
+
 VAULT = '''"""A vault of API keys, as a platform's resolver reads it: a JSON file, read each time."""
 import json, os
 
@@ -452,7 +487,9 @@ async def test_three_cli_workers_with_a_token_store_fetch_one_token_per_issuer(
     summaries = [re.search(r"worker done: (.*)", w.said) for w in (one, two, three)]
     assert all(summaries), [w.said for w in (one, two, three)]
     shares = [re.search(r"(\d+) accepted", found[1]) for found in summaries if found]
-    assert sum(int(share[1]) for share in shares if share) == 180, [w.said for w in (one, two, three)]
+    assert sum(int(share[1]) for share in shares if share) == 180, [
+        w.said for w in (one, two, three)
+    ]
 
 
 # --- health --------------------------------------------------------------------------------

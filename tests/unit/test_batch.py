@@ -17,6 +17,7 @@ import pytest
 from helpers import collect
 
 from invoicing_async import (
+    CredentialsError,
     DocumentResult,
     DuplicateDocumentError,
     Ledger,
@@ -566,3 +567,72 @@ async def test_a_journal_that_waits_for_a_retrying_document_does_not_stall_the_b
     outcomes = await asyncio.wait_for(collect(batch, [doc(n) for n in range(6)]), 30)
     assert [o.status for o in outcomes] == [OutcomeStatus.ACCEPTED] * 6
     assert provider.requests.count(key(0)) == 2
+
+
+class IssuerRoute:
+    """One issuer's route, as a pool's channel: its key refused, or sending."""
+
+    def __init__(self, provider: FakeProvider, *, refused: bool) -> None:
+        self.provider = provider
+        self.refused = refused
+        self.sent: list[str] = []
+
+    async def send(self, prepared, *, timeout):
+        self.sent.append(document_key(prepared.body))
+        if self.refused:
+            raise CredentialsError("the token endpoint refused the credentials", status=400)
+        return await self.provider.send(prepared, timeout=timeout)
+
+
+class ManyIssuers(FakeProvider):
+    """A sender of many issuers: each route made when a lane opens, with the key of now."""
+
+    per_issuer = True
+    idle_routes = 8
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refusing = True  # the key the "resolver" gives now is refused
+        self.routes: list[IssuerRoute] = []
+        self.released: list[IssuerRoute] = []
+
+    async def acquire(self, issuer):
+        route = IssuerRoute(self, refused=self.refusing)
+        self.routes.append(route)
+        return route
+
+    def release(self, route):
+        self.released.append(route)
+
+
+async def test_an_issuer_stopped_is_sent_again_by_the_same_batch_once_resumed():
+    """An issuer whose key is refused stops (its next document is not sent); resumed
+    (its credentials changed), the same batch sends its documents through the route
+    the sender gives now, the old route let go (before: only a new batch could)."""
+    sender = ManyIssuers()
+    queue: asyncio.Queue = asyncio.Queue()
+
+    async def documents():
+        while (document := await queue.get()) is not None:
+            yield document
+
+    batch = Batch(sender, sender, BatchOptions(concurrency=2, retry=FAST), None)
+    async with contextlib.aclosing(batch.run(documents())) as outcomes:
+        queue.put_nowait(doc(1))
+        first = await anext(outcomes)
+        queue.put_nowait(doc(2))
+        second = await anext(outcomes)
+        assert list(batch.stopped_issuers) == ["123456789"]
+        sender.refusing = False
+        await batch.resume(["123456789"])
+        assert not batch.stopped_issuers
+        queue.put_nowait(doc(3))
+        third = await anext(outcomes)
+        queue.put_nowait(None)
+        assert [o async for o in outcomes] == []
+    assert (first.status, type(first.error)) == (OutcomeStatus.NOT_SENT, CredentialsError)
+    assert (second.status, second.attempts) == (OutcomeStatus.NOT_SENT, 0)
+    assert third.status is OutcomeStatus.ACCEPTED
+    old, new = sender.routes
+    assert (old.sent, new.sent) == ([key(1)], [key(3)])
+    assert sender.released == [old, new]  # the old at the resume, the new at the end

@@ -467,3 +467,22 @@ async def test_secrets_never_in_errors_reprs_or_logs(mock, caplog):
     ]
     for text in texts:
         assert "SENTINEL" not in text, text
+
+
+@pytest.mark.parametrize(
+    ("secret", "said"),
+    [
+        ("k" * 10_000, "it has 10,000 characters"),
+        ("two\nlines", "a character a header value cannot carry"),
+        ("κλειδί", "a character a header value cannot carry"),
+    ],
+)
+def test_an_api_key_that_cannot_be_sent_is_refused_when_the_client_is_made(secret, said):
+    """A client given an API key the ``APIKey`` header cannot carry (too long for a
+    server's header limit, a newline, characters beyond ASCII) is refused when it is
+    made, saying why without the key: never a request the provider answers 400, with
+    the documents recorded as refused."""
+    with pytest.raises(ValueError, match="client_secret \\(the API key\\) cannot be sent") as e:
+        InvoicingClient(BASE, TIN, secret)
+    assert said in str(e.value)
+    assert secret not in str(e.value)

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from invoicing_async import RetryPolicy, TokenCache, UnknownIssuerError
+from invoicing_async import CredentialsError, RetryPolicy, TokenCache, UnknownIssuerError
 from invoicing_async._credentials import CredentialsFile
 from invoicing_async._issuers import Issuers
 from invoicing_async._transport import Transport
@@ -192,25 +192,37 @@ async def test_reload_has_every_issuer_resolved_again_at_its_next_use():
     assert asked == [A, B, "800000099", A, B, "800000099"]
 
 
-async def test_a_credentials_file_replaced_is_read_again_by_refresh(tmp_path):
-    """A pool over a credentials file: ``refresh()`` sees the file replaced (an atomic
-    rename) and bumps the revision, so that every issuer is resolved again from the
-    new file at its next use; an unchanged file changes nothing."""
+async def test_a_credentials_file_changed_is_taken_in_by_refresh_without_reading(tmp_path):
+    """A pool over a credentials file: once the file, replaced, has been read again (off
+    the loop, by its own looks), ``refresh()`` bumps the revision, so that every issuer
+    is resolved again from the new file at its next use; an unchanged file changes
+    nothing. ``refresh()`` and lookups never read the file themselves."""
     path = tmp_path / "keys.json"
-    path.write_text(json.dumps({A: "old-key"}), encoding="utf-8")
+    path.write_text(json.dumps({A: "old-key", B: "b-key"}), encoding="utf-8")
     path.chmod(0o600)
-    pool = issuers(CredentialsFile(path))
+    clock = Clock()
+    credentials = CredentialsFile(path, clock=clock, every=3600)  # the test looks itself
+    pool = issuers(credentials)
     old = await pool.acquire(A)
     revision = pool.refresh()
+    assert await credentials.look() is False
     assert pool.refresh() == revision  # unchanged
     new = tmp_path / "keys.new"
-    new.write_text(json.dumps({A: "new-key"}), encoding="utf-8")
+    new.write_text(json.dumps({A: "new-key", B: "b-key"}), encoding="utf-8")
     new.chmod(0o600)
     new.replace(path)
+    assert pool.refresh() == revision  # not read yet: nothing known of the change
+    assert (await pool.acquire(A)) is old
+    await credentials.look()
+    clock.now += 1
+    changed = pool.changed()
+    assert await credentials.look() is True
+    assert changed.done()  # a worker waiting for new credentials is told
     assert pool.refresh() > revision
     fresh = await pool.acquire(A)
     assert fresh is not old
     assert fresh.tokens.key.secret_digest != old.tokens.key.secret_digest
+    pool.clear()
 
 
 async def test_a_distrusted_issuer_is_resolved_again_once_its_recheck_is_due():
@@ -237,23 +249,29 @@ async def test_a_distrusted_issuer_is_resolved_again_once_its_recheck_is_due():
     assert asked == [A, A]
 
 
-async def test_a_credentials_file_replaced_is_seen_by_refresh_after_a_lookup_read_it(tmp_path):
-    """The file replaced, then an issuer looked up (the file reads itself again, at most
-    once a second): the pool's ``refresh()`` still bumps the revision, so that issuers
-    resolved before get the new keys too (not only those resolved after)."""
-    path = tmp_path / "keys.json"
-    path.write_text(json.dumps({A: "old-key", B: "b-key"}), encoding="utf-8")
-    path.chmod(0o600)
-    clock = Clock()
-    pool = issuers(CredentialsFile(path, clock=clock))
-    old = await pool.acquire(A)
-    revision = pool.refresh()
-    new = tmp_path / "keys.new"
-    new.write_text(json.dumps({A: "new-key", B: "b-key"}), encoding="utf-8")
-    new.chmod(0o600)
-    new.replace(path)
-    clock.now += 2  # past the file's own look-again interval
-    await pool.acquire(B)  # the lookup reads the changed file
-    assert pool.refresh() > revision
-    fresh = await pool.acquire(A)
-    assert fresh.tokens.key.secret_digest != old.tokens.key.secret_digest
+@pytest.mark.parametrize(
+    ("secret", "said"),
+    [
+        ("k" * 10_000, "it has 10,000 characters, more than the 4,096"),
+        ("line-one\r\nAPIKey: line-two", "a character a header value cannot carry"),
+        ("clé-de-l'émetteur", "a character a header value cannot carry"),
+        (" padded ", "spaces around it"),
+    ],
+)
+async def test_a_key_that_cannot_be_sent_is_a_credentials_error_of_its_issuer(secret, said):
+    """The resolver gives an API key the ``APIKey`` header cannot carry (10,000
+    characters, past the 8 KiB servers take for a header; a CR/LF; a character beyond
+    ASCII; spaces a server drops): a CredentialsError of that issuer before any request,
+    saying why without the key (before: the 10,000-character key was sent, the provider
+    answered 400 and the documents ended rejected), remembered as an unknown issuer is;
+    the other issuers are served."""
+    vault = Vault({**KEYS, A: secret})
+    pool = issuers(vault, forget_unknown=60)
+    for _ in range(2):
+        with pytest.raises(CredentialsError, match=f"issuer {A}.*cannot be sent") as refused:
+            await pool.acquire(A)
+        assert said in str(refused.value)
+        assert secret not in str(refused.value)
+        assert secret not in repr(refused.value)
+    assert vault.asked == [A]  # remembered: asked once
+    assert (await pool.acquire(B)).client_id == B

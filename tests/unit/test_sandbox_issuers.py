@@ -413,17 +413,17 @@ def test_issuers_files_in_json_and_csv(tmp_path):
     ("text", "problem"),
     [
         ('{"900000005": 12}', "not a string"),
-        ('{"900000005": "secret-one", "900000005": "secret-two"}', "twice"),
+        ('{"900000005": "secret-one", "900000005": "secret-two"}', "again, with another"),
         ('["secret-one"]', "JSON object"),
-        ('{"900000005": "secret-one",', "Expecting"),
+        ('{"900000005": "secret-one",', "column 28: a TIN"),
         ("900000005,secret-one,extra\n", "line 1"),
         ("900000005,secret-one\n900000005,secret-two\n", "line 2"),
         ("900000005,\n", "empty"),
     ],
 )
 def test_a_bad_issuers_file_says_where_and_never_quotes_a_key(tmp_path, text, problem):
-    """A malformed issuers file is a ValueError naming the file and the line or TIN,
-    never a key."""
+    """A malformed issuers file is a ValueError naming the file, the line and the
+    column, never a key."""
     path = tmp_path / "issuers.txt"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(ValueError, match=problem) as caught:
