@@ -8,11 +8,14 @@ across issuers and skipping the issuers whose documents wait for an operator.
 
 A worker that stops gracefully (:meth:`Claims.stop`) claims nothing more and starts no
 request: an entry the batch would send next waits in :meth:`Claims.before_send` until
-the batch is cut, and is put back untouched; the requests already out end (or are cut
-at the grace, their entries put back knowing they may have been committed).
+the batch is cut, and is put back untouched, and so is one marked sending whose request
+never left (it waited for a token: its mark is taken back); the requests already out
+end (or are cut at the grace, their entries put back knowing they may have been
+committed).
 
-:attr:`Claims.recorded` counts the outcomes written: an outcome whose write failed (the
-database went away) is not counted, and the request sent again is, once.
+The worker's :class:`~._progress.Documents` count the outcomes written, in documents:
+an outcome whose write failed (the database went away) is not counted, and the request
+sent again is, once; an entry put back untouched is counted not sent.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import functools
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ._decision import sent_nothing
 from ._documents import Submission
 from ._errors import LedgerError
 from ._journal import Ref, Verdict, Withdrawn
@@ -32,6 +36,7 @@ from ._ledger._rules import charged, decide, digest_of, is_final, requeue
 from ._ledger._store import Settlement
 from ._log import ledger as log
 from ._outcomes import OutcomeStatus
+from ._progress import Documents
 from ._retry import pause
 
 if TYPE_CHECKING:
@@ -129,9 +134,12 @@ class Claims:
         policy: RetryPolicy,
         hooks: Hooks | None = None,
         pending: telemetry.Pending | None = None,
+        documents: Documents | None = None,
     ) -> None:
         self._store = store
         self._pending = pending
+        #: The worker's documents, counted as their outcomes are written.
+        self.documents = documents if documents is not None else Documents()
         self._hooks = hooks
         self._seconds = seconds
         self._policy = policy
@@ -144,16 +152,12 @@ class Claims:
         self._settles: list[asyncio.Future[bool]] = []
         #: Told of every outcome as it settles (the worker's issuers that wait).
         self._rounds: Rounds | None = None
-        #: How many outcomes of each status were written (under their lease).
-        self.recorded: collections.Counter[OutcomeStatus] = collections.Counter()
         #: Outcomes whose write failed as the database went away: written or not.
         self.unconfirmed = 0
         #: Entries marked sending in the outbox and not settled.
         self._marked: set[Ref] = set()
-        #: Entries whose request went (or goes), not settled: the requests in flight.
-        self._out: set[Ref] = set()
-        self._none_out = asyncio.Event()
-        self._none_out.set()
+        #: Entries marked sending whose request never left: unmarked as they go back.
+        self._unsent: list[Claim] = []
         #: Set by :meth:`stop`: nothing more is claimed or sent.
         self._stopping = asyncio.Event()
 
@@ -165,10 +169,6 @@ class Claims:
     def stop(self) -> None:
         """Claim nothing more and start no request; those out go on (a graceful stop)."""
         self._stopping.set()
-
-    async def none_out(self) -> None:
-        """Return once no request is out (see :attr:`sending`)."""
-        await self._none_out.wait()
 
     async def take(self, limit: int, skip: Sequence[str] = ()) -> list[Claim]:
         """Claim up to ``limit`` entries under a new lease, none of ``skip``'s issuers."""
@@ -229,8 +229,6 @@ class Claims:
             raise Withdrawn(f"the claim on {ref.key} was taken over by another worker")
         self._marked.add(ref)
         await self._unless_stopping()
-        self._out.add(ref)
-        self._none_out.clear()
 
     async def _unless_stopping(self) -> None:
         if self._stopping.is_set():
@@ -239,8 +237,9 @@ class Claims:
     def after_outcome(self, outcome: Outcome, prepared: Prepared | None) -> None:
         """Settle the entry under its lease: done, or back to be sent again later.
 
-        Once stopping, an entry that was never marked sending is not settled: it is put
-        back untouched with the others held.
+        Once stopping, an entry that was never sent is not settled: it is put back
+        untouched with the others held (counted not sent), its mark taken back if it was
+        marked sending (its request waited for a token: it never left).
         """
         self._check()
         if self._rounds is not None:
@@ -248,12 +247,16 @@ class Claims:
             # claim if it now waits (an entry put back with no wait is claimable at once).
             self._rounds.outcome(outcome)
         ref = Ref.of_outcome(outcome)
-        if self._stopping.is_set() and ref not in self._marked:
+        marked = ref in self._marked
+        unsent = not marked or sent_nothing(outcome.status, outcome.attempts)
+        if unsent and self._stopping.is_set():
+            if marked:
+                self._marked.discard(ref)
+                self._unsent.append(self.held[ref])
+            if ref in self.held:
+                self.documents.put_back(outcome)
             return
         self._marked.discard(ref)
-        self._out.discard(ref)
-        if not self._out:
-            self._none_out.set()
         if self._hooks is not None:
             self._hooks.answered(outcome)
         claim = self.held.pop(ref, None)
@@ -286,7 +289,7 @@ class Claims:
             claim.content,
         )
         future = self._settling.put(settlement)
-        future.add_done_callback(functools.partial(self._settled_done, outcome.status))
+        future.add_done_callback(functools.partial(self._settled_done, outcome, state == PENDING))
         if park:
             future.add_done_callback(functools.partial(_parked, outcome, failures))
         if self._hooks is not None:
@@ -304,19 +307,30 @@ class Claims:
     async def release(self, delay: float = 0.0) -> list[str]:
         """Put back every entry still held (never sent, or interrupted).
 
-        Returns the leases that could not be put back (the database is unavailable):
-        put them back once it answers, or let them expire.
+        Those marked sending whose request never left are unmarked first. Returns the
+        leases that could not be put back (the database is unavailable): put them back
+        once it answers, or let them expire (the unsent then keep their mark: they are
+        sent again knowing they may have been committed, which is safe).
         """
         leases = list(self._leases)
+        unsent = [(claim.id, claim.lease) for claim in self._unsent]
         self.held.clear()
         self._leases.clear()
+        self._unsent = []
         if leases:
             try:
-                await asyncio.shield(self._store.release(leases, delay))
+                await asyncio.shield(self._put_back(unsent, leases, delay))
             except Exception as exc:  # noqa: BLE001  (best effort: leases expire anyway)
                 log.debug("outbox: cannot put the entries held back: %s", exc)
                 return leases
         return []
+
+    async def _put_back(
+        self, unsent: list[tuple[Any, str]], leases: list[str], delay: float
+    ) -> None:
+        if unsent:
+            await self._store.mark_sending(unsent, sending=False)
+        await self._store.release(leases, delay)
 
     def _drop(self, lease: str) -> None:
         left = self._leases.get(lease, 0) - 1
@@ -325,7 +339,7 @@ class Claims:
         else:
             self._leases.pop(lease, None)
 
-    def _settled_done(self, status: OutcomeStatus, future: asyncio.Future[bool]) -> None:
+    def _settled_done(self, outcome: Outcome, again: bool, future: asyncio.Future[bool]) -> None:
         if future.cancelled():
             return
         error = future.exception()
@@ -335,7 +349,7 @@ class Claims:
             if self._failure is None:
                 self._failure = error
         elif error is None and future.result():
-            self.recorded[status] += 1
+            self.documents.settled(outcome, again=again)
         elif error is None:
             log.warning("outbox: an outcome was not written: the entry's lease was taken over")
 
@@ -368,12 +382,10 @@ class Claims:
                 if rounds.due():
                     return
                 skip = rounds.skipped()
-                if self._pending is not None:  # the gauge, while metrics are read
-                    await self._pending.refresh(self._store.remaining)
+                await self._count_pending()
                 buffer.extend(await self.take(size, skip))
                 if not buffer:
-                    if self._pending is not None:
-                        await self._pending.refresh(self._store.remaining, force=True)
+                    await self._count_pending(force=True)
                     if stop_when_empty and await self._store.remaining(skip) <= len(self.held):
                         return
                     await pause(poll, self._stopping)
@@ -387,6 +399,12 @@ class Claims:
                 issuer=issuer or None,
                 encrypted=claim.encrypted,
             )
+
+    async def _count_pending(self, *, force: bool = False) -> None:
+        """Count the outbox's pending entries again, for the gauge and the progress."""
+        pending = self._pending
+        if pending is not None and await pending.refresh(self._store.remaining, force=force):
+            self.documents.pending(pending.value)  # counted: while metrics or progress are read
 
 
 def _parked(outcome: Outcome, failures: int, future: asyncio.Future[bool]) -> None:

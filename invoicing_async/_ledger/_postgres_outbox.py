@@ -170,7 +170,7 @@ RETURNING o.id""",  # noqa: S608
 )
 _MARK_SENDING = _in_id_order(
     "id = ANY($1::bigint[])",
-    f"UPDATE {TABLE} AS o SET sending = true, updated_at = now() "  # noqa: S608
+    f"UPDATE {TABLE} AS o SET sending = $3, updated_at = now() "  # noqa: S608
     "FROM unnest($1::bigint[], $2::text[]) AS t(id, lease), locked "
     "WHERE o.id = t.id AND o.id = locked.id AND o.lease = t.lease AND o.state = 'in_flight' "
     "RETURNING o.id",
@@ -434,9 +434,11 @@ class PostgresStore:
     async def extend(self, leases: Sequence[str], seconds: float) -> None:
         await self._fetch(_EXTEND, list(leases), float(seconds))
 
-    async def mark_sending(self, items: Sequence[tuple[Any, str]]) -> set[Any]:
+    async def mark_sending(
+        self, items: Sequence[tuple[Any, str]], sending: bool = True
+    ) -> set[Any]:
         rows = await self._fetch(
-            _MARK_SENDING, [row_id for row_id, _ in items], [lease for _, lease in items]
+            _MARK_SENDING, [row_id for row_id, _ in items], [lease for _, lease in items], sending
         )
         return {row["id"] for row in rows}
 

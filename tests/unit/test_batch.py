@@ -67,7 +67,8 @@ class FakeProvider:
     async def prepare_many(self, documents):
         return [_serialized(document) for document, _ in documents]
 
-    async def send(self, prepared, *, timeout):
+    async def send(self, prepared, *, timeout, leaving):
+        leaving()  # no token to wait for: the request leaves at once
         key = document_key(prepared.body)
         self.requests.append(key)
         self.in_flight += 1
@@ -433,6 +434,7 @@ async def test_cancellation_records_in_flight_as_unknown(tmp_path):
 
     class Slow(FakeProvider):
         async def send(self, prepared, **kwargs):
+            kwargs["leaving"]()
             nonlocal in_flight
             in_flight += 1
             if in_flight == 4:
@@ -476,6 +478,7 @@ async def test_streaming_memory_is_flat_in_the_input_size():
         """Accepts everything without keeping per-document state."""
 
         async def send(self, prepared, **kwargs):
+            kwargs["leaving"]()
             await asyncio.sleep(0)
             return DocumentResult(mark=1)
 
@@ -519,7 +522,8 @@ async def test_documents_taken_by_the_workers_after_the_breaker_opened_are_not_s
     from invoicing_async import CredentialsError  # noqa: PLC0415
 
     class Refusing(PreparedOnTheLoop):
-        async def send(self, prepared, *, timeout):
+        async def send(self, prepared, *, timeout, leaving):
+            leaving()
             self.requests.append(prepared.key)
             raise CredentialsError("bad key", status=401)
 

@@ -58,12 +58,13 @@ def script(*answers):
 
 
 class route:  # noqa: N801  (read as a function: route(send))
-    """A channel whose every attempt is ``send(timeout=...)``."""
+    """A channel whose every attempt is ``send(timeout=...)``, its request out at once."""
 
     def __init__(self, send):
         self._send = send
 
-    def send(self, prepared, *, timeout):
+    def send(self, prepared, *, timeout, leaving):
+        leaving()
         return self._send(timeout=timeout)
 
 
