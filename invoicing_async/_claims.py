@@ -15,7 +15,8 @@ committed).
 
 The worker's :class:`~._progress.Documents` count the outcomes written, in documents:
 an outcome whose write failed (the database went away) is not counted, and the request
-sent again is, once; an entry put back untouched is counted not sent.
+sent again is, once; an entry marked sending whose request never left, put back
+untouched, is counted not sent.
 """
 
 from __future__ import annotations
@@ -238,8 +239,8 @@ class Claims:
         """Settle the entry under its lease: done, or back to be sent again later.
 
         Once stopping, an entry that was never sent is not settled: it is put back
-        untouched with the others held (counted not sent), its mark taken back if it was
-        marked sending (its request waited for a token: it never left).
+        untouched with the others held; if it was marked sending (its request waited for
+        a token: it never left), its mark is taken back and it is counted not sent.
         """
         self._check()
         if self._rounds is not None:
@@ -250,10 +251,9 @@ class Claims:
         marked = ref in self._marked
         unsent = not marked or sent_nothing(outcome.status, outcome.attempts)
         if unsent and self._stopping.is_set():
-            if marked:
+            if marked:  # on its way, it waited for its token: counted, not sent
                 self._marked.discard(ref)
                 self._unsent.append(self.held[ref])
-            if ref in self.held:
                 self.documents.put_back(outcome)
             return
         self._marked.discard(ref)

@@ -6,7 +6,8 @@ by this worker or another. Its outcomes are then not documents: a document answe
 404 three times and accepted the fourth is one document, accepted, and three requests
 sent again. :class:`Documents` counts a worker's documents so: each by its latest
 outcome, the requests after a document's first as *retries* (as ``submit`` counts
-them), and an entry put back untouched as a worker stopped (it never left) as not sent.
+them), and an entry on its way put back untouched as its worker stopped (its request
+waited for a token: it never left) as not sent.
 
 Only the documents whose latest outcome sent them back to the outbox are remembered
 (to move their count when they settle again): the memory follows the backlog of
@@ -91,7 +92,7 @@ class Documents:
         self._count(outcome.status, outcome.attempts, Ref.of_outcome(outcome), again=again)
 
     def put_back(self, outcome: Outcome) -> None:
-        """An entry went back untouched (never sent, the worker stopping): not sent."""
+        """An entry on its way went back untouched (it never left, the worker stopping)."""
         self._count(OutcomeStatus.NOT_SENT, 0, Ref.of_outcome(outcome), again=True)
 
     def pending(self, count: int | None) -> None:

@@ -208,8 +208,9 @@ class _Outbox:
         :returns: how many documents this worker settled in each status, each once by
             its latest outcome written to the outbox (a document sent back to the outbox
             and accepted in a later round counts once, accepted; an outcome lost with
-            the database is counted when the entry is sent again; an entry put back
-            untouched as the worker stopped counts ``not_sent``).
+            the database is counted when the entry is sent again; an entry on its way
+            whose request never left, put back untouched as the worker stopped, counts
+            ``not_sent``).
 
         .. versionchanged:: 0.4.0 poison documents are parked after ``max_rounds``
            failed rounds, with a growing wait between rounds; ``client`` may be an

@@ -570,3 +570,47 @@ async def test_a_journal_that_waits_for_a_retrying_document_does_not_stall_the_b
     outcomes = await asyncio.wait_for(collect(batch, [doc(n) for n in range(6)]), 30)
     assert [o.status for o in outcomes] == [OutcomeStatus.ACCEPTED] * 6
     assert provider.requests.count(key(0)) == 2
+
+
+async def test_a_halted_batch_lets_no_request_leave_and_waits_only_for_those_out():
+    """Halted (a worker stopping), a batch lets the requests out end, but one that waited
+    for its token does not leave once the token comes, and :meth:`none_out` waits only
+    for the requests that left: with none out it returns at once (issue 38: a stop
+    waited its whole grace for documents whose token request the provider held)."""
+    token = asyncio.Event()
+    answer = asyncio.Event()
+    out = asyncio.Event()
+
+    class Tokens(FakeProvider):
+        async def send(self, prepared, *, timeout, leaving):
+            if key(0) == document_key(prepared.body):  # has its token: out, unanswered
+                leaving()
+                out.set()
+                await answer.wait()
+                return DocumentResult(mark=1)
+            await token.wait()  # waits for its token
+            return await super().send(prepared, timeout=timeout, leaving=leaving)
+
+    provider = Tokens()
+    batch = Batch(provider, provider, BatchOptions(retry=FAST, concurrency=2), None)
+    outcomes = []
+
+    async def consume():
+        async with contextlib.aclosing(batch.run([doc(0), doc(1)])) as stream:
+            async for outcome in stream:
+                outcomes.append(outcome)  # noqa: PERF401  (each as it comes: it is cut off)
+
+    running = asyncio.ensure_future(consume())
+    await out.wait()
+    batch.halt()
+    quiet = asyncio.ensure_future(batch.none_out())
+    token.set()  # the second's token comes: it does not leave
+    await asyncio.sleep(0)
+    assert not quiet.done()  # the first's request is out
+    answer.set()
+    await quiet
+    running.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
+    assert provider.requests == []  # the second never reached the provider
+    assert [o.status for o in outcomes] == [OutcomeStatus.ACCEPTED]
