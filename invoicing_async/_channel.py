@@ -12,7 +12,6 @@ its token grants too.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import hashlib
 import logging
@@ -33,6 +32,7 @@ from ._errors import (
 from ._log import auth as auth_log
 from ._outcomes import OutcomeStatus
 from ._redact import found_in, needles, redact_error, redact_record
+from ._retry import within
 from ._safety import Safety
 from ._tokencache import CredentialsKey, TokenCache, Tokens
 
@@ -325,16 +325,10 @@ class Channel:
     async def _within(
         work: Awaitable[AccessToken | None], timeout: float | None, *, answered: bool = False
     ) -> AccessToken | None:
-        # asyncio.wait, not wait_for: wait_for on 3.10/3.11 can swallow a cancellation
-        # that arrives as the token does, and a cancelled batch would keep running.
-        fetch = asyncio.ensure_future(work)
-        try:
-            done, _ = await asyncio.wait({fetch}, timeout=timeout)
-        except asyncio.CancelledError:
-            fetch.cancel()
-            raise
-        if not done:
-            fetch.cancel()
+        # within (asyncio.wait), not wait_for: wait_for on 3.10/3.11 can swallow a
+        # cancellation that arrives as the token does, and a cancelled batch would go on.
+        fetch = await within(work, timeout)
+        if fetch is None:
             if answered:
                 return None  # the call's time is up: the answer it has is the answer
             raise TransportError(

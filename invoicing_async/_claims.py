@@ -38,7 +38,7 @@ from ._ledger._store import Settlement
 from ._log import ledger as log
 from ._outcomes import OutcomeStatus
 from ._progress import Documents
-from ._retry import pause
+from ._retry import pause, within
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -50,7 +50,13 @@ if TYPE_CHECKING:
     from ._outcomes import Outcome
     from ._retry import RetryPolicy
 
-__all__ = ["Claims", "Hooks", "Rounds"]
+__all__ = ["PUT_BACK", "Claims", "Hooks", "Rounds"]
+
+#: Seconds a stopping worker gives its last writes (a claim it was making, the outcomes
+#: it knows, the entries it puts back) once its grace is over. A database that does not
+#: answer by then leaves those entries to their leases: any worker sends them again once
+#: the leases expire (a request that may have left, knowing that it may be committed).
+PUT_BACK = 5.0
 
 
 class Hooks(Protocol):
@@ -161,6 +167,8 @@ class Claims:
         self._unsent: list[Claim] = []
         #: Set by :meth:`stop`: nothing more is claimed or sent.
         self._stopping = asyncio.Event()
+        #: Loop time by which the last writes of a stop must end (set when they start).
+        self._put_back_by: float | None = None
 
     @property
     def stopping(self) -> bool:
@@ -179,11 +187,21 @@ class Claims:
             claimed = await asyncio.shield(claiming)
         except asyncio.CancelledError:
             # Stopped while claiming: the claim may be made all the same. Held, what it
-            # took is put back with the rest when the worker stops.
-            with contextlib.suppress(Exception):
-                self._hold(lease, await claiming)
+            # took is put back with the rest when the worker stops; not made within the
+            # last writes' time (the database does not answer), it is left to its lease.
+            done, _ = await asyncio.wait({claiming}, timeout=self._last_writes_left())
+            if done and not claiming.cancelled() and claiming.exception() is None:
+                self._hold(lease, claiming.result())
+            claiming.cancel()
             raise
         return self._hold(lease, claimed)
+
+    def _last_writes_left(self) -> float:
+        """Seconds left to the last writes of a stop (:data:`PUT_BACK` from the first)."""
+        now = asyncio.get_running_loop().time()
+        if self._put_back_by is None:
+            self._put_back_by = now + PUT_BACK
+        return max(0.0, self._put_back_by - now)
 
     def _hold(self, lease: str, claimed: list[Claim]) -> list[Claim]:
         fresh = [claim for claim in claimed if claim.ref not in self.held]
@@ -303,6 +321,21 @@ class Claims:
         await self._settling.drain()
         self._settles = [f for f in self._settles if not f.done()]
         self._check()
+
+    async def finish(self) -> list[str]:
+        """A stop's last writes: the outcomes known, then every entry held put back.
+
+        Within :data:`PUT_BACK` seconds: returns the leases not put back (the database
+        does not answer, or went away), whose entries wait for their leases to expire.
+        """
+        leases = list(self._leases)
+        written = await within(self._finish(), self._last_writes_left())
+        return written.result() if written is not None else leases
+
+    async def _finish(self) -> list[str]:
+        with contextlib.suppress(LedgerError):  # its outcomes are found again anyway
+            await self.flush()
+        return await self.release()
 
     async def release(self, delay: float = 0.0) -> list[str]:
         """Put back every entry still held (never sent, or interrupted).

@@ -17,7 +17,9 @@ A worker is a service:
   waiting for its token stays unsent); the requests out end within ``grace`` seconds
   (at once if none is out); then it puts back every entry it holds (fenced by the
   lease): those never sent untouched, those cut off knowing that they may have been
-  committed. Set, ``stop`` makes it return its counts; a cancellation ends it
+  committed. Its last writes get :data:`~._claims.PUT_BACK` seconds after the grace:
+  a database that does not answer them leaves those entries to their leases (one
+  WARNING). Set, ``stop`` makes it return its counts; a cancellation ends it
   cancelled, and a second one cuts the requests out at once.
 * **It waits for its database.** When the outbox database is unavailable (down at start,
   restarting, failing over, a lost connection: :class:`~invoicing_async.LedgerError`
@@ -173,6 +175,7 @@ async def run_worker(
             finally:
                 unconfirmed += claims.unconfirmed
             if stop.is_set():
+                _left_to_leases(orphaned, lease)
                 break
             if batch.stopped is not None:
                 if stop_when_empty:
@@ -190,6 +193,17 @@ async def run_worker(
         return _counted(documents, unconfirmed)
     finally:
         pending.close()
+
+
+def _left_to_leases(leases: list[str], seconds: float) -> None:
+    """A stopping worker could not put back what it held: say what becomes of it."""
+    if leases:
+        log.warning(
+            "outbox worker stops: the outbox database did not answer its last writes: the "
+            "entries it held are left to their leases; any worker sends them again once "
+            "they expire (within %g s), each request that may have left as maybe committed",
+            seconds,
+        )
 
 
 def _counted(documents: Documents, unconfirmed: int) -> dict[OutcomeStatus, int]:
@@ -253,9 +267,7 @@ async def _round(
         await asyncio.wait({heartbeat})
     failure = None if consume.cancelled() else consume.exception()
     if cancelled or claims.stopping or consume.cancelled():
-        with contextlib.suppress(LedgerError):  # its outcomes are found again anyway
-            await claims.flush()
-        left = await claims.release()
+        left = await claims.finish()
         if cancelled:
             raise asyncio.CancelledError
         if failure is not None and not isinstance(failure, LedgerError):

@@ -11,7 +11,9 @@ import asyncio
 import contextlib
 import os
 import re
+import signal
 import sys
+import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -60,6 +62,13 @@ class Worker:
 
     def signal(self, number: int) -> None:
         self.process.send_signal(number)
+
+    async def stopped(self) -> tuple[int, float]:
+        """SIGTERM it: its exit status, and the seconds it took to end after the signal."""
+        stopped_at = time.monotonic()
+        self.signal(signal.SIGTERM)
+        status = await self.ended()
+        return status, time.monotonic() - stopped_at
 
     async def ended(self) -> int:
         """Its exit status, once it ends (and everything it said)."""

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import re
 import signal
-import time
 
 from sandboxtools import until
 from workertools import LONG, own_env, running, secure_requests
@@ -50,6 +49,55 @@ async def silent_database():
         await server.wait_closed()
 
 
+class FreezingProxy:
+    """A TCP proxy on loopback in front of a database, that can stop forwarding.
+
+    Frozen, it forwards nothing more either way and connects no new client upstream:
+    the database, as the worker sees it, accepts connections and never answers (a host
+    gone, a network partition without resets).
+    """
+
+    def __init__(self, upstream_port: int) -> None:
+        self._upstream = upstream_port
+        self._frozen = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._writers: list[asyncio.StreamWriter] = []
+        self.port = 0
+
+    async def __aenter__(self) -> FreezingProxy:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        for writer in self._writers:
+            writer.close()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def freeze(self) -> None:
+        self._frozen.set()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.append(writer)
+        if self._frozen.is_set():
+            return  # accepted, never answered
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self._upstream)
+        self._writers.append(up_writer)
+        for source, sink in ((reader, up_writer), (up_reader, writer)):
+            task = asyncio.ensure_future(self._pump(source, sink))
+            self._tasks.add(task)
+
+    async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        while data := await source.read(65536):
+            if self._frozen.is_set():
+                await asyncio.Future()  # held: never forwarded
+            sink.write(data)
+            await sink.drain()
+
+
 async def all_marked_sending(dsn: str, count: int) -> None:
     """Until ``count`` entries are in flight and marked sending (their requests on the way)."""
     async with PostgresOutbox(dsn) as outbox:
@@ -70,10 +118,7 @@ async def test_sigterm_while_the_database_never_answers_ends_within_the_grace(tm
             own_env(sb, key_file), "--ledger", dsn, "--grace", str(grace)
         ) as worker:
             await asyncio.wait_for(connected.wait(), LONG)
-            stopped_at = time.monotonic()
-            worker.signal(signal.SIGTERM)
-            status = await worker.ended()
-            seconds = time.monotonic() - stopped_at
+            status, seconds = await worker.stopped()
     assert status == 0, worker.said
     assert seconds < grace + 10, f"the stop took {seconds:.1f} s:\n{worker.said}"
     assert re.search(
@@ -81,6 +126,33 @@ async def test_sigterm_while_the_database_never_answers_ends_within_the_grace(tm
         r"\(postgresql://worker@127\.0\.0\.1:\d+/outbox\): no documents",
         worker.said,
     ), worker.said
+    assert "Traceback" not in worker.said
+
+
+async def test_sigterm_after_the_database_went_silent_mid_run_ends_within_its_grace(
+    tmp_path, postgres_dsn
+):
+    """The database stops answering while the worker runs (two requests out, held by the
+    provider): SIGTERM ends it within its grace and a few seconds for the writes it
+    cannot make, exit 0, saying that the entries it holds are left to their leases
+    (before: it waited for an answer to its last writes that never came)."""
+    grace = 1.0
+    port = int(re.search(r":(\d+)/", postgres_dsn)[1])
+    async with Sandbox(key_algorithm="cv25519") as sb, FreezingProxy(port) as proxy:
+        key_file = sb.write_public_key(tmp_path / "provider.asc")
+        async with PostgresOutbox(postgres_dsn) as outbox:
+            await outbox.enqueue(sample_invoices(6, issuer_vat=sb.client_id, lines=1))
+        sb.hold()
+        dsn = postgres_dsn.replace(f":{port}/", f":{proxy.port}/")
+        async with running(
+            own_env(sb, key_file), "--ledger", dsn, "--concurrency", "2", "--grace", str(grace)
+        ) as worker:
+            await asyncio.wait_for(sb.wait_held(2), LONG)
+            proxy.freeze()
+            status, seconds = await worker.stopped()
+    assert status == 0, worker.said
+    assert seconds < grace + 15, f"the stop took {seconds:.1f} s:\n{worker.said}"
+    assert re.search(r"left to their leases", worker.said), worker.said
     assert "Traceback" not in worker.said
 
 
@@ -106,10 +178,7 @@ async def test_sigterm_while_the_provider_holds_the_token_request_puts_the_entri
         ) as worker:  # fmt: skip
             await asyncio.wait_for(sb.wait_tokens_held(1), LONG)
             await asyncio.wait_for(all_marked_sending(postgres_dsn, count), LONG)
-            stopped_at = time.monotonic()
-            worker.signal(signal.SIGTERM)
-            status = await worker.ended()
-            seconds = time.monotonic() - stopped_at
+            status, seconds = await worker.stopped()
         assert secure_requests(sb) == 0
     assert status == 0, worker.said
     assert seconds < grace, f"the stop took {seconds:.1f} s:\n{worker.said}"
