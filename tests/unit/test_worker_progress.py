@@ -7,8 +7,10 @@ progress line (``_cli._output``) say it as ``submit`` does.
 
 from __future__ import annotations
 
+import io
+
 from invoicing_async import Outcome, OutcomeStatus
-from invoicing_async._cli._output import documents_line, worker_line
+from invoicing_async._cli._output import WorkerReport, documents_line, worker_line
 from invoicing_async._progress import Documents, WorkerProgress
 
 A, N, U = OutcomeStatus.ACCEPTED, OutcomeStatus.NOT_SENT, OutcomeStatus.UNKNOWN
@@ -75,3 +77,27 @@ def test_the_progress_line_says_pending_sent_and_accepted():
     assert worker_line(waiting).endswith("; waiting: the outbox database is unavailable (refused)")
     assert documents_line(WorkerProgress()) == "no documents"
     assert documents_line(WorkerProgress(documents=1, counts={A: 1})) == "1 document: 1 accepted"
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_the_worker_draws_the_bar_of_submit(monkeypatch):
+    """On a terminal the worker's progress is ``submit``'s bar, documents done of those
+    done and pending; ``--progress-every 0`` draws nothing."""
+    monkeypatch.setenv("COLUMNS", "120")
+    screen = Terminal()
+    report = WorkerReport(5.0, screen)
+    report.update(WorkerProgress(documents=3, counts={A: 2, N: 1}, retries=1, pending=7))
+    report.close()
+    drawn = screen.getvalue()
+    assert "3/10 30%" in drawn, drawn
+    assert "ok 2 not sent 1" in drawn, drawn
+    assert drawn.endswith("\n")
+    quiet = Terminal()
+    silent = WorkerReport(0, quiet)
+    silent.update(WorkerProgress(documents=1, counts={A: 1}))
+    silent.close()
+    assert quiet.getvalue() == ""
