@@ -143,6 +143,10 @@ _READ = 16
 _LOOKAHEAD = 2048
 
 
+class _Halted(Exception):  # noqa: N818  (a signal between the batch and its deliveries)
+    """Raised as a request would leave a halted batch (:meth:`Batch.halt`): it does not."""
+
+
 @attrs.frozen
 class _Failed:
     """A stage failed: the batch ends with this exception."""
@@ -220,6 +224,12 @@ class Batch:
         self._stop_told: dict[str | None, InvoicingError] = {}
         #: Documents marked sending in the journal, not settled: interrupted if cut off.
         self._out: set[_Item] = set()
+        #: The deliveries whose request left and is not answered yet (see :meth:`halt`).
+        self._flying: set[Delivery] = set()
+        self._quiet = asyncio.Event()
+        self._quiet.set()
+        self._halted = False
+        self._on_leave = self._leaving  # made once: every delivery is handed it
         #: The journal recording documents' sending, off the workers (see :meth:`_record`).
         self._recording: set[asyncio.Task[None]] = set()
         self._deadline = (
@@ -286,6 +296,34 @@ class Batch:
             lane.context = _Issuer(issuer, route, old.shared)
             old.shared.breaker.reset()
             self._sender.release(old.route)
+
+    def halt(self) -> None:
+        """Let no request leave from now on; those out go on (a graceful stop).
+
+        A request about to leave (its token just in hand) does not: its document waits,
+        certainly not sent, for the batch to be closed, and is recorded ``NOT_SENT``
+        with the requests that did leave (none: it was never sent).
+        """
+        self._halted = True
+
+    async def none_out(self) -> None:
+        """Return once no request that left is unanswered (see :meth:`halt`)."""
+        await self._quiet.wait()
+
+    def _leaving(self, delivery: Delivery) -> None:
+        """A request of ``delivery`` leaves, unless the batch is halted."""
+        if self._halted:
+            raise _Halted
+        self._flying.add(delivery)
+        self._quiet.clear()
+
+    def _landed(self, delivery: Delivery) -> None:
+        """``delivery``'s attempt ended: its request, if one left, is no longer out."""
+        flying = self._flying
+        if flying:
+            flying.discard(delivery)
+            if not flying:
+                self._quiet.set()
 
     async def run(
         self, documents: Iterable[Any] | AsyncIterable[Any]
@@ -586,6 +624,7 @@ class Batch:
             maybe_committed=pending.verdict.maybe_committed,
             deadline=self._deadline,
             rng=self._random,
+            on_leave=self._on_leave,
         )
 
     def _settled(
@@ -690,10 +729,22 @@ class Batch:
                 except BaseException:
                     self._lanes.sent(lane, slot, None)
                     raise
+        await self._step(lane, item, slot)
+
+    async def _step(self, lane: Lane[_Item], item: _Item, slot: int) -> None:
+        """One attempt of ``item``, then settled or back in its lane.
+
+        Neither if the batch halted as its request would leave: it did not, and is
+        recorded ``NOT_SENT`` when the batch is closed.
+        """
+        delivery = item.delivery
         try:
-            decision = await delivery.step(issuer.route, item.prepared)
+            decision = await delivery.step(lane.context.route, item.prepared)
+        except _Halted:
+            return
         finally:
             self._lanes.sent(lane, slot, delivery.core.load)
+            self._landed(delivery)
         if isinstance(decision, End):
             await self._finish(lane, item, delivery.outcome(decision))
             return

@@ -12,7 +12,6 @@ its token grants too.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import hashlib
 import logging
@@ -33,6 +32,7 @@ from ._errors import (
 from ._log import auth as auth_log
 from ._outcomes import OutcomeStatus
 from ._redact import found_in, needles, redact_error, redact_record
+from ._retry import within
 from ._safety import Safety
 from ._tokencache import CredentialsKey, TokenCache, Tokens
 
@@ -116,7 +116,13 @@ class Channel:
 
     # --- sending ---------------------------------------------------------------------------
 
-    def send(self, prepared: Prepared, *, timeout: float | None) -> Awaitable[DocumentResult]:
+    def send(
+        self,
+        prepared: Prepared,
+        *,
+        timeout: float | None,
+        leaving: Callable[[], object] | None = None,
+    ) -> Awaitable[DocumentResult]:
         """One attempt at a prepared document: its record, or the typed error.
 
         Not a coroutine of its own: :meth:`send_body`'s, one frame fewer for every
@@ -129,6 +135,7 @@ class Channel:
             send_method=options.send_method,
             time_stamp=options.time_stamp,
             timeout=timeout,
+            leaving=leaving,
         )
 
     async def send_body(
@@ -139,8 +146,13 @@ class Channel:
         send_method: str | None = None,
         time_stamp: dt.datetime | str | None = None,
         timeout: float | None = None,
+        leaving: Callable[[], object] | None = None,
     ) -> DocumentResult:
-        """Send a body once (plus a retry after a 401 the token may have caused)."""
+        """Send a body once (plus a retry after a 401 the token may have caused).
+
+        ``leaving()`` is called just before each request leaves, its token in hand (see
+        :meth:`_authorized`).
+        """
 
         # A closure, not functools.partial: a partial's repr shows the API key, and
         # tracebacks formatted with locals print reprs.
@@ -155,7 +167,7 @@ class Channel:
                 time_stamp=time_stamp,
             )
 
-        response, reauth_in = await self._authorized(build, timeout=timeout)
+        response, reauth_in = await self._authorized(build, timeout=timeout, leaving=leaving)
         result: DocumentResult = self._checked(
             lambda r: proto.parse_document_response(r, encrypted=encrypted), response, reauth_in
         )
@@ -226,9 +238,17 @@ class Channel:
         return token
 
     async def _authorized(
-        self, build: Callable[[AccessToken], proto.Request], *, timeout: float | None
+        self,
+        build: Callable[[AccessToken], proto.Request],
+        *,
+        timeout: float | None,
+        leaving: Callable[[], object] | None = None,
     ) -> tuple[proto.Response, float | None]:
         """Send with a token; after a 401 a new token may cure, retry (see the cache).
+
+        ``leaving()``, if given, is called just before each request leaves: until then
+        the call waits for a token and nothing of it was sent (a call cut off then was
+        certainly not sent); it may raise, and then nothing leaves.
 
         Which token to try after a 401 is the cache's (:meth:`~._tokencache.Tokens.recover`),
         per credentials for every caller: a replaced token is swapped for the current
@@ -245,6 +265,8 @@ class Channel:
         token = self._tokens.fresh()  # the common case: no task, no timer, no frame
         if token is None:
             token = await self._token_within(timeout)
+        if leaving is not None:
+            leaving()
         response = await self._transport.send(build(token), timeout=timeout)
         if not response.unauthorized:  # the common case: the provider knows this token
             self._tokens.confirm(token)
@@ -257,6 +279,8 @@ class Channel:
             auth_log.debug("401: retrying with an access token")
             telemetry.retried("token refused")
             token = offered
+            if leaving is not None:
+                leaving()
             response = await self._transport.send(build(token), timeout=timeout)
             if not response.unauthorized:
                 self._tokens.confirm(token)
@@ -301,16 +325,10 @@ class Channel:
     async def _within(
         work: Awaitable[AccessToken | None], timeout: float | None, *, answered: bool = False
     ) -> AccessToken | None:
-        # asyncio.wait, not wait_for: wait_for on 3.10/3.11 can swallow a cancellation
-        # that arrives as the token does, and a cancelled batch would keep running.
-        fetch = asyncio.ensure_future(work)
-        try:
-            done, _ = await asyncio.wait({fetch}, timeout=timeout)
-        except asyncio.CancelledError:
-            fetch.cancel()
-            raise
-        if not done:
-            fetch.cancel()
+        # within (asyncio.wait), not wait_for: wait_for on 3.10/3.11 can swallow a
+        # cancellation that arrives as the token does, and a cancelled batch would go on.
+        fetch = await within(work, timeout)
+        if fetch is None:
             if answered:
                 return None  # the call's time is up: the answer it has is the answer
             raise TransportError(

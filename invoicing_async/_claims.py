@@ -8,11 +8,15 @@ across issuers and skipping the issuers whose documents wait for an operator.
 
 A worker that stops gracefully (:meth:`Claims.stop`) claims nothing more and starts no
 request: an entry the batch would send next waits in :meth:`Claims.before_send` until
-the batch is cut, and is put back untouched; the requests already out end (or are cut
-at the grace, their entries put back knowing they may have been committed).
+the batch is cut, and is put back untouched, and so is one marked sending whose request
+never left (it waited for a token: its mark is taken back); the requests already out
+end (or are cut at the grace, their entries put back knowing they may have been
+committed).
 
-:attr:`Claims.recorded` counts the outcomes written: an outcome whose write failed (the
-database went away) is not counted, and the request sent again is, once.
+The worker's :class:`~._progress.Documents` count the outcomes written, in documents:
+an outcome whose write failed (the database went away) is not counted, and the request
+sent again is, once; an entry marked sending whose request never left, put back
+untouched, is counted not sent.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import functools
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ._decision import sent_nothing
 from ._documents import Submission
 from ._errors import LedgerError
 from ._journal import Ref, Verdict, Withdrawn
@@ -32,7 +37,8 @@ from ._ledger._rules import charged, decide, digest_of, is_final, requeue
 from ._ledger._store import Settlement
 from ._log import ledger as log
 from ._outcomes import OutcomeStatus
-from ._retry import pause
+from ._progress import Documents
+from ._retry import pause, within
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -44,7 +50,13 @@ if TYPE_CHECKING:
     from ._outcomes import Outcome
     from ._retry import RetryPolicy
 
-__all__ = ["Claims", "Hooks", "Rounds"]
+__all__ = ["PUT_BACK", "Claims", "Hooks", "Rounds"]
+
+#: Seconds a stopping worker gives its last writes (a claim it was making, the outcomes
+#: it knows, the entries it puts back) once its grace is over. A database that does not
+#: answer by then leaves those entries to their leases: any worker sends them again once
+#: the leases expire (a request that may have left, knowing that it may be committed).
+PUT_BACK = 5.0
 
 
 class Hooks(Protocol):
@@ -132,9 +144,12 @@ class Claims:
         policy: RetryPolicy,
         hooks: Hooks | None = None,
         pending: telemetry.Pending | None = None,
+        documents: Documents | None = None,
     ) -> None:
         self._store = store
         self._pending = pending
+        #: The worker's documents, counted as their outcomes are written.
+        self.documents = documents if documents is not None else Documents()
         self._hooks = hooks
         self._seconds = seconds
         self._policy = policy
@@ -147,18 +162,16 @@ class Claims:
         self._settles: list[asyncio.Future[bool]] = []
         #: Told of every outcome as it settles (the worker's issuers that wait).
         self._rounds: Rounds | None = None
-        #: How many outcomes of each status were written (under their lease).
-        self.recorded: collections.Counter[OutcomeStatus] = collections.Counter()
         #: Outcomes whose write failed as the database went away: written or not.
         self.unconfirmed = 0
         #: Entries marked sending in the outbox and not settled.
         self._marked: set[Ref] = set()
-        #: Entries whose request went (or goes), not settled: the requests in flight.
-        self._out: set[Ref] = set()
-        self._none_out = asyncio.Event()
-        self._none_out.set()
+        #: Entries marked sending whose request never left: unmarked as they go back.
+        self._unsent: list[Claim] = []
         #: Set by :meth:`stop`: nothing more is claimed or sent.
         self._stopping = asyncio.Event()
+        #: Loop time by which the last writes of a stop must end (set when they start).
+        self._put_back_by: float | None = None
 
     @property
     def stopping(self) -> bool:
@@ -169,10 +182,6 @@ class Claims:
         """Claim nothing more and start no request; those out go on (a graceful stop)."""
         self._stopping.set()
 
-    async def none_out(self) -> None:
-        """Return once no request is out (see :attr:`sending`)."""
-        await self._none_out.wait()
-
     async def take(self, limit: int, skip: Sequence[str] = ()) -> list[Claim]:
         """Claim up to ``limit`` entries under a new lease, none of ``skip``'s issuers."""
         lease = uuid.uuid4().hex
@@ -181,11 +190,21 @@ class Claims:
             claimed = await asyncio.shield(claiming)
         except asyncio.CancelledError:
             # Stopped while claiming: the claim may be made all the same. Held, what it
-            # took is put back with the rest when the worker stops.
-            with contextlib.suppress(Exception):
-                self._hold(lease, await claiming)
+            # took is put back with the rest when the worker stops; not made within the
+            # last writes' time (the database does not answer), it is left to its lease.
+            done, _ = await asyncio.wait({claiming}, timeout=self._last_writes_left())
+            if done and not claiming.cancelled() and claiming.exception() is None:
+                self._hold(lease, claiming.result())
+            claiming.cancel()
             raise
         return self._hold(lease, claimed)
+
+    def _last_writes_left(self) -> float:
+        """Seconds left to the last writes of a stop (:data:`PUT_BACK` from the first)."""
+        now = asyncio.get_running_loop().time()
+        if self._put_back_by is None:
+            self._put_back_by = now + PUT_BACK
+        return max(0.0, self._put_back_by - now)
 
     def _hold(self, lease: str, claimed: list[Claim]) -> list[Claim]:
         fresh = [claim for claim in claimed if claim.ref not in self.held]
@@ -232,8 +251,6 @@ class Claims:
             raise Withdrawn(f"the claim on {ref.key} was taken over by another worker")
         self._marked.add(ref)
         await self._unless_stopping()
-        self._out.add(ref)
-        self._none_out.clear()
 
     async def _unless_stopping(self) -> None:
         if self._stopping.is_set():
@@ -242,8 +259,9 @@ class Claims:
     def after_outcome(self, outcome: Outcome, prepared: Prepared | None) -> None:
         """Settle the entry under its lease: done, or back to be sent again later.
 
-        Once stopping, an entry that was never marked sending is not settled: it is put
-        back untouched with the others held.
+        Once stopping, an entry that was never sent is not settled: it is put back
+        untouched with the others held; if it was marked sending (its request waited for
+        a token: it never left), its mark is taken back and it is counted not sent.
         """
         self._check()
         if self._rounds is not None:
@@ -251,12 +269,15 @@ class Claims:
             # claim if it now waits (an entry put back with no wait is claimable at once).
             self._rounds.outcome(outcome)
         ref = Ref.of_outcome(outcome)
-        if self._stopping.is_set() and ref not in self._marked:
+        marked = ref in self._marked
+        unsent = not marked or sent_nothing(outcome.status, outcome.attempts)
+        if unsent and self._stopping.is_set():
+            if marked:  # on its way, it waited for its token: counted, not sent
+                self._marked.discard(ref)
+                self._unsent.append(self.held[ref])
+                self.documents.put_back(outcome)
             return
         self._marked.discard(ref)
-        self._out.discard(ref)
-        if not self._out:
-            self._none_out.set()
         if self._hooks is not None:
             self._hooks.answered(outcome)
         claim = self.held.pop(ref, None)
@@ -289,7 +310,7 @@ class Claims:
             claim.content,
         )
         future = self._settling.put(settlement)
-        future.add_done_callback(functools.partial(self._settled_done, outcome.status))
+        future.add_done_callback(functools.partial(self._settled_done, outcome, state == PENDING))
         if park:
             future.add_done_callback(functools.partial(_parked, outcome, failures))
         if self._hooks is not None:
@@ -304,22 +325,48 @@ class Claims:
         self._settles = [f for f in self._settles if not f.done()]
         self._check()
 
+    async def finish(self) -> list[str]:
+        """A stop's last writes: the outcomes known, then every entry held put back.
+
+        Within :data:`PUT_BACK` seconds: returns the leases not put back (the database
+        does not answer, or went away), whose entries wait for their leases to expire.
+        """
+        leases = list(self._leases)
+        written = await within(self._finish(), self._last_writes_left())
+        return written.result() if written is not None else leases
+
+    async def _finish(self) -> list[str]:
+        with contextlib.suppress(LedgerError):  # its outcomes are found again anyway
+            await self.flush()
+        return await self.release()
+
     async def release(self, delay: float = 0.0) -> list[str]:
         """Put back every entry still held (never sent, or interrupted).
 
-        Returns the leases that could not be put back (the database is unavailable):
-        put them back once it answers, or let them expire.
+        Those marked sending whose request never left are unmarked first. Returns the
+        leases that could not be put back (the database is unavailable): put them back
+        once it answers, or let them expire (the unsent then keep their mark: they are
+        sent again knowing they may have been committed, which is safe).
         """
         leases = list(self._leases)
+        unsent = [(claim.id, claim.lease) for claim in self._unsent]
         self.held.clear()
         self._leases.clear()
+        self._unsent = []
         if leases:
             try:
-                await asyncio.shield(self._store.release(leases, delay))
+                await asyncio.shield(self._put_back(unsent, leases, delay))
             except Exception as exc:  # noqa: BLE001  (best effort: leases expire anyway)
                 log.debug("outbox: cannot put the entries held back: %s", exc)
                 return leases
         return []
+
+    async def _put_back(
+        self, unsent: list[tuple[Any, str]], leases: list[str], delay: float
+    ) -> None:
+        if unsent:
+            await self._store.mark_sending(unsent, sending=False)
+        await self._store.release(leases, delay)
 
     def _drop(self, lease: str) -> None:
         left = self._leases.get(lease, 0) - 1
@@ -328,7 +375,7 @@ class Claims:
         else:
             self._leases.pop(lease, None)
 
-    def _settled_done(self, status: OutcomeStatus, future: asyncio.Future[bool]) -> None:
+    def _settled_done(self, outcome: Outcome, again: bool, future: asyncio.Future[bool]) -> None:
         if future.cancelled():
             return
         error = future.exception()
@@ -338,7 +385,7 @@ class Claims:
             if self._failure is None:
                 self._failure = error
         elif error is None and future.result():
-            self.recorded[status] += 1
+            self.documents.settled(outcome, again=again)
         elif error is None:
             log.warning("outbox: an outcome was not written: the entry's lease was taken over")
 
@@ -371,12 +418,10 @@ class Claims:
             if not buffer:
                 await rounds.retry(batch)
                 skip = rounds.skipped()
-                if self._pending is not None:  # the gauge, while metrics are read
-                    await self._pending.refresh(self._store.remaining)
+                await self._count_pending()
                 buffer.extend(await self.take(size, skip))
                 if not buffer:
-                    if self._pending is not None:
-                        await self._pending.refresh(self._store.remaining, force=True)
+                    await self._count_pending(force=True)
                     if stop_when_empty and await self._store.remaining(skip) <= len(self.held):
                         return
                     await pause(poll, self._stopping, rounds.woken())
@@ -390,6 +435,12 @@ class Claims:
                 issuer=issuer or None,
                 encrypted=claim.encrypted,
             )
+
+    async def _count_pending(self, *, force: bool = False) -> None:
+        """Count the outbox's pending entries again, for the gauge and the progress."""
+        pending = self._pending
+        if pending is not None and await pending.refresh(self._store.remaining, force=force):
+            self.documents.pending(pending.value)  # counted: while metrics or progress are read
 
 
 def _parked(outcome: Outcome, failures: int, future: asyncio.Future[bool]) -> None:

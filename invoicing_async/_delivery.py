@@ -23,7 +23,7 @@ from ._safety import Safety
 
 if TYPE_CHECKING:
     import random
-    from collections.abc import Awaitable
+    from collections.abc import Awaitable, Callable
 
     from ._decision import End, Shared, Wait
     from ._documents import Identity, Prepared
@@ -37,8 +37,15 @@ __all__ = ["Delivery", "Route"]
 class Route(Protocol):
     """What a batch sends a document of one issuer through (its channel)."""
 
-    def send(self, prepared: Prepared, *, timeout: float | None) -> Awaitable[DocumentResult]:
-        """One attempt; the record, or the typed error."""
+    def send(
+        self, prepared: Prepared, *, timeout: float | None, leaving: Callable[[], object]
+    ) -> Awaitable[DocumentResult]:
+        """One attempt; the record, or the typed error.
+
+        ``leaving()`` is called just before each request of the attempt leaves (after
+        its token is in hand), and may raise: then nothing leaves. An attempt cut off
+        before it is called was certainly not sent.
+        """
 
 
 class Delivery:
@@ -51,9 +58,11 @@ class Delivery:
         a 409 is then its own commit, not a duplicate.
     :param sale: a sale: the answers the decision core says end a sale end it at once.
     :param safety: a document submission is a ``DEDUPLICATED_WRITE``.
+    :param on_leave: told (with the delivery) as each request leaves, before the core
+        is; it may raise to keep the request from leaving (a batch that stops).
     """
 
-    __slots__ = ("_attempts", "_prepared", "_route", "_sending", "identity", "index", "key")
+    __slots__ = ("_attempts", "_on_leave", "_prepared", "_route", "identity", "index", "key")
 
     def __init__(
         self,
@@ -68,6 +77,7 @@ class Delivery:
         sale: bool = False,
         rng: random.Random | None = None,
         safety: Safety = Safety.DEDUPLICATED_WRITE,
+        on_leave: Callable[[Delivery], object] | None = None,
     ) -> None:
         self.key = key
         self.index = index
@@ -81,8 +91,7 @@ class Delivery:
             sale=sale,
             rng=rng,
         )
-        #: A request is out (true also when it is cancelled midway).
-        self._sending = False
+        self._on_leave = on_leave
 
     @property
     def attempts(self) -> int:
@@ -131,24 +140,24 @@ class Delivery:
 
     def _attempt_on_route(self, timeout: float | None) -> Awaitable[DocumentResult]:
         """One attempt: the record, checked against the document's identity."""
-        return self._checked(self._route.send(self._prepared, timeout=timeout))
+        return self._checked(self._route.send(self._prepared, timeout=timeout, leaving=self._left))
+
+    def _left(self) -> None:
+        """The attempt's request leaves (the route says so): it may be processed now."""
+        if self._on_leave is not None:
+            self._on_leave(self)  # may raise: then it does not leave
+        self._attempts.left()
 
     async def _checked(self, sending: Awaitable[DocumentResult]) -> DocumentResult:
         """The record ``sending`` answers, checked against the document's identity."""
-        self._sending = True
         try:
             record = await sending
         except DuplicateDocumentError as exc:
-            self._sending = False
             # A 409's record of another document is a foreign record, not a duplicate.
             foreign = None if exc.result is None else self._foreign(exc.result, 409)
             if foreign is not None:
                 raise foreign from None
             raise
-        except InvoicingError:
-            self._sending = False  # answered (a cancellation leaves it out: maybe sent)
-            raise
-        self._sending = False
         mismatch = self._foreign(record, 201)
         if mismatch is not None:
             raise mismatch
@@ -177,7 +186,7 @@ class Delivery:
 
     def interrupted(self) -> Outcome:
         """The outcome to record when the delivery is cancelled midway."""
-        return self.outcome(self._attempts.interrupted(sending=self._sending))
+        return self.outcome(self._attempts.interrupted())
 
     def _told(self, end: End) -> Outcome:
         log_ending(end, subject=self, log=log)

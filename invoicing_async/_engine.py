@@ -23,7 +23,6 @@ It knows no ledger and no outbox: what records a batch is handed to it as a jour
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from . import _telemetry as telemetry
@@ -34,7 +33,7 @@ from ._documents import DEFAULT_MAX_DOCUMENT_SIZE, Prepared, describe, identify,
 from ._errors import InvoicingError
 from ._outcomes import OutcomeStatus
 from ._prepare import Preparer
-from ._retry import RetryPolicy
+from ._retry import RetryPolicy, within
 from ._tokencache import TokenCache
 from ._transport import DEFAULT_MAX_RESPONSE_SIZE, Transport
 
@@ -369,16 +368,6 @@ async def _cut_off(
     delivery: Delivery, run: Awaitable[Outcome], deadline: float, grace: float
 ) -> Outcome:
     """``run``'s outcome, or the delivery's as it is when ``grace`` past ``deadline``."""
-    task = asyncio.ensure_future(run)
     loop = asyncio.get_running_loop()
-    try:
-        done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline - loop.time()) + grace)
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-    if done:
-        return task.result()
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-    return delivery.interrupted()
+    task = await within(run, max(0.0, deadline - loop.time()) + grace)
+    return task.result() if task is not None else delivery.interrupted()

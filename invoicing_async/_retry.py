@@ -13,8 +13,9 @@ away, a worker whose batch stopped). *Whether* to retry is the decision core's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import attrs
 
@@ -26,7 +27,13 @@ __all__ = [
     "pause",
     "retries_are_instant",
     "set_instant_retries",
+    "within",
 ]
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+T = TypeVar("T")
 
 #: How a wait is drawn below its ceiling: ``"full"`` uniform in ``[0, ceiling]`` (the
 #: attempts of one request: AWS's "full jitter"), ``"equal"`` in ``[ceiling/2, ceiling]``
@@ -214,3 +221,23 @@ async def pause(
     finally:
         if waiter is not None:
             waiter.cancel()
+
+
+async def within(work: Awaitable[T], seconds: float | None) -> asyncio.Future[T] | None:
+    """``work`` run as a task for ``seconds`` at most: the task, done; or ``None``.
+
+    ``None``: the time ran out, and the task was cancelled and waited for as it ended (a
+    connection it held closed). A cancellation of the caller cancels the task too.
+    """
+    task = asyncio.ensure_future(work)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if done:
+        return task
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return None

@@ -840,28 +840,35 @@ def watch_backlog(name: str, backlog: Callable[[], tuple[int, float | None]]) ->
 class Pending(_Source):
     """An outbox's pending entries as its worker counts them (while metrics are read).
 
-    The count is a query: it is made only while a meter provider is configured, at most
-    once every :attr:`every` seconds unless forced (the outbox found empty).
+    The count is a query: it is made only while a meter provider is configured or the
+    worker's progress is wanted (``wanted``), at most once every :attr:`every` seconds
+    unless forced (the outbox found empty).
     """
 
     every = 1.0
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, wanted: bool = False) -> None:
         super().__init__("invoicing.outbox.pending", name)
         self.value: int | None = None
+        self.wanted = wanted
         self._at = float("-inf")
 
     def read(self) -> float | None:
         return self.value
 
-    async def refresh(self, count: Callable[[], Awaitable[int]], *, force: bool = False) -> None:
-        """Count again, if anyone reads the gauge and the last count is old enough."""
-        if _instruments() is None:
-            return
+    async def refresh(self, count: Callable[[], Awaitable[int]], *, force: bool = False) -> bool:
+        """Count again, if anyone reads the count and the last one is old enough.
+
+        Whether it counted.
+        """
+        if not self.wanted and _instruments() is None:
+            return False
         now = time.monotonic()
-        if force or now - self._at >= self.every:
-            self._at = now
-            self.value = await count()
+        if not force and now - self._at < self.every:
+            return False
+        self._at = now
+        self.value = await count()
+        return True
 
 
 # --- for the Prometheus endpoint (:mod:`._metrics_server`) ----------------------------------

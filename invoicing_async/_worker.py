@@ -13,10 +13,13 @@ may have left is re-sent with ``maybe_committed``, so the provider's ``409`` mak
 A worker is a service:
 
 * **It stops gracefully.** Asked to stop (``stop`` set, or the worker cancelled: a stop
-  signal, a deferral closing), it claims nothing more and starts no request; the
-  requests out end within ``grace`` seconds; then it puts back every entry it holds
-  (fenced by the lease): those never sent untouched, those cut off knowing that they may
-  have been committed. Set, ``stop`` makes it return its counts; a cancellation ends it
+  signal, a deferral closing), it claims nothing more and lets no request leave (one
+  waiting for its token stays unsent); the requests out end within ``grace`` seconds
+  (at once if none is out); then it puts back every entry it holds (fenced by the
+  lease): those never sent untouched, those cut off knowing that they may have been
+  committed. Its last writes get :data:`~._claims.PUT_BACK` seconds after the grace:
+  a database that does not answer them leaves those entries to their leases (one
+  WARNING). Set, ``stop`` makes it return its counts; a cancellation ends it
   cancelled, and a second one cuts the requests out at once.
 * **It waits for its database.** When the outbox database is unavailable (down at start,
   restarting, failing over, a lost connection: :class:`~invoicing_async.LedgerError`
@@ -24,7 +27,11 @@ A worker is a service:
   the database with capped, jittered backoff (one WARNING per outage, one INFO when it
   answers again), puts back the entries it held (their requests are re-sent, answered
   ``409`` if they were committed) and goes on. Only a configuration failure (the
-  database refuses its credentials, a table of a newer format) ends it.
+  database refuses its credentials, a table of a newer format) ends it. Every look at
+  the database while it waits watches ``stop``: a database that accepts connections
+  and never answers does not hold a stop for its driver's connect timeout.
+* **It counts documents.** Its counts are of documents, each once by its latest outcome
+  (:mod:`._progress`), told to ``on_progress`` as they change.
 * **It outlives an issuer's refused credentials.** With an
   :class:`~invoicing_async.IssuerPool`, an issuer whose documents the batch stopped
   (the provider refused its credentials, or the pool has none) waits: its entries are
@@ -53,7 +60,6 @@ again only after an explicit retry.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
@@ -66,6 +72,7 @@ from ._errors import LedgerError
 from ._issuers import Issuers
 from ._log import ledger as log
 from ._outcomes import OutcomeStatus
+from ._progress import Documents
 from ._retry import Backoff, pause
 
 if TYPE_CHECKING:
@@ -107,30 +114,36 @@ async def run_worker(
     name: str = "outbox",
     grace: float = DEFAULT_GRACE,
     stop: asyncio.Event | None = None,
+    documents: Documents | None = None,
 ) -> dict[OutcomeStatus, int]:
-    """Drain the outbox (see :meth:`PostgresOutbox.run_worker`); returns outcome counts.
+    """Drain the outbox (see :meth:`PostgresOutbox.run_worker`); returns document counts.
 
-    The counts are of the outcomes written: an outcome whose write failed is counted
-    when the entry is sent again.
+    Each document once, by its latest outcome written (:mod:`._progress`): an outcome
+    whose write failed is counted when the entry is sent again.
 
     :param hooks: told of every outcome, and asked before every first request.
     :param name: the outbox's name on its ``invoicing.outbox.pending`` gauge.
     :param grace: seconds the requests out may take to end once the worker is asked to
         stop (``stop`` set, or cancelled); then they are cut off.
     :param stop: set it to stop gracefully: the worker returns its counts.
+    :param documents: what counts the documents (and tells their progress).
     """
     stop = stop if stop is not None else asyncio.Event()
-    counts: collections.Counter[OutcomeStatus] = collections.Counter()
+    documents = documents if documents is not None else Documents()
     # After a batch whose breaker opened: poll, then doubling from a second to a minute.
     pauses = Backoff(1.0, _MAX_PAUSE, jitter="none")
     idle = poll
     orphaned: list[str] = []  # leases held when the database went away
     unconfirmed = 0  # outcomes whose write the database's going away left unknown
-    pending = telemetry.Pending(name)  # observed while this function runs (closed after)
+    # Observed while this function runs (closed after); counted for the progress too.
+    pending = telemetry.Pending(name, wanted=documents.wanted)
     blocked = _Blocked(engine)
     try:
         while not stop.is_set():
-            claims = Claims(store, seconds=lease, policy=retry, hooks=hooks, pending=pending)
+            claims = Claims(
+                store, seconds=lease, policy=retry, hooks=hooks, pending=pending,
+                documents=documents,
+            )  # fmt: skip
             options = BatchOptions(
                 concurrency=concurrency, retry=retry, trace=False, identified=True
             )
@@ -154,18 +167,21 @@ async def run_worker(
                 if exc.reason != "unavailable":
                     raise
                 orphaned += await claims.release()
-                if not await until_available(store.remaining, stop, error=exc):
+                waited = await until_available(
+                    store.remaining, stop, error=exc, waiting=documents.waiting
+                )
+                if not waited:
                     break
                 continue
             finally:
-                counts += claims.recorded
                 unconfirmed += claims.unconfirmed
             if stop.is_set():
+                _left_to_leases(orphaned, lease)
                 break
             if batch.stopped is not None:
                 if stop_when_empty:
                     log.warning("outbox worker stops: %s", batch.stopped)
-                    return _counted(counts, unconfirmed)
+                    return _counted(documents, unconfirmed)
                 log.warning("outbox worker paused %.0f s: %s", idle, batch.stopped)
                 await pause(idle, stop)
                 idle = pauses.next()
@@ -174,15 +190,24 @@ async def run_worker(
             idle = poll
             if empty:
                 await _stopping(store, blocked)
-                return _counted(counts, unconfirmed)
-        return _counted(counts, unconfirmed)
+                return _counted(documents, unconfirmed)
+        return _counted(documents, unconfirmed)
     finally:
         pending.close()
 
 
-def _counted(
-    counts: collections.Counter[OutcomeStatus], unconfirmed: int
-) -> dict[OutcomeStatus, int]:
+def _left_to_leases(leases: list[str], seconds: float) -> None:
+    """A stopping worker could not put back what it held: say what becomes of it."""
+    if leases:
+        log.warning(
+            "outbox worker stops: the outbox database did not answer its last writes: the "
+            "entries it held are left to their leases; any worker sends them again once "
+            "they expire (within %g s), each request that may have left as maybe committed",
+            seconds,
+        )
+
+
+def _counted(documents: Documents, unconfirmed: int) -> dict[OutcomeStatus, int]:
     """The counts a worker returns; said once if some writes were left unknown.
 
     An outcome whose write failed as the database went away is counted where it is
@@ -197,7 +222,7 @@ def _counted(
             "holds them: invoicing-async outbox status)",
             unconfirmed,
         )
-    return dict(counts)
+    return documents.counts()
 
 
 async def _round(
@@ -233,7 +258,8 @@ async def _round(
         # set, then cancelled before this round saw it): then at once.
         if not consume.done() and not (cancelled and stop.is_set()):
             claims.stop()
-            cancelled = await _ending(consume, claims, grace) or cancelled
+            batch.halt()
+            cancelled = await _ending(consume, batch, grace) or cancelled
     finally:
         cancelled = await _cut(consume) or cancelled
         heartbeat.cancel()
@@ -242,9 +268,7 @@ async def _round(
         await asyncio.wait({heartbeat})
     failure = None if consume.cancelled() else consume.exception()
     if cancelled or claims.stopping or consume.cancelled():
-        with contextlib.suppress(LedgerError):  # its outcomes are found again anyway
-            await claims.flush()
-        left = await claims.release()
+        left = await claims.finish()
         if cancelled:
             raise asyncio.CancelledError
         if failure is not None and not isinstance(failure, LedgerError):
@@ -279,9 +303,9 @@ async def _until_asked(consume: asyncio.Future[None], stop: asyncio.Event) -> bo
     return False
 
 
-async def _ending(consume: asyncio.Future[None], claims: Claims, grace: float) -> bool:
+async def _ending(consume: asyncio.Future[None], batch: Batch, grace: float) -> bool:
     """Let the requests out end, ``grace`` seconds at most; whether cancelled meanwhile."""
-    quiet = asyncio.ensure_future(claims.none_out())
+    quiet = asyncio.ensure_future(batch.none_out())
     waited: list[asyncio.Future[Any]] = [consume, quiet]
     try:
         await asyncio.wait(waited, timeout=grace, return_when=asyncio.FIRST_COMPLETED)
@@ -336,41 +360,80 @@ async def until_available(
     stop: asyncio.Event | None,
     *,
     error: LedgerError | None = None,
+    waiting: Callable[[str | None], object] | None = None,
 ) -> bool:
     """Until ``check()`` does not fail with the database unavailable: one WARNING, one INFO.
 
     With ``error``, the database went away (``check`` is not run first); without, this
     is a start and ``check`` the first look at it. Waits with capped, jittered backoff.
-    Returns ``False`` if ``stop`` was set meanwhile. Another failure of ``check`` (a
-    configuration failure) is raised.
+    Returns ``False`` if ``stop`` was set meanwhile, also while ``check`` runs (it is
+    cut off: a database that accepts connections and never answers holds no stop).
+    Another failure of ``check`` (a configuration failure) is raised. ``waiting`` is
+    told why the worker waits, then ``None`` once the database answers.
     """
     waits = Backoff(0.1, _MAX_BACKOFF)  # equal jitter: a fleet spreads out
-    if error is None:
+    if error is not None:
+        _unavailable(error, waiting)
+    while not (stop is not None and stop.is_set()):
+        if error is not None:
+            await pause(waits.next(), stop)
         try:
-            await check()
+            if not await _unless_stopped(check, stop):
+                return False
         except LedgerError as exc:
             if exc.reason != "unavailable":
                 raise
+            if error is None:
+                _unavailable(exc, waiting)
+            else:
+                log.debug("the outbox database is still unavailable: %s", exc)
             error = exc
-        else:
-            return True
+            continue
+        if error is not None:
+            log.info("the outbox database answers again: the worker goes on")
+            if waiting is not None:
+                waiting(None)
+        return True
+    return False
+
+
+def _unavailable(error: LedgerError, waiting: Callable[[str | None], object] | None) -> None:
+    """Say once that the worker waits for its database."""
     log.warning(
         "the outbox database is unavailable (%s); the worker waits for it, and sends "
         "what the outbox holds once it answers",
         error,
     )
-    while not (stop is not None and stop.is_set()):
-        await pause(waits.next(), stop)
-        try:
-            await check()
-        except LedgerError as exc:
-            if exc.reason != "unavailable":
-                raise
-            log.debug("the outbox database is still unavailable: %s", exc)
-        else:
-            log.info("the outbox database answers again: the worker goes on")
-            return True
-    return False
+    if waiting is not None:
+        waiting(f"the outbox database is unavailable ({error})")
+
+
+async def _unless_stopped(
+    check: Callable[[], Awaitable[object]], stop: asyncio.Event | None
+) -> bool:
+    """Run ``check()`` unless ``stop`` is set first (then it is cut off): whether it ran.
+
+    Its failure is raised. Cut off, it is waited for as it ends (a connection attempt
+    closing its socket), which a cancellation of this call does not interrupt twice.
+    """
+    if stop is None:
+        await check()
+        return True
+    if stop.is_set():
+        return False
+    running = asyncio.ensure_future(check())
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not running.done():
+            running.cancel()
+            await asyncio.wait({running})
+    if running.cancelled():
+        return False
+    running.result()
+    return True
 
 
 class _Wait:

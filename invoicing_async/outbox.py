@@ -53,6 +53,8 @@ from ._ledger._sqlite_ledger import let_go as _let_go
 from ._ledger._sqlite_outbox import SqliteStore as _SqliteStore
 from ._ledger._sqlite_outbox import insert as _insert
 from ._ledger._sqlite_outbox import worker_store as _worker_store
+from ._progress import Documents as _Documents
+from ._progress import WorkerProgress
 from ._retry import RetryPolicy as _RetryPolicy
 from ._surface import engine_of as _engine_of
 from ._worker import DEFAULT_GRACE as _DEFAULT_GRACE
@@ -79,6 +81,7 @@ __all__ = [
     "LedgerEntry",
     "PostgresOutbox",
     "SqliteOutbox",
+    "WorkerProgress",
     "open_outbox",
 ]
 
@@ -112,8 +115,15 @@ class _Outbox:
     async def _unlock(self) -> None:
         """Give back what :meth:`_store` took for a worker."""
 
-    async def _ready(self, stop: asyncio.Event | None) -> bool:  # noqa: ARG002  (SQLite: a file)
-        """Set up for a worker; ``False`` if stopped while waiting for the database."""
+    async def _ready(
+        self,
+        stop: asyncio.Event | None,  # noqa: ARG002  (SQLite: a file, nothing to wait for)
+        waiting: Callable[[str | None], object],  # noqa: ARG002
+    ) -> bool:
+        """Set up for a worker; ``False`` if stopped while waiting for the database.
+
+        ``waiting`` is told why the worker waits for it, and then ``None``.
+        """
         return True
 
     async def ping(self) -> None:
@@ -140,6 +150,7 @@ class _Outbox:
         poll: float = 1.0,
         grace: float = _DEFAULT_GRACE,
         stop: asyncio.Event | None = None,
+        on_progress: Callable[[WorkerProgress], object] | None = None,
     ) -> dict[OutcomeStatus, int]:
         """Claim entries and submit them with ``client`` until stopped.
 
@@ -165,14 +176,17 @@ class _Outbox:
         replaced): the new key is used without a restart.
 
         A stop is graceful: set ``stop``, or cancel the worker (a second cancellation
-        stops it at once): it claims nothing more and starts no request, lets the
-        requests out end within ``grace`` seconds, then puts back every entry it holds,
-        fenced by its lease (those never sent untouched; those cut off knowing that
-        they may have been committed: re-sent, answered ``409``). The database may be
-        down when the worker starts, or go away while it runs: it waits for it (one
+        stops it at once): it claims nothing more and lets no request leave (one that
+        waits for its access token stays unsent), lets the requests out end within
+        ``grace`` seconds (at once when none is out), then puts back every entry it
+        holds, fenced by its lease (those never sent untouched; those cut off knowing
+        that they may have been committed: re-sent, answered ``409``). The database may
+        be down when the worker starts, or go away while it runs: it waits for it (one
         WARNING, capped jittered backoff) and goes on; only a configuration failure
         (:class:`~invoicing_async.LedgerError` other than ``unavailable``: refused
-        database credentials, a table of a newer format) ends it.
+        database credentials, a table of a newer format) ends it. Every look at the
+        database while it waits watches ``stop``: one that accepts connections and
+        never answers does not hold the stop for the driver's connect timeout.
 
         :param concurrency: requests in flight at once (at most the client's pool).
         :param stop_when_empty: return once no entry is pending or in flight (waiting
@@ -188,21 +202,29 @@ class _Outbox:
         :param grace: seconds the requests out may take to end once the worker is asked
             to stop; then they are cut off.
         :param stop: set it to stop the worker gracefully: it returns its counts.
-        :returns: how many outcomes of each status this worker recorded (written to the
-            outbox: an outcome lost with the database is counted once, when the entry
-            is sent again).
+        :param on_progress: called with a :class:`WorkerProgress` as it changes: after
+            every outcome written, when the pending entries were counted again (at most
+            every second), when the worker starts or stops waiting for its database.
+        :returns: how many documents this worker settled in each status, each once by
+            its latest outcome written to the outbox (a document sent back to the outbox
+            and accepted in a later round counts once, accepted; an outcome lost with
+            the database is counted when the entry is sent again; an entry on its way
+            whose request never left, put back untouched as the worker stopped, counts
+            ``not_sent``).
 
         .. versionchanged:: 0.4.0 poison documents are parked after ``max_rounds``
            failed rounds, with a growing wait between rounds; ``client`` may be an
            :class:`~invoicing_async.IssuerPool`; claims are fair across issuers.
         .. versionchanged:: 0.5.0 ``grace`` and ``stop``: a graceful stop; the
            database may be down at start; an issuer's refused credentials are resolved
-           again; the counts are of outcomes written.
+           again; the counts are of documents, each once; ``on_progress``.
         """
+        documents = _Documents(on_progress)
         store = await self._store()
         try:
-            if not await self._ready(stop):
+            if not await self._ready(stop, documents.waiting):
                 return {}
+            documents.started()
             return await _run_worker(
                 store,
                 _engine_of(client),
@@ -214,6 +236,7 @@ class _Outbox:
                 name=repr(self),
                 grace=grace,
                 stop=stop,
+                documents=documents,
             )
         finally:
             await self._unlock()
@@ -256,9 +279,11 @@ class PostgresOutbox(_Outbox):
     async def _probe(self) -> Store:
         return self._db
 
-    async def _ready(self, stop: asyncio.Event | None) -> bool:
+    async def _ready(
+        self, stop: asyncio.Event | None, waiting: Callable[[str | None], object]
+    ) -> bool:
         """Set the table up, waiting for a database that is not there yet."""
-        return await _until_available(self._db.setup, stop)
+        return await _until_available(self._db.setup, stop, waiting=waiting)
 
     async def enqueue(
         self,

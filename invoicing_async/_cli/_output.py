@@ -1,5 +1,9 @@
 """What the command shows: a progress line on a terminal, the summary, outcome records.
 
+``worker`` shows its own (:class:`WorkerReport`): the same bar on a terminal, else a
+line every few seconds while something changed, and a one-line summary in the same
+words (documents counted once, by how they ended; re-sent requests as retries).
+
 The progress line is redrawn in place (a carriage return) and always fits the terminal's
 width, read at every redraw: a line one column too long wraps, and every redraw then
 stacks a new line. Parts are dropped by priority to fit (counts and ETA first, the bar takes what is
@@ -9,6 +13,7 @@ outcomes, retries and rate. Plain ASCII, so one character is one column.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import time
@@ -20,11 +25,24 @@ import attrs
 from invoicing_async._convert import outcome_to_dict
 from invoicing_async._documents import dumps
 from invoicing_async._outcomes import Outcome, OutcomeStatus
+from invoicing_async._progress import WorkerProgress
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ._input import Source
 
-__all__ = ["Progress", "Tally", "fit", "summary", "terminal_width", "write_record"]
+__all__ = [
+    "Progress",
+    "Tally",
+    "WorkerReport",
+    "documents_line",
+    "fit",
+    "summary",
+    "terminal_width",
+    "worker_line",
+    "write_record",
+]
 
 _REDRAW = 0.1  # seconds between redraws
 _LABELS = {
@@ -233,3 +251,87 @@ def summary(tally: Tally, extra: dict[str, Any] | None = None) -> str:
     lines.append(f"elapsed:     {_rate(tally)}")
     lines += [f"{name + ':':<12} {value}" for name, value in (extra or {}).items()]
     return "\n".join(lines)
+
+
+# --- worker ----------------------------------------------------------------------------------
+
+
+def _outcomes(counts: Mapping[OutcomeStatus, int], *, accepted: bool = False) -> list[str]:
+    """``"5 accepted"``, ``"3 not sent"`` …: the statuses counted (accepted always, if asked)."""
+    return [
+        f"{counts.get(status, 0)} {label}"
+        for status, label in _LABELS.items()
+        if counts.get(status, 0) or (accepted and status is OutcomeStatus.ACCEPTED)
+    ]
+
+
+def _retries(count: int) -> str:
+    return f"{count} retr{'y' if count == 1 else 'ies'}"
+
+
+def documents_line(progress: WorkerProgress) -> str:
+    """What a worker did, for its summary: ``6000 documents: 6000 accepted (3 retries)``.
+
+    Each document once, by how it ended; the requests sent again apart, as ``submit``
+    counts them.
+    """
+    count = progress.documents
+    if not count:
+        return "no documents"
+    line = f"{count} document{'' if count == 1 else 's'}: " + ", ".join(_outcomes(progress.counts))
+    return line + (f" ({_retries(progress.retries)})" if progress.retries else "")
+
+
+def worker_line(progress: WorkerProgress) -> str:
+    """A worker's progress line: ``worker: 120 pending, 4880 sent, 4870 accepted, …``."""
+    parts = [] if progress.pending is None else [f"{progress.pending} pending"]
+    parts += [f"{progress.sent} sent", *_outcomes(progress.counts, accepted=True)]
+    if progress.retries:
+        parts.append(_retries(progress.retries))
+    line = "worker: " + ", ".join(parts)
+    return line + (f"; waiting: {progress.waiting}" if progress.waiting else "")
+
+
+class WorkerReport:
+    """A worker's progress on stderr, told by its ``on_progress`` (:meth:`update`).
+
+    On a terminal, :class:`Progress`'s bar (documents done of those done and pending);
+    elsewhere (a service's log) :meth:`run` writes :func:`worker_line` every ``every``
+    seconds while it changes. ``every`` 0: neither.
+    """
+
+    def __init__(self, every: float, stream: IO[str] | None = None) -> None:
+        self._stream = stream if stream is not None else sys.stderr
+        self._every = every
+        self._tally = Tally()
+        self.bar = Progress(self._tally, self._stream)
+        self.bar.enabled = self.bar.enabled and every > 0
+        #: The progress last told.
+        self.latest = WorkerProgress()
+        self._written: str | None = None
+
+    def update(self, progress: WorkerProgress) -> None:
+        """The worker's progress changed."""
+        self.latest = progress
+        if self.bar.enabled:
+            tally = self._tally
+            tally.sent = Counter(progress.counts)
+            tally.retries = progress.retries
+            pending = progress.pending
+            tally.total = progress.documents + pending if pending is not None else None
+            self.bar.update()
+
+    async def run(self) -> None:
+        """Write the progress line every ``every`` seconds while it changes (until cancelled)."""
+        if self.bar.enabled or self._every <= 0:
+            return
+        while True:
+            await asyncio.sleep(self._every)
+            line = worker_line(self.latest)
+            if line != self._written:
+                self._written = line
+                print(f"invoicing-async: {line}", file=self._stream, flush=True)
+
+    def close(self) -> None:
+        """End the bar's line (on a terminal)."""
+        self.bar.close()

@@ -15,7 +15,10 @@ systemd, Docker and Kubernetes expect of a service (:mod:`._service`):
 * ``--until-empty`` ends with exit status 3 when only entries an operator must release
   are left (an issuer's refused or missing credentials, parked entries), naming the
   issuers and how many of their entries wait;
-* ``--token-store`` shares the access tokens of a fleet of workers in Redis.
+* ``--token-store`` shares the access tokens of a fleet of workers in Redis;
+* it says how far it is (``--progress-every``): a bar on a terminal, else a line every
+  few seconds while something changed (pending, sent, accepted …); its summary counts
+  documents, each once by how it ended, and the requests sent again as retries.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from invoicing_async._errors import LedgerError
 from invoicing_async._ledger._entry import IN_FLIGHT, PARKED, PENDING
+from invoicing_async._ledger._postgres_outbox import described
 from invoicing_async._pool import IssuerPool
 from invoicing_async._retry import RetryPolicy
 from invoicing_async.outbox import open_outbox
@@ -38,6 +42,7 @@ from ._common import (
     add_concurrency,
     add_credentials,
     add_ledger,
+    attach_progress,
     issuers,
     key_and_tls,
     ledger_url,
@@ -45,6 +50,7 @@ from ._common import (
     sender,
     settings,
 )
+from ._output import WorkerReport, documents_line
 from ._service import (
     EXIT_CONFIG,
     EXIT_WAITING,
@@ -57,11 +63,12 @@ from ._service import (
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    import signal
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
     from invoicing_async._outcomes import OutcomeStatus
     from invoicing_async._pgp import ProviderKey
-    from invoicing_async.outbox import PostgresOutbox, SqliteOutbox
+    from invoicing_async.outbox import PostgresOutbox, SqliteOutbox, WorkerProgress
 
     from ._common import Commands
 
@@ -74,19 +81,19 @@ _NAMED = 20
 #: LedgerError reasons that say the configuration is refused (exit 78).
 _CONFIGURATION = frozenset({"unreadable", "refused", "missing"})
 _REASON_WIDTH = 160
+#: Seconds between two progress lines, by default.
+_PROGRESS_EVERY = 5.0
 
 
 async def _worker(args: argparse.Namespace) -> int:
     credentials = issuers(args)
     found = settings(args, many=credentials is not None)
     key, ssl = key_and_tls(found, json_only=args.json)
-    if args.max_rounds < 0:
-        raise UsageError("--max-rounds must be 0 (never park) or more")
-    grace = grace_of(args)
-    policy = RetryPolicy(attempt_timeout=args.timeout, max_rounds=args.max_rounds or None)
+    grace, policy = _options(args)
     url = ledger_url(args)
     outbox = open_outbox(url)
     stop = asyncio.Event()
+    report = WorkerReport(args.progress_every)
     async with token_cache(args) as cache, contextlib.AsyncExitStack() as stack:
         client = sender(found, credentials, args=args, provider_key=key, ssl=ssl, token_cache=cache)
         await stack.enter_async_context(client)
@@ -101,6 +108,7 @@ async def _worker(args: argparse.Namespace) -> int:
         signals = Signals(stop=stop.set, now=now, reload=reload, grace=grace)
         stack.enter_context(signals.installed())
         await stack.enter_async_context(_metrics(args, _readiness(outbox, key, stop)))
+        stack.enter_context(_reporting(report))
         work = asyncio.ensure_future(
             outbox.run_worker(
                 client,
@@ -109,9 +117,10 @@ async def _worker(args: argparse.Namespace) -> int:
                 retry=policy,
                 grace=grace,
                 stop=stop,
+                on_progress=report.update,
             )
         )
-        await asyncio.wait({work})
+        await _reported(work, report)
         if work.cancelled():
             print(
                 "invoicing-async: worker stopped at once: the requests in flight were cut "
@@ -120,7 +129,7 @@ async def _worker(args: argparse.Namespace) -> int:
             )
             return signals.exit_status
         try:
-            counts = work.result()
+            work.result()
         except LedgerError as exc:
             if exc.reason not in _CONFIGURATION:
                 raise
@@ -130,15 +139,43 @@ async def _worker(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_CONFIG
-        done = ", ".join(f"{n} {status.value}" for status, n in counts.items()) or "nothing sent"
         if signals.received is not None:
-            print(f"worker stopped ({signals.received.name}): {done}", file=sys.stderr)
+            print(_stopped(signals.received, report.latest, url), file=sys.stderr)
             return 0
         waiting = await _waiting(outbox, url) if args.until_empty else []
-    print(f"worker done: {done}", file=sys.stderr)
+    print(f"worker done: {documents_line(report.latest)}", file=sys.stderr)
     for line in waiting:
         print(f"  {line}", file=sys.stderr)
     return EXIT_WAITING if waiting else 0
+
+
+def _options(args: argparse.Namespace) -> tuple[float, RetryPolicy]:
+    """The grace of a stop, and the retry policy, the options ask for (checked)."""
+    if args.max_rounds < 0:
+        raise UsageError("--max-rounds must be 0 (never park) or more")
+    if not args.progress_every >= 0:
+        raise UsageError("--progress-every must be 0 seconds (no progress) or more")
+    policy = RetryPolicy(attempt_timeout=args.timeout, max_rounds=args.max_rounds or None)
+    return grace_of(args), policy
+
+
+async def _reported(work: asyncio.Future[Any], report: WorkerReport) -> None:
+    """Until ``work`` ends, its progress said (a line every few seconds, or the bar)."""
+    lines = asyncio.ensure_future(report.run())
+    try:
+        await asyncio.wait({work})
+    finally:
+        lines.cancel()
+        report.close()
+
+
+def _stopped(received: signal.Signals, progress: WorkerProgress, url: str) -> str:
+    """The summary of a worker a signal stopped; why, if its database never answered."""
+    done = documents_line(progress)
+    if progress.started:
+        return f"worker stopped ({received.name}): {done}"
+    where = described(url) if "://" in url else url
+    return f"worker stopped ({received.name}) before the outbox database answered ({where}): {done}"
 
 
 async def _waiting(outbox: PostgresOutbox | SqliteOutbox, url: str) -> list[str]:
@@ -195,6 +232,19 @@ def _readiness(
         return None
 
     return ready
+
+
+@contextlib.contextmanager
+def _reporting(report: WorkerReport) -> Iterator[None]:
+    """Log records clear the progress bar before they are written (on a terminal)."""
+    if not report.bar.enabled:
+        yield
+        return
+    attach_progress(report.bar)
+    try:
+        yield
+    finally:
+        attach_progress(None)
 
 
 @contextlib.asynccontextmanager
@@ -278,6 +328,15 @@ def register(commands: Commands) -> None:
         default="127.0.0.1",
         metavar="ADDRESS",
         help="the address --metrics-port listens on (127.0.0.1; 0.0.0.0 for every interface)",
+    )
+    worker.add_argument(
+        "--progress-every",
+        type=float,
+        default=_PROGRESS_EVERY,
+        metavar="SECONDS",
+        help="say how far it is every SECONDS while something changed: entries pending, "
+        "documents sent, accepted ... (a progress bar on a terminal); 0: never "
+        f"({_PROGRESS_EVERY:g})",
     )
     add_token_store(worker)
     worker.set_defaults(handler=_worker)

@@ -18,7 +18,7 @@ decide what to do (``tests/unit/test_layout.py`` checks it); every wait's length
 from :mod:`invoicing_async._retry`.
 """
 
-from ._machine import Attempts, End, Send, Wait
+from ._machine import Attempts, End, Send, Wait, sent_nothing
 from ._shared import SINGLE, Breaker, Budget, ReauthWaits, Shared
 from ._table import (
     RULES,
@@ -70,4 +70,5 @@ __all__ = [
     "needs_operator",
     "refused_by_provider",
     "retry_reason",
+    "sent_nothing",
 ]

@@ -6,9 +6,15 @@ retry context and h11's connection: the driver asks it what to do, does it, and 
 what happened, handing it the time each time::
 
     step = attempts.next(now)              # Send(timeout) | End(outcome)
-    ... send one attempt within step.timeout ...
+    ... get what the attempt needs (a token) ...
+    attempts.left()                        # its request leaves: it may be processed
+    ... send it within step.timeout ...
     step = attempts.failed(error, now)     # Wait(seconds) | End(outcome)
     step = attempts.succeeded(result)      # End(outcome)
+
+Cut off midway (:meth:`Attempts.interrupted`), an attempt whose request had left may
+have been processed; one that never left (its driver was still waiting for a token)
+certainly was not, and is not one of the requests sent.
 
 What an answer means is the table's (:data:`~._table.RULES`); the request's
 :class:`~invoicing_async.Safety` class then says what may follow:
@@ -72,7 +78,7 @@ if TYPE_CHECKING:
     from invoicing_async._outcomes import OutcomeStatus
     from invoicing_async._retry import RetryPolicy
 
-__all__ = ["Attempts", "End", "Send", "Wait"]
+__all__ = ["Attempts", "End", "Send", "Wait", "sent_nothing"]
 
 
 # The machine's answers are named tuples: values, made for every attempt of every
@@ -163,6 +169,9 @@ class Attempts:
     load: Load | None = None
     #: Attempts charged against ``max_attempts`` (a 429 in a batch costs less).
     _spent: float = 0.0
+    #: The attempt under way: ``None`` none, ``False`` asked for (:class:`Send`) but its
+    #: request has not left, ``True`` its request left (:meth:`left`), unanswered.
+    _out: bool | None = None
     #: The provider holds it (a 409 whose record could not be read yet).
     _held: tuple[OutcomeStatus, DuplicateDocumentError] | None = None
 
@@ -184,10 +193,16 @@ class Attempts:
             timeout = remaining if timeout is None else min(timeout, remaining)
         self.attempts += 1
         self._spent += 1
+        self._out = False
         return Send(timeout)
+
+    def left(self) -> None:
+        """The attempt's request leaves: until it is answered, it may be processed."""
+        self._out = True
 
     def succeeded(self, result: Any) -> End:
         """The attempt was answered with success (2xx): its ``result``."""
+        self._out = None
         shared = self.shared
         shared.breaker.record(None)
         if shared.reauth is not None:
@@ -197,6 +212,7 @@ class Attempts:
 
     def failed(self, error: InvoicingError, now: float) -> Wait | End:
         """The attempt failed with ``error`` (a 409 included): wait and retry, or end."""
+        self._out = None
         kind = classify(error)
         if kind is Kind.REAUTH and not self._may_wait(error, now):
             kind = Kind.AUTH  # no time to wait for a new token: the answer, said why
@@ -269,12 +285,18 @@ class Attempts:
             error = TransportError(f"not sent: {reason}", maybe_sent=False)
         return self._end(_N, error=error, reason=reason)
 
-    def interrupted(self, *, sending: bool) -> End:
+    def interrupted(self) -> End:
         """The ending to record when the attempts are cancelled midway.
 
-        ``sending``: a request was out when it happened (it may have been processed).
+        ``UNKNOWN`` if a request had left and was not answered (it may have been
+        processed), or an earlier one may have been; else ``NOT_SENT``. An attempt whose
+        request never left (it waited for a token) is not counted: nothing was sent.
         """
-        committed = (sending and self.safety is not Safety.READ) or self.maybe_committed
+        out, self._out = self._out, None
+        if out is False:
+            self.attempts -= 1
+            self._spent -= 1
+        committed = (out is True and self.safety is not Safety.READ) or self.maybe_committed
         return self._end(_U if committed else _N, error=self.last_error, reason="interrupted")
 
     # --- internals -------------------------------------------------------------------------------
@@ -331,6 +353,15 @@ class Attempts:
         reason: str | None = None,
     ) -> End:
         return End(status, self.attempts, result, error, self.last_error, reason)
+
+
+def sent_nothing(status: OutcomeStatus, attempts: int) -> bool:
+    """Whether an ending left the provider untouched: ``NOT_SENT``, no request sent.
+
+    A document cut off while it waited for its token (:meth:`Attempts.interrupted`):
+    whatever a journal marked before its first request, none left.
+    """
+    return status is _N and attempts == 0
 
 
 def _kept(

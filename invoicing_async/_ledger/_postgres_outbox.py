@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from invoicing_async._errors import LedgerError
 from invoicing_async._journal import Ref
 from invoicing_async._outcomes import OutcomeStatus
-from invoicing_async._retry import backoff
+from invoicing_async._retry import backoff, within
 
 from ._enqueue import UPSERT_SET
 from ._entry import PARKED, STATES, LedgerEntry, entry_from_row
@@ -81,6 +81,8 @@ _REFUSED = frozenset({"42501", "3D000"})
 SCHEMA_VERSION = POSTGRES_VERSION
 #: Seconds an upgrade of the table waits for a lock before it gives up and says why.
 LOCK_TIMEOUT = 5.0
+#: Seconds closing the pool waits for the database to see its connections closed.
+CLOSE_TIMEOUT = 3.0
 #: lock_not_available: a lock waited for longer than ``lock_timeout``.
 _LOCK_NOT_AVAILABLE = "55P03"
 _COLUMNS = (
@@ -170,7 +172,7 @@ RETURNING o.id""",  # noqa: S608
 )
 _MARK_SENDING = _in_id_order(
     "id = ANY($1::bigint[])",
-    f"UPDATE {TABLE} AS o SET sending = true, updated_at = now() "  # noqa: S608
+    f"UPDATE {TABLE} AS o SET sending = $3, updated_at = now() "  # noqa: S608
     "FROM unnest($1::bigint[], $2::text[]) AS t(id, lease), locked "
     "WHERE o.id = t.id AND o.id = locked.id AND o.lease = t.lease AND o.state = 'in_flight' "
     "RETURNING o.id",
@@ -331,9 +333,14 @@ class PostgresStore:
                 raise _failure(asyncpg, exc, "cannot use the outbox") from None
 
     async def close(self) -> None:
-        if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
+        """Close the pool; a database that does not answer within a few seconds is cut off."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        # Cut off (asyncpg: "use wait_for to set a timeout"), its close terminates them all.
+        closed = await within(pool.close(), CLOSE_TIMEOUT)
+        if closed is not None:
+            closed.result()
 
     async def setup(self) -> None:
         """Create or upgrade the table if it is missing or older; safe from every worker.
@@ -434,9 +441,11 @@ class PostgresStore:
     async def extend(self, leases: Sequence[str], seconds: float) -> None:
         await self._fetch(_EXTEND, list(leases), float(seconds))
 
-    async def mark_sending(self, items: Sequence[tuple[Any, str]]) -> set[Any]:
+    async def mark_sending(
+        self, items: Sequence[tuple[Any, str]], sending: bool = True
+    ) -> set[Any]:
         rows = await self._fetch(
-            _MARK_SENDING, [row_id for row_id, _ in items], [lease for _, lease in items]
+            _MARK_SENDING, [row_id for row_id, _ in items], [lease for _, lease in items], sending
         )
         return {row["id"] for row in rows}
 

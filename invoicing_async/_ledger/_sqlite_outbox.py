@@ -148,16 +148,18 @@ class SqliteStore:
     async def extend(self, leases: Sequence[str], seconds: float) -> None:
         """Nothing to extend: the file's lock keeps other workers out."""
 
-    async def mark_sending(self, items: Sequence[tuple[Any, str]]) -> set[Any]:
+    async def mark_sending(
+        self, items: Sequence[tuple[Any, str]], sending: bool = True
+    ) -> set[Any]:
         now = time.time()
 
         def mark(c: sqlite3.Connection) -> set[Any]:
             done = set()
             for (key, issuer), lease in items:
                 cursor = c.execute(
-                    "UPDATE entries SET sending = 1, updated_at = ? WHERE key = ? AND "
+                    "UPDATE entries SET sending = ?, updated_at = ? WHERE key = ? AND "
                     "issuer = ? AND lease = ? AND state = 'in_flight'",
-                    (now, key, issuer, lease),
+                    (int(sending), now, key, issuer, lease),
                 )
                 if cursor.rowcount:
                     done.add((key, issuer))

@@ -85,8 +85,14 @@ class Store(Protocol):
     async def extend(self, leases: Sequence[str], seconds: float) -> None:
         """Extend the leases still held."""
 
-    async def mark_sending(self, items: Sequence[tuple[Any, str]]) -> set[Any]:
-        """Record that requests leave; returns the ids whose lease held."""
+    async def mark_sending(
+        self, items: Sequence[tuple[Any, str]], sending: bool = True
+    ) -> set[Any]:
+        """Record that requests leave; returns the ids whose lease held.
+
+        ``sending=False``: that those marked never left after all (a worker stopped
+        while they waited for a token): the entries are as if never marked.
+        """
 
     async def settle(self, items: Sequence[Settlement]) -> set[Any]:
         """Write outcomes; returns the ids whose lease held."""

@@ -90,10 +90,12 @@ class Server:
         inspector: Inspector | None = None,
         operations: Operations | None = None,
         gate: Gate | None = None,
+        token_gate: Gate | None = None,
     ) -> None:
         self._provider = provider
         self._operations = operations
         self._gate = gate or Gate()
+        self._token_gate = token_gate or Gate()
         self._inspector = inspector
         self._max_in_flight = max_in_flight
         self._documents_in_flight = 0
@@ -337,6 +339,7 @@ class Server:
             _, fault = self._faults.next("refresh", issuer)
         if fault is None:
             _, fault = self._faults.next("tokens", issuer)
+        await self._token_gate.enter(self._stopping)  # a test may hold it here: none granted
         early = await self._before(request, fault, exchange)
         if early is not None:
             return early

@@ -185,6 +185,7 @@ class Sandbox(DayFacade):
         self._max_in_flight = max_in_flight
         self._faults = FaultPlan()
         self._gate = Gate()
+        self._token_gate = Gate()
         self._material: KeyMaterial | None = None
         self._server: Server | None = None
         self._port = 0
@@ -231,6 +232,7 @@ class Sandbox(DayFacade):
             inspector=inspector,
             operations=self._operations,
             gate=self._gate,
+            token_gate=self._token_gate,
         )
         self._port = await server.start(self._host, self._requested_port, context)
         self._server = server
@@ -503,6 +505,7 @@ class Sandbox(DayFacade):
         self._operations.reset()
         self._faults.clear()
         self._gate.release()
+        self._token_gate.release()
 
     def script(
         self, *faults: Fault | None, issuer: str | None = None, environment: str | None = None
@@ -705,6 +708,40 @@ class Sandbox(DayFacade):
         """
         key = self._issuer(issuer, environment) if issuer is not None else None
         await self._gate.wait_held(count, key)
+
+    def hold_tokens(self, *, after: int = 0) -> None:
+        """Hold ``/oauth/token`` requests before granting anything, until :meth:`release_tokens`.
+
+        The next ``after`` requests pass; the following ones wait (no token issued),
+        counted by :attr:`tokens_held`: a test acts while a client certainly waits for
+        its token, so that none of its document requests has left. :meth:`reset` and
+        :meth:`close` release them too.
+
+        .. versionadded:: 0.5.0
+        """
+        self._token_gate.hold(after)
+
+    def release_tokens(self) -> None:
+        """Let the held token requests go on (and be granted), and the later ones pass.
+
+        .. versionadded:: 0.5.0
+        """
+        self._token_gate.release()
+
+    @property
+    def tokens_held(self) -> int:
+        """Token requests waiting at their gate (see :meth:`hold_tokens`).
+
+        .. versionadded:: 0.5.0
+        """
+        return self._token_gate.held
+
+    async def wait_tokens_held(self, count: int = 1) -> None:
+        """Return once at least ``count`` token requests are held (see :meth:`hold_tokens`).
+
+        .. versionadded:: 0.5.0
+        """
+        await self._token_gate.wait_held(count)
 
     # --- one issuer's faults, while the others go on ---------------------------------------
 

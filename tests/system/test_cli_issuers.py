@@ -87,7 +87,7 @@ async def test_a_worker_sends_for_every_issuer_of_a_credentials_file(sandbox, tm
         "--until-empty", "-vv",
     )  # fmt: skip
     assert status == 0, printed
-    assert "worker done: 15 accepted" in printed
+    assert "worker done: 15 documents: 15 accepted" in printed
     await assert_all_sent_once(sandbox, path, printed)
 
 

@@ -14,111 +14,24 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import os
 import re
 import signal
-import sys
 import time
 
 import aiohttp
 import pytest
 from sandboxtools import until
+from workertools import LONG, environment, own_env, running, secure_requests
 
 from invoicing_async.outbox import IN_FLIGHT, PENDING, PostgresOutbox, SqliteOutbox
 from invoicing_sandbox import Fault, Sandbox, sample_invoice, sample_invoices, sandbox_issuers
-
-#: Generous: a safety net for a stuck process, never a measure.
-LONG = 120
-
-
-class Worker:
-    """A command in a subprocess; what it writes on stderr is kept as it comes."""
-
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
-        self.said = ""
-        self._changed = asyncio.Event()
-        self._reading = asyncio.ensure_future(self._read())
-
-    @classmethod
-    async def start(cls, env: dict[str, str], *args: str) -> Worker:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "invoicing_async", "worker", *args,
-            env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        return cls(process)
-
-    async def _read(self) -> None:
-        assert self.process.stderr is not None
-        while line := await self.process.stderr.readline():
-            self.said += line.decode(errors="replace")
-            self._changed.set()
-        self._changed.set()
-
-    async def saying(self, pattern: str) -> re.Match[str]:
-        """Wait until stderr matches ``pattern`` (a regular expression); the match."""
-
-        async def found() -> re.Match[str]:
-            while (match := re.search(pattern, self.said)) is None:
-                if self._reading.done():
-                    raise AssertionError(f"it ended without saying {pattern!r}:\n{self.said}")
-                self._changed.clear()
-                await self._changed.wait()
-            return match
-
-        return await asyncio.wait_for(found(), LONG)
-
-    def signal(self, number: int) -> None:
-        self.process.send_signal(number)
-
-    async def ended(self) -> int:
-        """Its exit status, once it ends (and everything it said)."""
-        await asyncio.wait_for(self.process.wait(), LONG)
-        await asyncio.wait_for(self._reading, LONG)
-        return int(self.process.returncode or 0)
-
-    async def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            self.process.kill()
-        await self.process.wait()
-        await self._reading
-
-
-@contextlib.asynccontextmanager
-async def running(env: dict[str, str], *args: str):
-    """A worker, killed if the test leaves it running (a failure)."""
-    worker = await Worker.start(env, *args)
-    try:
-        yield worker
-    finally:
-        if worker.process.returncode is None:
-            await worker.kill()
-
-
-def environment(sb: Sandbox, key_file, **variables: str) -> dict[str, str]:
-    """The command's environment: the sandbox's URL and provider key, and ``variables``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INVOICING_")}
-    env.update(INVOICING_BASE_URL=sb.base_url, INVOICING_PROVIDER_KEY=str(key_file))
-    env.update(variables)
-    return env
-
-
-def own_env(sb: Sandbox, key_file) -> dict[str, str]:
-    """The environment of a worker for the sandbox's default issuer."""
-    return environment(
-        sb, key_file, INVOICING_CLIENT_ID=sb.client_id, INVOICING_API_KEY=sb.client_secret
-    )
 
 
 def commits(sb: Sandbox, issuers) -> int:
     """Documents the sandbox committed for ``issuers``."""
     return sum(sb.issuer_stats(tin).commits for tin in issuers)
-
-
-def secure_requests(sb: Sandbox) -> int:
-    return sum(1 for r in sb.requests if r.path == "/Invoice/secure")
 
 
 # --- stop signals --------------------------------------------------------------------------
@@ -149,7 +62,7 @@ async def test_sigterm_mid_run_lets_the_requests_out_end_and_exits_0(tmp_path, p
             sb.release()
             assert await worker.ended() == 0, worker.said
             assert time.monotonic() - stopped_at < 60  # within the grace
-        accepted = int(re.search(r"worker stopped \(SIGTERM\): (\d+) accepted", worker.said)[1])
+        accepted = int(re.search(r"worker stopped \(SIGTERM\): \d+ documents?: (\d+) accepted", worker.said)[1])
         assert secure_requests(sb) == sent  # nothing new started after the signal
         async with PostgresOutbox(postgres_dsn) as outbox:
             counts = await outbox.counts()
@@ -243,7 +156,7 @@ async def test_a_worker_started_before_its_database_sends_everything_once_it_is_
                 await asyncio.to_thread(postgres_server.start)
     assert worker.said.count("the outbox database is unavailable") == 1, worker.said
     assert worker.said.count("the outbox database answers again") == 1, worker.said
-    assert f"worker done: {count} accepted" in worker.said
+    assert f"worker done: {count} documents: {count} accepted" in worker.said
     assert sb.commit_count == count
 
 
@@ -416,7 +329,7 @@ async def test_until_empty_with_one_refused_shop_ends_with_3_naming_it(tmp_path)
         assert all(sb.issuer_stats(t).commits == 4 for t in others)
         assert re.search(rf"issuer {shop}: 4 entries wait: CredentialsError: ", worker.said)
         assert re.search(rf"WARNING .*issuer {shop}'s documents wait", worker.said)
-        assert re.search(r"worker done: (\d+ not_sent, )?8 accepted", worker.said), worker.said
+        assert re.search(r"worker done: \d+ documents: 8 accepted\b", worker.said), worker.said
         assert "the batch stopped" not in worker.said
         assert not any(key in worker.said for key in issuers.values())
         async with SqliteOutbox(path) as outbox:
@@ -483,7 +396,7 @@ async def test_three_cli_workers_with_a_token_store_fetch_one_token_per_issuer(
     assert all(held.commits == 1 for held in sb.committed.values())
     per_issuer = {tin: sb.issuer_stats(tin).token_requests for tin in issuers}
     assert max(per_issuer.values()) == 1, per_issuer
-    # A worker may have found nothing left to claim ("worker done: nothing sent").
+    # A worker may have found nothing left to claim ("worker done: no documents").
     summaries = [re.search(r"worker done: (.*)", w.said) for w in (one, two, three)]
     assert all(summaries), [w.said for w in (one, two, three)]
     shares = [re.search(r"(\d+) accepted", found[1]) for found in summaries if found]
@@ -557,5 +470,5 @@ async def test_a_worker_whose_token_store_is_down_at_start_sends_everything(tmp_
         finally:
             redis_server.start()
     assert worker.said.count("the Redis token store is unavailable") == 1, worker.said
-    assert "worker done: 10 accepted" in worker.said
+    assert "worker done: 10 documents: 10 accepted" in worker.said
     assert sb.commit_count == 10

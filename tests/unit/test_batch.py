@@ -68,7 +68,8 @@ class FakeProvider:
     async def prepare_many(self, documents):
         return [_serialized(document) for document, _ in documents]
 
-    async def send(self, prepared, *, timeout):
+    async def send(self, prepared, *, timeout, leaving):
+        leaving()  # no token to wait for: the request leaves at once
         key = document_key(prepared.body)
         self.requests.append(key)
         self.in_flight += 1
@@ -434,6 +435,7 @@ async def test_cancellation_records_in_flight_as_unknown(tmp_path):
 
     class Slow(FakeProvider):
         async def send(self, prepared, **kwargs):
+            kwargs["leaving"]()
             nonlocal in_flight
             in_flight += 1
             if in_flight == 4:
@@ -477,6 +479,7 @@ async def test_streaming_memory_is_flat_in_the_input_size():
         """Accepts everything without keeping per-document state."""
 
         async def send(self, prepared, **kwargs):
+            kwargs["leaving"]()
             await asyncio.sleep(0)
             return DocumentResult(mark=1)
 
@@ -520,7 +523,8 @@ async def test_documents_taken_by_the_workers_after_the_breaker_opened_are_not_s
     from invoicing_async import CredentialsError  # noqa: PLC0415
 
     class Refusing(PreparedOnTheLoop):
-        async def send(self, prepared, *, timeout):
+        async def send(self, prepared, *, timeout, leaving):
+            leaving()
             self.requests.append(prepared.key)
             raise CredentialsError("bad key", status=401)
 
@@ -577,11 +581,11 @@ class IssuerRoute:
         self.refused = refused
         self.sent: list[str] = []
 
-    async def send(self, prepared, *, timeout):
+    async def send(self, prepared, *, timeout, leaving):
         self.sent.append(document_key(prepared.body))
         if self.refused:
             raise CredentialsError("the token endpoint refused the credentials", status=400)
-        return await self.provider.send(prepared, timeout=timeout)
+        return await self.provider.send(prepared, timeout=timeout, leaving=leaving)
 
 
 class ManyIssuers(FakeProvider):
@@ -636,3 +640,47 @@ async def test_an_issuer_stopped_is_sent_again_by_the_same_batch_once_resumed():
     old, new = sender.routes
     assert (old.sent, new.sent) == ([key(1)], [key(3)])
     assert sender.released == [old, new]  # the old at the resume, the new at the end
+
+
+async def test_a_halted_batch_lets_no_request_leave_and_waits_only_for_those_out():
+    """Halted (a worker stopping), a batch lets the requests out end, but one that waited
+    for its token does not leave once the token comes, and :meth:`none_out` waits only
+    for the requests that left: with none out it returns at once (issue 38: a stop
+    waited its whole grace for documents whose token request the provider held)."""
+    token = asyncio.Event()
+    answer = asyncio.Event()
+    out = asyncio.Event()
+
+    class Tokens(FakeProvider):
+        async def send(self, prepared, *, timeout, leaving):
+            if key(0) == document_key(prepared.body):  # has its token: out, unanswered
+                leaving()
+                out.set()
+                await answer.wait()
+                return DocumentResult(mark=1)
+            await token.wait()  # waits for its token
+            return await super().send(prepared, timeout=timeout, leaving=leaving)
+
+    provider = Tokens()
+    batch = Batch(provider, provider, BatchOptions(retry=FAST, concurrency=2), None)
+    outcomes = []
+
+    async def consume():
+        async with contextlib.aclosing(batch.run([doc(0), doc(1)])) as stream:
+            async for outcome in stream:
+                outcomes.append(outcome)  # noqa: PERF401  (each as it comes: it is cut off)
+
+    running = asyncio.ensure_future(consume())
+    await out.wait()
+    batch.halt()
+    quiet = asyncio.ensure_future(batch.none_out())
+    token.set()  # the second's token comes: it does not leave
+    await asyncio.sleep(0)
+    assert not quiet.done()  # the first's request is out
+    answer.set()
+    await quiet
+    running.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
+    assert provider.requests == []  # the second never reached the provider
+    assert [o.status for o in outcomes] == [OutcomeStatus.ACCEPTED]

@@ -179,7 +179,8 @@ class _Sender:
     async def prepare_many(self, documents):
         return [_serialized(document) for document, _ in documents]
 
-    async def send(self, prepared, *, timeout):
+    async def send(self, prepared, *, timeout, leaving):
+        leaving()
         return await self._attempt()
 
 

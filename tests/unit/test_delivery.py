@@ -58,12 +58,13 @@ def script(*answers):
 
 
 class route:  # noqa: N801  (read as a function: route(send))
-    """A channel whose every attempt is ``send(timeout=...)``."""
+    """A channel whose every attempt is ``send(timeout=...)``, its request out at once."""
 
     def __init__(self, send):
         self._send = send
 
-    def send(self, prepared, *, timeout):
+    def send(self, prepared, *, timeout, leaving):
+        leaving()
         return self._send(timeout=timeout)
 
 
@@ -252,6 +253,67 @@ async def test_a_cancelled_send_is_recorded_as_unknown_a_cancelled_wait_as_not_s
     with pytest.raises(asyncio.CancelledError):
         await task
     assert waiting.interrupted().status is OutcomeStatus.NOT_SENT
+
+
+class waiting_for_a_token:  # noqa: N801  (read as a function: a route)
+    """A channel whose attempts wait for a token that never comes: nothing ever leaves."""
+
+    def __init__(self):
+        self.waiting = asyncio.Event()
+
+    async def send(self, prepared, *, timeout, leaving):
+        self.waiting.set()
+        await asyncio.Future()  # the token; leaving() would be called once it came
+        leaving()
+
+
+async def test_a_delivery_cut_off_before_its_request_left_is_not_sent_and_sent_nothing():
+    """Cut off while its route waits for an access token (``leaving`` not called yet),
+    a delivery is NOT_SENT and that attempt is not one of its requests: 0 attempts, or
+    the requests that did leave before (issue 38: before, it was recorded UNKNOWN, as
+    if the provider might hold it)."""
+    for earlier in ([], [REFUSED]):
+        route = waiting_for_a_token()
+        answers = list(earlier)
+
+        class after_earlier:  # noqa: N801
+            def send(self, prepared, *, timeout, leaving):
+                if answers:
+                    leaving()
+                    return script(answers.pop(0))(timeout)
+                return route.send(prepared, timeout=timeout, leaving=leaving)
+
+        cut = delivery()
+        task = asyncio.ensure_future(cut.run(after_earlier(), None))
+        await route.waiting.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        outcome = cut.interrupted()
+        assert outcome.status is OutcomeStatus.NOT_SENT
+        assert outcome.attempts == len(earlier)
+        assert not cut.maybe_committed
+
+
+async def test_a_request_that_left_and_was_cut_off_may_have_been_committed():
+    """Once ``leaving`` was called, a cut-off attempt is UNKNOWN and counted."""
+    left = asyncio.Event()
+
+    class out:  # noqa: N801
+        async def send(self, prepared, *, timeout, leaving):
+            leaving()
+            left.set()
+            await asyncio.Future()  # no answer
+
+    cut = delivery()
+    task = asyncio.ensure_future(cut.run(out(), None))
+    await left.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    outcome = cut.interrupted()
+    assert outcome.status is OutcomeStatus.UNKNOWN
+    assert outcome.attempts == 1
 
 
 def test_breaker_opens_after_a_run_and_any_other_answer_ends_the_run():
