@@ -217,7 +217,7 @@ def provider_key(algorithm: str) -> ProviderKey:
 
 def invoice_json(number: int, lines: int) -> bytes:
     """A sample invoice serialised exactly as the library sends it."""
-    from invoicing_async._documents import serialize_document  # noqa: PLC0415
+    from invoicing_async._doc.document import serialize_document  # noqa: PLC0415
     from invoicing_sandbox._samples import sample_invoice  # noqa: PLC0415
 
     return serialize_document(sample_invoice(number, lines=lines))

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa, x25519
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from cryptography.hazmat.primitives.keywrap import aes_key_wrap
 
-from invoicing_async._pgp import armor
+from invoicing_async._doc.pgp import armor
 
 from ._common import quiet_warnings
 

@@ -61,7 +61,7 @@ RETURNING o.id
 
 
 def _sqlite_file(path: Path, *, version: int) -> sqlite3.Connection:
-    from invoicing_async._ledger import _schema  # noqa: PLC0415
+    from invoicing_async._durable import _schema  # noqa: PLC0415
 
     connection = sqlite3.connect(path, isolation_level=None)
     connection.execute("BEGIN")
@@ -75,7 +75,7 @@ def _sqlite_file(path: Path, *, version: int) -> sqlite3.Connection:
 
 def _sqlite_claims(folder: Path, entries: int, issuers: int) -> tuple[float, float]:
     """Median ms of the fair claim (format 3) and of format 2's claim, same entries."""
-    from invoicing_async._ledger._sqlite_outbox import _fair  # noqa: PLC0415
+    from invoicing_async._durable.sqlite import _fair  # noqa: PLC0415
 
     times: dict[int, float] = {}
     for version in (3, 2):
@@ -110,7 +110,8 @@ async def _postgres_claims(dsn: str, entries: int, issuers: int) -> tuple[float,
     """Median execution ms (EXPLAIN ANALYZE, rolled back) of the fair claim and the floor."""
     import asyncpg  # noqa: PLC0415
 
-    from invoicing_async._ledger import _postgres_outbox, _schema  # noqa: PLC0415
+    from invoicing_async._durable import _schema  # noqa: PLC0415
+    from invoicing_async._durable import postgres as _postgres_outbox  # noqa: PLC0415
 
     connection = await asyncpg.connect(dsn)
     try:
@@ -151,7 +152,7 @@ async def _postgres_claims(dsn: str, entries: int, issuers: int) -> tuple[float,
 
 def _upgrade(folder: Path, entries: int) -> tuple[float, float, float]:
     """Seconds to upgrade a format-2 file of ``entries`` to 3; the floor; its size (MB)."""
-    from invoicing_async._ledger._schema import upgrade_sqlite  # noqa: PLC0415
+    from invoicing_async._durable._schema import upgrade_sqlite  # noqa: PLC0415
 
     path = folder / "upgrade.db"
     connection = _sqlite_file(path, version=2)

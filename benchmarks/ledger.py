@@ -135,10 +135,10 @@ def build_ledger(path: Path, entries: int) -> None:
     Written with ``sqlite3`` in the library's format (its own ``connect`` makes the
     schema); each accepted entry holds the provider's record, as a real run writes it.
     """
-    from invoicing_async._convert import result_from_json  # noqa: PLC0415
-    from invoicing_async._ledger._entry import outcome_json  # noqa: PLC0415
-    from invoicing_async._ledger._sqlite_file import connect  # noqa: PLC0415
-    from invoicing_async._outcomes import Outcome, OutcomeStatus  # noqa: PLC0415
+    from invoicing_async._core.convert import result_from_json  # noqa: PLC0415
+    from invoicing_async._core.outcomes import Outcome, OutcomeStatus  # noqa: PLC0415
+    from invoicing_async._durable._sqlitefile import connect  # noqa: PLC0415
+    from invoicing_async._durable.entry import outcome_json  # noqa: PLC0415
 
     record = result_from_json(json.loads(RECORD_BODY))
     template = outcome_json(

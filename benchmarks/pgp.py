@@ -20,7 +20,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 
-from invoicing_async._pgp import armor, crc24
+from invoicing_async._doc.pgp import armor, crc24
 
 from ._common import (
     Chart,
@@ -210,7 +210,7 @@ def run(settings: Settings) -> Section:
             "for byte once per configuration (all matched)."
         ),
         (
-            "The armored floor reuses invoicing_async._pgp.armor (base64 + CRC24) so that it "
+            "The armored floor reuses invoicing_async._doc.pgp.armor (base64 + CRC24) so that it "
             "writes the same format; 'floor, no armor' is the binary message only."
         ),
         (

@@ -117,8 +117,8 @@ def run(settings: Settings) -> Section:
                 "per-document tasks": lambda pool=pool: _per_task(pool, key, bodies),
                 f"map chunksize={CHUNKSIZE}": lambda pool=pool: _chunked(pool, key, bodies),
                 "library, per document": lambda pool=pool: asyncio.run(_library(pool, bodies)),
-                "library, chunks of 16 (submit_many)": lambda pool=pool, w=workers: (
-                    asyncio.run(_library_chunks(pool, bodies, w))
+                "library, chunks of 16 (submit_many)": lambda pool=pool, w=workers: asyncio.run(
+                    _library_chunks(pool, bodies, w)
                 ),
             }
             rates: dict[str, list[float]] = {mode: [] for mode in modes}

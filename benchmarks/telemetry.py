@@ -156,8 +156,7 @@ def run(settings: Settings) -> Section:
     cpu = {name: median([r["cpu_us"] for r in rs]) for name, rs in results.items()}
     per_cpu = {name: [1e6 / r["cpu_us"] for r in rs] for name, rs in results.items()}
     ratios = {
-        name: [r / off for r, off in zip(rate[name], rate["off"], strict=True)]
-        for name in TARGETS
+        name: [r / off for r, off in zip(rate[name], rate["off"], strict=True)] for name in TARGETS
     }
     cpu_ratios = {
         name: [r / off for r, off in zip(per_cpu[name], per_cpu["off"], strict=True)]

@@ -12,18 +12,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._client import InvoicingClient
-    from ._convert import outcome_from_dict, outcome_to_dict, result_from_dict, result_to_dict
-    from ._deferred import (
-        Backlog,
-        Deferral,
-        DeferralReason,
-        DeferredOutcome,
-        DeferredReceipt,
-    )
-    from ._documents import Submission, document_key
-    from ._engine import ClientOptions
-    from ._errors import (
+    from ._client.client import InvoicingClient
+    from ._client.engine import ClientOptions
+    from ._client.pool import IssuerPool
+    from ._core.convert import outcome_from_dict, outcome_to_dict, result_from_dict, result_to_dict
+    from ._core.errors import (
         AmbiguousDocumentError,
         AuthenticationError,
         ClientStateError,
@@ -45,17 +38,19 @@ if TYPE_CHECKING:
         UnknownOutcomeError,
         ValidationError,
     )
-    from ._ledger._entry import LedgerEntry
-    from ._ledger._sqlite_ledger import Ledger
-    from ._models import AccessToken, DocumentResult, DocumentStatus
-    from ._operations import OperationResult
-    from ._outcomes import BatchProgress, Outcome, OutcomeStatus
-    from ._pgp import ProviderKey
-    from ._pool import IssuerPool
-    from ._retry import RetryPolicy
-    from ._safety import Safety
-    from ._tokencache import TokenCache
-    from ._tokenstore import CredentialsKey, MemoryTokenStore, TokenStore
+    from ._core.models import AccessToken, DocumentResult, DocumentStatus
+    from ._core.outcomes import BatchProgress, Outcome, OutcomeStatus
+    from ._core.retry import RetryPolicy
+    from ._core.safety import Safety
+    from ._doc.document import Submission, document_key
+    from ._doc.pgp import ProviderKey
+    from ._durable.entry import LedgerEntry
+    from ._durable.ledger import Ledger
+    from ._io.tokencache import TokenCache
+    from ._io.tokenstore import CredentialsKey, MemoryTokenStore, TokenStore
+    from ._pos.records import Backlog, DeferralReason, DeferredOutcome, DeferredReceipt
+    from ._pos.sale import Deferral
+    from ._send.operations import OperationResult
 
 __all__ = [
     "AccessToken",
@@ -112,56 +107,56 @@ __all__ = [
 
 #: Where each public name lives; imported on first use (see the module docstring).
 _HOMES = {
-    "AccessToken": "._models",
-    "AmbiguousDocumentError": "._errors",
-    "AuthenticationError": "._errors",
-    "Backlog": "._deferred",
-    "BatchProgress": "._outcomes",
-    "ClientOptions": "._engine",
-    "ClientStateError": "._errors",
-    "CredentialsError": "._errors",
-    "CredentialsKey": "._tokenstore",
-    "Deferral": "._deferred",
-    "DeferralReason": "._deferred",
-    "DeferredOutcome": "._deferred",
-    "DeferredReceipt": "._deferred",
-    "DocumentResult": "._models",
-    "DocumentStatus": "._models",
-    "DocumentTooLargeError": "._errors",
-    "DuplicateDocumentError": "._errors",
-    "ForeignRecordError": "._errors",
-    "InvalidDocumentError": "._errors",
-    "InvoicingClient": "._client",
-    "InvoicingError": "._errors",
-    "IssuerPool": "._pool",
-    "Ledger": "._ledger._sqlite_ledger",
-    "LedgerEntry": "._ledger._entry",
-    "LedgerError": "._errors",
-    "MalformedResponseError": "._errors",
-    "MemoryTokenStore": "._tokenstore",
-    "OperationResult": "._operations",
-    "Outcome": "._outcomes",
-    "OutcomeStatus": "._outcomes",
-    "ProviderKey": "._pgp",
-    "ProviderKeyError": "._errors",
-    "ProviderTimeoutError": "._errors",
-    "RateLimitError": "._errors",
-    "RetryPolicy": "._retry",
-    "Safety": "._safety",
-    "ServerError": "._errors",
-    "Submission": "._documents",
-    "TokenCache": "._tokencache",
-    "TokenStore": "._tokenstore",
-    "TransportError": "._errors",
-    "UnexpectedStatusError": "._errors",
-    "UnknownIssuerError": "._errors",
-    "UnknownOutcomeError": "._errors",
-    "ValidationError": "._errors",
-    "document_key": "._documents",
-    "outcome_from_dict": "._convert",
-    "outcome_to_dict": "._convert",
-    "result_from_dict": "._convert",
-    "result_to_dict": "._convert",
+    "AccessToken": "._core.models",
+    "AmbiguousDocumentError": "._core.errors",
+    "AuthenticationError": "._core.errors",
+    "Backlog": "._pos.records",
+    "BatchProgress": "._core.outcomes",
+    "ClientOptions": "._client.engine",
+    "ClientStateError": "._core.errors",
+    "CredentialsError": "._core.errors",
+    "CredentialsKey": "._io.tokenstore",
+    "Deferral": "._pos.sale",
+    "DeferralReason": "._pos.records",
+    "DeferredOutcome": "._pos.records",
+    "DeferredReceipt": "._pos.records",
+    "DocumentResult": "._core.models",
+    "DocumentStatus": "._core.models",
+    "DocumentTooLargeError": "._core.errors",
+    "DuplicateDocumentError": "._core.errors",
+    "ForeignRecordError": "._core.errors",
+    "InvalidDocumentError": "._core.errors",
+    "InvoicingClient": "._client.client",
+    "InvoicingError": "._core.errors",
+    "IssuerPool": "._client.pool",
+    "Ledger": "._durable.ledger",
+    "LedgerEntry": "._durable.entry",
+    "LedgerError": "._core.errors",
+    "MalformedResponseError": "._core.errors",
+    "MemoryTokenStore": "._io.tokenstore",
+    "OperationResult": "._send.operations",
+    "Outcome": "._core.outcomes",
+    "OutcomeStatus": "._core.outcomes",
+    "ProviderKey": "._doc.pgp",
+    "ProviderKeyError": "._core.errors",
+    "ProviderTimeoutError": "._core.errors",
+    "RateLimitError": "._core.errors",
+    "RetryPolicy": "._core.retry",
+    "Safety": "._core.safety",
+    "ServerError": "._core.errors",
+    "Submission": "._doc.document",
+    "TokenCache": "._io.tokencache",
+    "TokenStore": "._io.tokenstore",
+    "TransportError": "._core.errors",
+    "UnexpectedStatusError": "._core.errors",
+    "UnknownIssuerError": "._core.errors",
+    "UnknownOutcomeError": "._core.errors",
+    "ValidationError": "._core.errors",
+    "document_key": "._doc.document",
+    "outcome_from_dict": "._core.convert",
+    "outcome_to_dict": "._core.convert",
+    "result_from_dict": "._core.convert",
+    "result_to_dict": "._core.convert",
 }
 
 

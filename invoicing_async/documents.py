@@ -41,11 +41,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-import attrs
-
-from . import _amounts, _checked, _docjson, _documents, _problems
-from ._checked import Checked
-from ._doctypes import (
+from ._core import problems as _problems
+from ._core.problems import Problem, Severity
+from ._doc import amounts as _amounts
+from ._doc import checked as _checked
+from ._doc import typedjson as _docjson
+from ._doc.checked import Checked
+from ._doc.document import checked
+from ._doc.types import (
     Address,
     Classification,
     CreditNote,
@@ -59,7 +62,6 @@ from ._doctypes import (
     Summaries,
     VatAnalysis,
 )
-from ._problems import Problem, Severity
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -119,24 +121,6 @@ def check(document: Any) -> list[Problem]:
     .. versionadded:: 0.5.0
     """
     return _checked.problems_of(document)
-
-
-def checked(document: Any) -> Any:
-    """``document`` marked to be checked where it is sent (a ``Submission``'s too).
-
-    Its identity is the document's. When it is serialised to be sent (a single call,
-    a batch, a deferred sale), a document the provider would refuse raises
-    :class:`~invoicing_async.InvalidDocumentError` instead: in a batch, its outcome is
-    refused and nothing is sent; the other documents go on. ``map(checked, documents)``
-    checks a batch.
-
-    .. versionadded:: 0.5.0
-    """
-    if isinstance(document, _documents.Submission):
-        return attrs.evolve(document, document=checked(document.document))
-    if isinstance(document, Checked):
-        return document
-    return Checked(document)
 
 
 def to_json(document: DocumentBase) -> dict[str, Any]:

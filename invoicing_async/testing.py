@@ -20,8 +20,8 @@ from __future__ import annotations
 import contextlib
 import typing
 
-from . import _retry
-from ._retry import set_instant_retries
+from ._core import retry as _retry
+from ._core.retry import set_instant_retries
 
 if typing.TYPE_CHECKING:  # the module's namespace holds only its public names
     from collections.abc import Iterator

@@ -24,7 +24,7 @@ import forger as fg
 from forger import DAY, NOW, SHA1, T0, Cert, key
 
 from invoicing_async import ProviderKey, ProviderKeyError
-from invoicing_async._pgp import Tag, iter_packets, mpi
+from invoicing_async._doc.pgp import Tag, iter_packets, mpi
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
-from invoicing_async._pgp import Tag, armor, key_hash_prefix, mpi, packet
+from invoicing_async._doc.pgp import Tag, armor, key_hash_prefix, mpi, packet
 from invoicing_sandbox._keys import _ed25519, _rsa, _subpacket, _x25519
 from invoicing_sandbox._pgp._secret import _decryption_key
 

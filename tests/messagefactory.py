@@ -19,7 +19,7 @@ import warnings
 import zlib
 from typing import TYPE_CHECKING
 
-from invoicing_async._pgp import aes_cfb, iter_packets
+from invoicing_async._doc.pgp import aes_cfb, iter_packets
 from invoicing_sandbox import SandboxKeyPair, generate_keypair
 from invoicing_sandbox._pgp import Decryptor
 

@@ -33,7 +33,7 @@ from typing import ClassVar
 import keyfactory as kf
 import pytest
 
-from invoicing_async._pgp import Tag, dearmor, iter_packets
+from invoicing_async._doc.pgp import Tag, dearmor, iter_packets
 
 KINDS = ("rsa2048", "rsa3072", "rsa4096", "cv25519", "p256", "p384", "p521")
 #: ``ProviderKey.algorithm`` expected for each kind.

@@ -27,7 +27,9 @@ def find_binaries() -> Path | None:
     candidates = []
     base = Path("/usr/lib/postgresql")
     if base.is_dir():
-        candidates += [v / "bin" for v in sorted(base.iterdir(), key=lambda p: p.name, reverse=True)]
+        candidates += [
+            v / "bin" for v in sorted(base.iterdir(), key=lambda p: p.name, reverse=True)
+        ]
     found = shutil.which("pg_ctl")
     if found:
         candidates.append(Path(found).parent)
@@ -58,7 +60,9 @@ class PostgresServer:
         command = [str(self.bin_dir / args[0]), *args[1:]]
         if self._as_root:
             command = ["runuser", "-u", USER, "--", *command]
-        completed = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        completed = subprocess.run(
+            command, capture_output=True, text=True, timeout=120, check=False
+        )
         if completed.returncode:
             raise RuntimeError(f"{args[0]} failed: {completed.stderr[-2000:]}")
 

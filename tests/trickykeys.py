@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import keyfactory as kf
 import peerfactory as pf
 
-from invoicing_async._pgp import dearmor
+from invoicing_async._doc.pgp import dearmor
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -5,7 +5,7 @@ that. So nothing here names a private module:
 
 ``.. autopublic:: MODULE``
     Documents names of ``MODULE.__all__`` with autodoc, under their public name
-    (``invoicing_async.InvoicingClient``, never ``invoicing_async._client.…``).
+    (``invoicing_async.InvoicingClient``, never ``invoicing_async._client.client.…``).
     ``:names: A B`` picks some (a group on the page); ``:remaining:`` documents every
     name of ``__all__`` not documented yet, so a name added to ``__all__`` appears in
     the reference without anyone editing the docs. A name not in ``__all__`` is an error.

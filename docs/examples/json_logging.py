@@ -31,6 +31,8 @@ def configure() -> None:
     logger = logging.getLogger("invoicing_async")
     logger.addHandler(json_handler(sys.stderr))
     logger.setLevel(logging.INFO)
+
+
 # endregion config
 
 

@@ -73,12 +73,15 @@ async def main(dsn: str | None = None) -> None:
                 await enqueue_postgres(dsn, invoices)
                 outbox = PostgresOutbox(dsn)
             # region worker
-            async with outbox, InvoicingClient(
-                sandbox.base_url,
-                sandbox.client_id,
-                sandbox.client_secret,
-                provider_key=sandbox.provider_key,
-            ) as client:
+            async with (
+                outbox,
+                InvoicingClient(
+                    sandbox.base_url,
+                    sandbox.client_id,
+                    sandbox.client_secret,
+                    provider_key=sandbox.provider_key,
+                ) as client,
+            ):
                 # A service runs this forever (stop_when_empty=False), in as many
                 # processes and on as many machines as it likes.
                 counts = await outbox.run_worker(

@@ -15,11 +15,11 @@ from __future__ import annotations
 import sys
 from typing import IO, TYPE_CHECKING, Any
 
-from invoicing_async._checked import ambiguities, problems_of
-from invoicing_async._problems import Severity
+from invoicing_async._core.problems import Severity
+from invoicing_async._doc.checked import ambiguities, problems_of
 
 if TYPE_CHECKING:
-    from ._input import Source
+    from .inputs import Source
 
 __all__ = ["add_check", "report"]
 

@@ -16,30 +16,23 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from invoicing_async._convert import outcome_to_dict
-from invoicing_async._errors import LedgerError
-from invoicing_async._ledger._entry import PARKED, PENDING, STATES
-from invoicing_async._ledger._sqlite_ledger import Ledger
-from invoicing_async._outcomes import OutcomeStatus
-from invoicing_async.outbox import LedgerEntry, PostgresOutbox, open_outbox
+from invoicing_async._cli import _worker
+from invoicing_async._client.outbox import LedgerEntry, PostgresOutbox, open_outbox
+from invoicing_async._core.convert import outcome_to_dict
+from invoicing_async._core.errors import LedgerError
+from invoicing_async._core.outcomes import OutcomeStatus
+from invoicing_async._durable.entry import PARKED, PENDING, STATES
+from invoicing_async._durable.ledger import Ledger
 
-from . import _worker
 from ._checking import add_check, report
-from ._common import (
-    UsageError,
-    add_ledger,
-    add_verbosity,
-    ledger_url,
-    parked_hint,
-    shown_url,
-)
-from ._input import Unreadable, read
+from .common import UsageError, add_ledger, add_verbosity, ledger_url, parked_hint, shown_url
+from .inputs import Unreadable, read
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import AsyncIterator
 
-    from ._common import Commands
+    from .common import Commands
 
 __all__ = ["DEPRECATED_COMMANDS", "register"]
 

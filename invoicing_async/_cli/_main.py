@@ -10,7 +10,7 @@ pipe was closed (``| head``), quietly. ``worker`` and ``submit`` add theirs for 
 (:mod:`._service`): 3 a drain that left entries for an operator, 78 a refused
 configuration, 128 + the signal when a signal stopped them.
 
-Subcommands live in modules that expose ``register(commands)`` (see :mod:`._common`);
+Subcommands live in modules that expose ``register(commands)`` (see :mod:`.common`);
 :data:`MODULES` lists this package's. Other distributions add theirs through the
 ``invoicing_async.commands`` entry point group: the sandbox distribution
 (``invoicing-async-sandbox``) adds ``demo`` and ``sandbox`` when it is installed; without
@@ -27,13 +27,14 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from invoicing_async._client import InvoicingClient
-from invoicing_async._env import ssl_context
-from invoicing_async._errors import InvoicingError, ProviderKeyError, ValidationError
-from invoicing_async._pgp import ProviderKey
+from invoicing_async._cli import _ledger, _missing, _operations, _pos, _submit
+from invoicing_async._client.client import InvoicingClient
+from invoicing_async._client.env import ssl_context
+from invoicing_async._core.errors import InvoicingError, ProviderKeyError, ValidationError
+from invoicing_async._doc.pgp import ProviderKey
 
-from . import _ledger, _missing, _operations, _pos, _submit
-from ._common import (
+from ._service import add_token_store, token_cache
+from .common import (
     UsageError,
     add_credentials,
     add_verbosity,
@@ -41,12 +42,11 @@ from ._common import (
     settings,
     verbosity,
 )
-from ._service import add_token_store, token_cache
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ._common import Commands
+    from .common import Commands
 
 __all__ = ["MODULES", "PLUGINS", "main"]
 

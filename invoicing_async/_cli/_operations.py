@@ -2,10 +2,10 @@
 
 Both print one JSON line: the operation, its ``outcome`` (``done``, ``refused``,
 ``unknown``, ``failed``), and the answer (``status``, ``mark``, ``cancellation_mark``,
-``body``) or the error (:func:`~invoicing_async._convert.error_to_dict`). Exit status 0
+``body``) or the error (:func:`~invoicing_async._core.convert.error_to_dict`). Exit status 0
 when done, 1 otherwise, 2 for bad usage.
 
-A cancellation is an at-most-once write (:mod:`invoicing_async._safety`): it is never
+A cancellation is an at-most-once write (:mod:`invoicing_async._core.safety`): it is never
 re-sent after a lost answer, and the command then says to check with ``status``.
 """
 
@@ -15,9 +15,9 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from invoicing_async._client import InvoicingClient
-from invoicing_async._convert import error_to_dict
-from invoicing_async._errors import (
+from invoicing_async._client.client import InvoicingClient
+from invoicing_async._core.convert import error_to_dict
+from invoicing_async._core.errors import (
     AuthenticationError,
     DuplicateDocumentError,
     InvoicingError,
@@ -26,15 +26,15 @@ from invoicing_async._errors import (
     ValidationError,
 )
 
-from ._common import UsageError, add_credentials, add_verbosity, key_and_tls, settings
+from .common import UsageError, add_credentials, add_verbosity, key_and_tls, settings
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Awaitable, Callable
 
-    from invoicing_async._operations import OperationResult
+    from invoicing_async._send.operations import OperationResult
 
-    from ._common import Commands
+    from .common import Commands
 
 __all__ = ["register"]
 

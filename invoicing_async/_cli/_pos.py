@@ -17,16 +17,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from invoicing_async import qr
-from invoicing_async._journal import Ref
-from invoicing_async.outbox import _till, open_outbox
+from invoicing_async._client.outbox import _till, open_outbox
+from invoicing_async._doc import qr
+from invoicing_async._send.journal import Ref
 
-from ._common import ENV_LEDGER, UsageError, add_verbosity
+from .common import ENV_LEDGER, UsageError, add_verbosity
 
 if TYPE_CHECKING:
     import argparse
 
-    from ._common import Commands
+    from .common import Commands
 
 __all__ = ["register"]
 

@@ -1,6 +1,6 @@
 """JSON values from a text read a piece at a time, in memory bounded by the largest.
 
-The command's readers (:mod:`._input`) never hold a whole input: :class:`Scanner` parses
+The command's readers (:mod:`.inputs`) never hold a whole input: :class:`Scanner` parses
 the value (or each element of the array) at the front of a window of the text with
 ``json``'s own decoder, reading more when a value is cut by the window's end, and skips a
 value longer than the limit without holding it (:class:`Skipping`: strings and nesting
@@ -24,9 +24,9 @@ from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 
-from invoicing_async._binding import DECODER
-from invoicing_async._checked import hostile_json
-from invoicing_async._documents import utf8_size
+from invoicing_async._doc.binding import DECODER
+from invoicing_async._doc.checked import hostile_json
+from invoicing_async._doc.document import utf8_size
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

@@ -28,10 +28,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from invoicing_async._tokencache import TokenCache
-from invoicing_async._worker import DEFAULT_GRACE
+from invoicing_async._client.worker import DEFAULT_GRACE
+from invoicing_async._io.tokencache import TokenCache
 
-from ._input import UsageError
+from .inputs import UsageError
 
 if TYPE_CHECKING:
     import argparse
@@ -202,7 +202,7 @@ async def token_cache(args: argparse.Namespace) -> AsyncIterator[TokenCache | No
         raise UsageError("--token-store takes a redis://, rediss:// or unix:// URL")
     key = _encryption_key(getattr(args, "token_store_key_file", None))
     try:
-        from invoicing_async.redis import RedisTokenStore  # noqa: PLC0415  (the redis extra)
+        from invoicing_async._io.redisstore import RedisTokenStore  # noqa: PLC0415  (the redis extra)
     except ImportError:
         raise UsageError(
             "--token-store needs the 'redis' extra: pip install 'invoicing-async[redis]'"

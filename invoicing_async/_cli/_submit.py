@@ -17,20 +17,20 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from invoicing_async._documents import DEFAULT_MAX_DOCUMENT_SIZE, document_key
-from invoicing_async._errors import (
+from invoicing_async._core.errors import (
     DocumentTooLargeError,
     LedgerError,
     TransportError,
     ValidationError,
 )
-from invoicing_async._ledger._sqlite_ledger import Ledger
-from invoicing_async._outcomes import Outcome, OutcomeStatus
-from invoicing_async._retry import RetryPolicy
-from invoicing_async.documents import checked
+from invoicing_async._core.outcomes import Outcome, OutcomeStatus
+from invoicing_async._core.retry import RetryPolicy
+from invoicing_async._doc.document import DEFAULT_MAX_DOCUMENT_SIZE, checked, document_key
+from invoicing_async._durable.ledger import Ledger
 
 from ._checking import add_check, report
-from ._common import (
+from ._service import Signals, add_grace, add_token_store, grace_of, token_cache
+from .common import (
     DeprecatedOption,
     UsageError,
     add_concurrency,
@@ -42,14 +42,13 @@ from ._common import (
     sender,
     settings,
 )
-from ._input import NotRead, Source, Unreadable, count_documents, read
-from ._output import Progress, Tally, summary, write_record
-from ._service import Signals, add_grace, add_token_store, grace_of, token_cache
+from .inputs import NotRead, Source, Unreadable, count_documents, read
+from .output import Progress, Tally, summary, write_record
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterator
 
-    from ._common import Commands
+    from .common import Commands
 
 __all__ = ["register", "run_batch"]
 

@@ -29,15 +29,24 @@ import datetime as dt
 import sys
 from typing import TYPE_CHECKING, Any
 
-from invoicing_async._errors import LedgerError
-from invoicing_async._ledger._entry import IN_FLIGHT, PARKED, PENDING
-from invoicing_async._ledger._postgres_outbox import described
-from invoicing_async._pool import IssuerPool
-from invoicing_async._retry import RetryPolicy
-from invoicing_async.outbox import open_outbox
-from invoicing_async.telemetry import serve_metrics
+from invoicing_async._client.outbox import open_outbox
+from invoicing_async._client.pool import IssuerPool
+from invoicing_async._core.errors import LedgerError
+from invoicing_async._core.retry import RetryPolicy
+from invoicing_async._durable.entry import IN_FLIGHT, PARKED, PENDING
+from invoicing_async._durable.postgres import described
+from invoicing_async._obs.server import serve_metrics
 
-from ._common import (
+from ._service import (
+    EXIT_CONFIG,
+    EXIT_WAITING,
+    Signals,
+    add_grace,
+    add_token_store,
+    grace_of,
+    token_cache,
+)
+from .common import (
     UsageError,
     add_concurrency,
     add_credentials,
@@ -50,27 +59,18 @@ from ._common import (
     sender,
     settings,
 )
-from ._output import WorkerReport, documents_line
-from ._service import (
-    EXIT_CONFIG,
-    EXIT_WAITING,
-    Signals,
-    add_grace,
-    add_token_store,
-    grace_of,
-    token_cache,
-)
+from .output import WorkerReport, documents_line
 
 if TYPE_CHECKING:
     import argparse
     import signal
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
-    from invoicing_async._outcomes import OutcomeStatus
-    from invoicing_async._pgp import ProviderKey
-    from invoicing_async.outbox import PostgresOutbox, SqliteOutbox, WorkerProgress
+    from invoicing_async._client.outbox import PostgresOutbox, SqliteOutbox, WorkerProgress
+    from invoicing_async._core.outcomes import OutcomeStatus
+    from invoicing_async._doc.pgp import ProviderKey
 
-    from ._common import Commands
+    from .common import Commands
 
 __all__ = ["register"]
 

@@ -46,9 +46,7 @@ from invoicing_async._for_sandbox import (
     path,
     tin,
 )
-from invoicing_async._for_sandbox import (
-    check_document as rules_of,
-)
+from invoicing_async._for_sandbox import check_document as rules_of
 
 from ._replies import Reply, error_reply
 from ._wire import dumps, format_timestamp, parse_timestamp

@@ -26,7 +26,7 @@ from invoicing_async import (
     OutcomeStatus,
     document_key,
 )
-from invoicing_async._documents import serialize_document
+from invoicing_async._doc.document import serialize_document
 from invoicing_async.outbox import SqliteOutbox
 from invoicing_sandbox import Sandbox
 

@@ -228,8 +228,9 @@ def test_demo_finishes_and_writes_results(tmp_path):
     assert "tokens:      1 request(s)" in result.stdout
     # Rejections are part of the show, and the summary says so (exit 0 all the same).
     assert re.search(r"^rejected:\s+3$", result.stdout, re.MULTILINE)
-    assert "expected:    3 rejected and 6 duplicate(s): the demo breaks 3 invoice(s) on purpose" in (
-        result.stdout
+    assert (
+        "expected:    3 rejected and 6 duplicate(s): the demo breaks 3 invoice(s) on purpose"
+        in (result.stdout)
     )
     lines = [json.loads(line) for line in output.read_text().splitlines()]
     assert len(lines) == 300

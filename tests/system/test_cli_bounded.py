@@ -133,7 +133,10 @@ def check_outcome(stdout: str, stderr: str, path, *, size: int, limit: int, coun
     assert (error["size"], error["limit"]) == (size, limit)
     assert f"{size:,} bytes" in error["message"]
     assert f"{limit:,} bytes" in error["message"]
-    assert refused[0]["source"] == {"file": str(path), "line": count // 2 + (2 if path.suffix == ".json" else 1)}
+    assert refused[0]["source"] == {
+        "file": str(path),
+        "line": count // 2 + (2 if path.suffix == ".json" else 1),
+    }
     assert [r["status"] for r in got].count("accepted") == count
     assert "Traceback" not in stderr
 
@@ -164,9 +167,7 @@ async def test_a_gigabyte_document_among_invoices(sandbox, tmp_path, build):
     documents = sample_invoices(200, issuer_vat=sandbox.client_id, lines=1)
     path = tmp_path / ("in.jsonl" if build is huge_line_jsonl else "in.json")
     size = build(path, documents, GIB)
-    code, stdout, stderr, peak = await run_measured(
-        "submit", "--json", str(path), env=sandbox.env
-    )
+    code, stdout, stderr, peak = await run_measured("submit", "--json", str(path), env=sandbox.env)
     assert code == 1, stderr
     check_outcome(stdout, stderr, path, size=size, limit=10 * MIB, count=len(documents))
     assert peak < PEAK, f"peak {peak / MIB:.0f} MiB"

@@ -137,7 +137,10 @@ def test_a_path_that_is_not_a_ledger_is_an_error(tmp_path, command):
     typo = tmp_path / "typo.db"
     done = cli(*command, "--ledger", str(typo), cwd=tmp_path)
     assert done.returncode == 2
-    assert done.stderr.strip() == f"invoicing-async: there is no ledger {typo} (no such file): check the path"
+    assert (
+        done.stderr.strip()
+        == f"invoicing-async: there is no ledger {typo} (no such file): check the path"
+    )
     assert list(tmp_path.iterdir()) == []
 
     notes = tmp_path / "notes.txt"

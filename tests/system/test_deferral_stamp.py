@@ -22,13 +22,7 @@ import attrs
 import pytest
 from sandboxtools import Outcomes, client_for, invoice
 
-from invoicing_async import (
-    Deferral,
-    DeferredReceipt,
-    OutcomeStatus,
-    RetryPolicy,
-    document_key,
-)
+from invoicing_async import Deferral, DeferredReceipt, OutcomeStatus, RetryPolicy, document_key
 from invoicing_async.documents import RetailReceipt, from_json, to_json
 from invoicing_async.outbox import PostgresOutbox
 from invoicing_sandbox import Sandbox

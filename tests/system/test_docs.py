@@ -471,7 +471,7 @@ def test_docs_name_no_private_module():
 
 def test_the_architecture_page_names_rooms_that_exist():
     """Every private module the architecture page names (``_decision``,
-    ``invoicing_async._surface``, ``_retry.backoff`` …) is a module or package of the
+    ``invoicing_async._client.surface``, ``_retry.backoff`` …) is a module or package of the
     client: the map is redrawn when a room moves."""
     text = ARCHITECTURE.read_text(encoding="utf-8")
     named = set(re.findall(r"``(?:invoicing_async\.)?(_[a-z][a-z_]*)(?:\.\w+)*``", text))

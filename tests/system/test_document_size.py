@@ -18,7 +18,7 @@ from messagefactory import compressed, crafted, keypair, literal
 from sandboxtools import client_for, invoice, raw, requests_to
 
 from invoicing_async import DocumentTooLargeError, OutcomeStatus, ValidationError
-from invoicing_async._documents import DEFAULT_MAX_DOCUMENT_SIZE, dumps
+from invoicing_async._doc.document import DEFAULT_MAX_DOCUMENT_SIZE, dumps
 from invoicing_sandbox import Sandbox
 
 MIB = 1024 * 1024
@@ -51,7 +51,11 @@ async def test_eight_50_mib_documents_are_refused_before_encryption(sb):
         finally:
             tracemalloc.stop()
     statuses = [o.status for o in outcomes]
-    assert statuses == [OutcomeStatus.ACCEPTED, *[OutcomeStatus.REJECTED] * 8, OutcomeStatus.ACCEPTED]
+    assert statuses == [
+        OutcomeStatus.ACCEPTED,
+        *[OutcomeStatus.REJECTED] * 8,
+        OutcomeStatus.ACCEPTED,
+    ]
     for outcome, document in zip(outcomes[1:9], documents[1:9], strict=True):
         error = outcome.error
         assert isinstance(error, DocumentTooLargeError)
@@ -145,11 +149,13 @@ async def test_data_too_large_once_decrypted_is_413_not_undecryptable(tmp_path):
             "APIKey": env.client_secret,
             "Content-Type": "application/pgp-encrypted",
         }
-        status, body = await raw("POST", env.base_url + "/Invoice/secure", data=message, headers=headers)
+        status, body = await raw(
+            "POST", env.base_url + "/Invoice/secure", data=message, headers=headers
+        )
     assert status == 413
     assert "decrypt" not in body["message"]
     assert f"limit of {MIB} bytes" in body["message"]
-    from invoicing_async import _protocol as proto  # noqa: PLC0415
+    from invoicing_async._core import protocol as proto  # noqa: PLC0415
 
     answer = proto.Response(status, {}, json.dumps(body).encode())
     with pytest.raises(ValidationError) as info:

@@ -56,9 +56,7 @@ async def soak(tmp_path, dsn, count: int, seed: int) -> None:
             await outbox.setup()
             keys = await outbox.enqueue(documents)
         key_file = sb.write_public_key(tmp_path / "provider.asc")
-        sb.random_faults(
-            rate=0.15, seed=seed, kinds=(*DEFAULT_RANDOM_KINDS, Fault.latency(0.05))
-        )
+        sb.random_faults(rate=0.15, seed=seed, kinds=(*DEFAULT_RANDOM_KINDS, Fault.latency(0.05)))
         workers = await start_workers(sb, dsn, key_file, 3)
         victim = workers[0]
         # Kill the victim while it holds claims: after some commits, mid-flight.
@@ -132,8 +130,12 @@ async def test_three_workers_ride_out_a_postgres_restart(tmp_path, postgres_serv
             assert worker.returncode == 0, log[-3000:]
             assert out.decode().startswith("done "), out
             accepted += json.loads(out.decode().removeprefix("done "))["accepted"]
-            assert log.count("WARNING invoicing_async.ledger: the outbox database is unavailable") == 1, log
-            assert log.count("INFO invoicing_async.ledger: the outbox database answers again") == 1, log
+            assert (
+                log.count("WARNING invoicing_async.ledger: the outbox database is unavailable") == 1
+            ), log
+            assert (
+                log.count("INFO invoicing_async.ledger: the outbox database answers again") == 1
+            ), log
             unconfirmed += sum(map(int, re.findall(r"(\d+) outcome\(s\) were being written", log)))
         assert sb.commit_count == count
         assert all(c.commits == 1 for c in sb.committed.values())

@@ -149,9 +149,9 @@ async def test_redis_stopped_mid_run_fails_no_invoice(redis_server):
             redis_server.start()
     assert assert_no_failures(found) > 0
     warned = [r["warnings"] for r in found]
-    assert all(
-        sum("Redis token store is unavailable" in w for w in ws) == 1 for ws in warned
-    ), warned
+    assert all(sum("Redis token store is unavailable" in w for w in ws) == 1 for ws in warned), (
+        warned
+    )
 
 
 def fleet_bound(elapsed: float, lifetime: float) -> float:
@@ -219,9 +219,7 @@ async def test_sigkilled_lock_holder_delays_the_others_by_at_most_the_lock_ttl(r
                     break
                 await asyncio.sleep(0.05)
             assert lock_keys, "the holder never took the lock"
-            others = await start_fleet(
-                sb, redis_url, "cold", count=FLEET - 1, **store_settings
-            )
+            others = await start_fleet(sb, redis_url, "cold", count=FLEET - 1, **store_settings)
             go(others)
             # Until the others wait for the holder: subscribed to the lock's channel.
             channel = lock_keys[0].decode().removesuffix(":lock") + ":events"

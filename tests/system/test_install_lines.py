@@ -196,8 +196,7 @@ def test_install_lines_work_as_written(block, checkout, wheelhouse, tmp_path):
     source = PLACEHOLDER if block.kind != "compose" else "/src"
     # One shell, as a reader types them; each command (a whole `a && b` list) must pass.
     script = "\n".join(
-        f"{{\n{command.replace(source, str(checkout))}\n}} || exit $?"
-        for command in block.commands
+        f"{{\n{command.replace(source, str(checkout))}\n}} || exit $?" for command in block.commands
     )
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)

@@ -30,13 +30,8 @@ import pytest
 from helpers import send_body
 from messagefactory import PAYLOAD
 
-from invoicing_async import (
-    InvoicingClient,
-    ProviderKey,
-    ProviderKeyError,
-    document_key,
-)
-from invoicing_async._documents import serialize_document
+from invoicing_async import InvoicingClient, ProviderKey, ProviderKeyError, document_key
+from invoicing_async._doc.document import serialize_document
 from invoicing_sandbox import Sandbox, generate_keypair, sample_invoice
 from invoicing_sandbox._keys import public_half
 from invoicing_sandbox._pgp import Decryptor, UnsupportedMessageError

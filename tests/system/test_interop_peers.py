@@ -36,7 +36,10 @@ def _greek_invoice() -> bytes:
         }
         for i in range(20)
     ]
-    document = {"Εκδότης": {"Επωνυμία": "Ωμέγα Ανώνυμη Εταιρεία", "ΑΦΜ": "EL094019245"}, "Γραμμές": lines}
+    document = {
+        "Εκδότης": {"Επωνυμία": "Ωμέγα Ανώνυμη Εταιρεία", "ΑΦΜ": "EL094019245"},
+        "Γραμμές": lines,
+    }
     return json.dumps(document, ensure_ascii=False).encode()
 
 

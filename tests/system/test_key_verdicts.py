@@ -26,7 +26,7 @@ import forgedkeys as fk
 import peerfactory as pf
 import pytest
 
-from invoicing_async._pgp import armor
+from invoicing_async._doc.pgp import armor
 
 pytestmark = pytest.mark.interop
 

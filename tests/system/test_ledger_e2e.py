@@ -61,7 +61,9 @@ async def test_a_401_to_a_document_is_not_final(tmp_path):
                 sb.base_url, sb.client_id, sb.client_secret, token_cache=cache
             ) as c:
                 first = await c.submit_many(
-                    documents[:1], encrypted=False, ledger=ledger,
+                    documents[:1],
+                    encrypted=False,
+                    ledger=ledger,
                     retry=RetryPolicy(max_attempts=1),
                 )
                 assert first[0].status is OutcomeStatus.NOT_SENT
@@ -140,14 +142,24 @@ async def test_a_second_process_on_the_same_ledger_is_refused(tmp_path):
         args = [sys.executable, str(SCRIPT), sb.base_url, sb.client_id, str(key_file)]
         env = {**os.environ, "INVOICING_API_KEY": sb.client_secret}
         first = await asyncio.create_subprocess_exec(
-            *args, str(ledger), "120", "4", env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            *args,
+            str(ledger),
+            "120",
+            "4",
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
         await sb.wait_held(1)
         requests = len(sb.requests)
         second = await asyncio.create_subprocess_exec(
-            *args, str(ledger), "120", "4", env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            *args,
+            str(ledger),
+            "120",
+            "4",
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
         _, error = await asyncio.wait_for(second.communicate(), 60)
         assert second.returncode != 0

@@ -139,7 +139,9 @@ async def test_a_key_too_long_for_a_header_is_refused_before_any_request():
     long_one, fitting = issuers
     issuers = {long_one: "k" * 10_000, fitting: "f" * 4096}
     async with Sandbox(key_algorithm="cv25519", issuers=issuers) as sb:
-        documents = [sample_invoice(n, issuer_vat=tin, lines=1) for n in range(2) for tin in issuers]
+        documents = [
+            sample_invoice(n, issuer_vat=tin, lines=1) for n in range(2) for tin in issuers
+        ]
         async with IssuerPool(sb.base_url, issuers, provider_key=sb.provider_key) as pool:
             outcomes = await pool.submit_many(documents, encrypted=False, retry=QUICK)
         stats = sb.issuer_stats(long_one)

@@ -193,7 +193,7 @@ async def test_postgres_fencing_an_expired_claim_cannot_overwrite_its_successor(
     """A worker whose lease expired and was claimed again can neither mark the entry
     sending nor overwrite the successor's outcome; the successor knows a request may
     be out (maybe_committed)."""
-    from invoicing_async._ledger._store import Settlement  # noqa: PLC0415
+    from invoicing_async._durable.store import Settlement  # noqa: PLC0415
 
     async with PostgresOutbox(postgres_dsn) as outbox:
         store = outbox._db

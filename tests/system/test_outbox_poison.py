@@ -23,13 +23,7 @@ import asyncpg
 import pytest
 from sandboxtools import client_for
 
-from invoicing_async import (
-    Deferral,
-    DeferredReceipt,
-    InvoicingClient,
-    OutcomeStatus,
-    RetryPolicy,
-)
+from invoicing_async import Deferral, DeferredReceipt, InvoicingClient, OutcomeStatus, RetryPolicy
 from invoicing_async.outbox import PARKED, PENDING, SqliteOutbox
 from invoicing_async.testing import instant_retries
 from invoicing_sandbox import Fault, Sandbox, sample_invoice, sample_invoices

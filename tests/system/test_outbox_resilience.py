@@ -17,8 +17,8 @@ import asyncpg
 import pytest
 
 from invoicing_async import InvoicingClient, Ledger, LedgerError, OutcomeStatus
-from invoicing_async._ledger import _sqlite_file
-from invoicing_async._ledger._store import Settlement
+from invoicing_async._durable import _sqlitefile as _sqlite_file
+from invoicing_async._durable.store import Settlement
 from invoicing_async.outbox import PostgresOutbox, SqliteOutbox
 from invoicing_async.testing import instant_retries
 from invoicing_sandbox import Sandbox, sample_invoices

@@ -30,9 +30,9 @@ from invoicing_async import (
     document_key,
     outcome_to_dict,
 )
-from invoicing_async._documents import serialize_document
-from invoicing_async._ledger import _postgres_outbox
-from invoicing_async._ledger._schema import POSTGRES_VERSION, SQLITE_STEPS, SQLITE_VERSION
+from invoicing_async._doc.document import serialize_document
+from invoicing_async._durable import postgres as _postgres_outbox
+from invoicing_async._durable._schema import POSTGRES_VERSION, SQLITE_STEPS, SQLITE_VERSION
 from invoicing_async.outbox import PENDING, PostgresOutbox, SqliteOutbox
 from invoicing_async.testing import instant_retries
 from invoicing_sandbox import Sandbox, sample_invoices

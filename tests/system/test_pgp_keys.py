@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from invoicing_async import ProviderKey, ProviderKeyError
-from invoicing_async._pgp import Tag, dearmor, iter_packets
-from invoicing_async._pgp._sigs import _subpackets
+from invoicing_async._doc.pgp import Tag, dearmor, iter_packets
+from invoicing_async._doc.pgp._sigs import _subpackets
 
 REASONS = frozenset(
     {

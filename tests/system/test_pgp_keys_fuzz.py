@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from test_pgp_keys import REASONS
 
 from invoicing_async import ProviderKey, ProviderKeyError
-from invoicing_async._pgp import PacketError, armor, dearmor, iter_packets, packet
+from invoicing_async._doc.pgp import PacketError, armor, dearmor, iter_packets, packet
 
 FUZZ = settings(
     derandomize=True,

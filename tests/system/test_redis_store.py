@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 from sandboxtools import until
 
 from invoicing_async import AccessToken, CredentialsError, TokenCache
-from invoicing_async._tokencache import CredentialsKey
+from invoicing_async._io.tokencache import CredentialsKey
 from invoicing_async.redis import RedisTokenStore
 
 KEY = CredentialsKey.of("https://p.example", "123456789", "API-KEY-SECRET")

@@ -129,7 +129,9 @@ def _check(running: _Running, records: _Records, method, path, *, body, headers)
     taken = records.take()
     assert status < 500, (status, answer[:300])
     problems = [
-        r for r in taken if r.levelno >= logging.ERROR or r.exc_info or "Traceback" in r.getMessage()
+        r
+        for r in taken
+        if r.levelno >= logging.ERROR or r.exc_info or "Traceback" in r.getMessage()
     ]
     assert not problems, [r.getMessage() for r in problems]
     lines = [r.getMessage() for r in taken if r.name == LOGGER]
@@ -243,7 +245,9 @@ _MEDIA = [
 ]
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 _fields = st.dictionaries(
@@ -267,12 +271,16 @@ def _multipart(draw) -> bytes:
             headers.append(b"Content-Type: " + draw(st.binary(max_size=12)))
         if draw(st.booleans()):
             headers.append(draw(st.binary(max_size=20)))
-        parts.append(b"--B\r\n" + b"\r\n".join(headers) + b"\r\n\r\n" + draw(st.binary(max_size=40)))
+        parts.append(
+            b"--B\r\n" + b"\r\n".join(headers) + b"\r\n\r\n" + draw(st.binary(max_size=40))
+        )
     tail = draw(st.sampled_from([b"\r\n--B--\r\n", b"", b"\r\n--B", b"--"]))
     return b"\r\n".join(parts) + tail
 
 
-_text_or_json = st.text(max_size=12) | _json | st.sampled_from(["²", "1" * 5000, "-1", " 7 ", "1e3"])
+_text_or_json = (
+    st.text(max_size=12) | _json | st.sampled_from(["²", "1" * 5000, "-1", " 7 ", "1e3"])
+)
 
 
 @st.composite
@@ -302,7 +310,9 @@ _bodies = st.one_of(
     _json.map(lambda value: json.dumps(value).encode()),
     st.dictionaries(st.text(max_size=10), _json, max_size=5).map(lambda d: json.dumps(d).encode()),
     _fields.map(lambda form: urllib.parse.urlencode(form).encode()),
-    st.binary(max_size=60).map(lambda raw: b"grant_type=" + urllib.parse.quote_from_bytes(raw).encode()),
+    st.binary(max_size=60).map(
+        lambda raw: b"grant_type=" + urllib.parse.quote_from_bytes(raw).encode()
+    ),
     _multipart(),
     st.integers(1, 5000).map(lambda depth: b"[" * depth + b"]" * depth),
     st.just(json.dumps(sample_invoice(1)).encode()),

@@ -16,12 +16,7 @@ import time
 import pytest
 from helpers import once
 
-from invoicing_async import (
-    InvoicingClient,
-    OutcomeStatus,
-    RetryPolicy,
-    TransportError,
-)
+from invoicing_async import InvoicingClient, OutcomeStatus, RetryPolicy, TransportError
 from invoicing_sandbox import Fault, Sandbox, sample_invoice, sample_invoices
 
 SLACK = 5.0

@@ -62,7 +62,9 @@ async def test_sigterm_mid_run_lets_the_requests_out_end_and_exits_0(tmp_path, p
             sb.release()
             assert await worker.ended() == 0, worker.said
             assert time.monotonic() - stopped_at < 60  # within the grace
-        accepted = int(re.search(r"worker stopped \(SIGTERM\): \d+ documents?: (\d+) accepted", worker.said)[1])
+        accepted = int(
+            re.search(r"worker stopped \(SIGTERM\): \d+ documents?: (\d+) accepted", worker.said)[1]
+        )
         assert secure_requests(sb) == sent  # nothing new started after the signal
         async with PostgresOutbox(postgres_dsn) as outbox:
             counts = await outbox.counts()

@@ -114,9 +114,7 @@ async def test_sigterm_while_the_database_never_answers_ends_within_the_grace(tm
     grace = 1.0
     async with Sandbox(key_algorithm="cv25519") as sb, silent_database() as (dsn, connected):
         key_file = sb.write_public_key(tmp_path / "provider.asc")
-        async with running(
-            own_env(sb, key_file), "--ledger", dsn, "--grace", str(grace)
-        ) as worker:
+        async with running(own_env(sb, key_file), "--ledger", dsn, "--grace", str(grace)) as worker:
             await asyncio.wait_for(connected.wait(), LONG)
             status, seconds = await worker.stopped()
     assert status == 0, worker.said

@@ -32,10 +32,10 @@ from invoicing_async import (
     outcome_from_dict,
     outcome_to_dict,
 )
-from invoicing_async._binding import suspect, twins
-from invoicing_async._checked import require_valid
-from invoicing_async._cli._input import read
-from invoicing_async._documents import identify, serialize_document
+from invoicing_async._cli.inputs import read
+from invoicing_async._doc.binding import suspect, twins
+from invoicing_async._doc.checked import require_valid
+from invoicing_async._doc.document import identify, serialize_document
 from invoicing_async.documents import (
     SOURCES,
     Line,
@@ -250,7 +250,9 @@ def test_a_hostile_document_is_named_briefly():
     document.update({f"K{n}": n for n in range(5000)} | {f"k{n}": -n for n in range(5000)})
     found = twins(document)
     assert len(found) == 100
-    assert found[0].message.startswith('is also written \'Series\', with another value ("y" here, "xxx')
+    assert found[0].message.startswith(
+        'is also written \'Series\', with another value ("y" here, "xxx'
+    )
     assert max(len(twin.message) for twin in found) < 200
     assert twins({"A": deep, "a": [deep]})[0].values[0] is deep  # compared, deep as it is
 

@@ -20,7 +20,7 @@ from invoicing_async import (
     TokenStore,
     TransportError,
 )
-from invoicing_async._tokencache import CredentialsKey, _Entry
+from invoicing_async._io.tokencache import CredentialsKey, _Entry
 
 KEY = CredentialsKey.of("https://p.example", "123456789", "secret")
 

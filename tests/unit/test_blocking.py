@@ -53,7 +53,9 @@ async def test_wsgi_threads_share_one_client_and_one_token(sandbox):
 
     client = blocking_for(sandbox)
     with client, concurrent.futures.ThreadPoolExecutor(16) as pool:
-        marks = await asyncio.to_thread(lambda: [m for ms in pool.map(handle, range(16)) for m in ms])
+        marks = await asyncio.to_thread(
+            lambda: [m for ms in pool.map(handle, range(16)) for m in ms]
+        )
     assert client.closed
     assert sandbox.stats.token_requests == 1
     assert sandbox.commit_count == 64

@@ -17,17 +17,9 @@ from invoicing_async import (
     outcome_from_dict,
     outcome_to_dict,
 )
-from invoicing_async._checked import require_valid
-from invoicing_async._checks import valid_tin
-from invoicing_async.documents import (
-    SOURCES,
-    Line,
-    Party,
-    Problem,
-    RetailReceipt,
-    Severity,
-    check,
-)
+from invoicing_async._doc.checked import require_valid
+from invoicing_async._doc.checks import valid_tin
+from invoicing_async.documents import SOURCES, Line, Party, Problem, RetailReceipt, Severity, check
 from invoicing_sandbox import sample_invoice
 
 

@@ -23,7 +23,7 @@ from invoicing_async import (
     outcome_from_dict,
     outcome_to_dict,
 )
-from invoicing_async._checked import require_valid
+from invoicing_async._doc.checked import require_valid
 from invoicing_async.documents import (
     SOURCES,
     Line,
@@ -80,9 +80,7 @@ def test_an_amount_too_large_is_no_number_at_its_field(path, field, value):
         require_valid(document)
 
 
-@pytest.mark.parametrize(
-    "value", [1e300, Decimal("1E+30"), Decimal("9E+999999"), "1e30"], ids=str
-)
+@pytest.mark.parametrize("value", [1e300, Decimal("1E+30"), Decimal("9E+999999"), "1e30"], ids=str)
 @pytest.mark.parametrize("name", ["TotalNetAmount", "TotalVATAmount", "TotalGrossValue"])
 def test_a_summary_total_beyond_an_amount_is_an_error(name, value):
     """A summary total that is a number but no amount in cents (a float of 1e300, a

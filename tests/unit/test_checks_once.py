@@ -7,7 +7,7 @@ import pytest
 from sandboxtools import client_for
 
 from invoicing_async import Deferral, DocumentResult, InvalidDocumentError, document_key
-from invoicing_async import _checked as checked_module
+from invoicing_async._doc import checked as checked_module
 from invoicing_async.documents import checked
 from invoicing_async.outbox import SqliteOutbox
 from invoicing_sandbox import Sandbox, sample_invoice

@@ -19,8 +19,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from invoicing_async._cli import _input, _scan
-from invoicing_async._cli._input import NotRead, Unreadable, read
+from invoicing_async._cli import _scan
+from invoicing_async._cli import inputs as _input
+from invoicing_async._cli.inputs import NotRead, Unreadable, read
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MIB = 1024 * 1024
@@ -90,15 +91,15 @@ def _oracle(text: str) -> list[tuple[int, object]]:
         kinds = {_input._KINDS.get(_input._kind(v), "nulls") for _, v in elements}
         why = f"an array of {' and '.join(sorted(kinds))}, not of JSON objects: a document is an object"
         return [(line_of(start), Unreadable(why))]
-    return [
-        (line_of(p), v if isinstance(v, dict) else _input._not_object(v)) for p, v in elements
-    ]
+    return [(line_of(p), v if isinstance(v, dict) else _input._not_object(v)) for p, v in elements]
 
 
 _scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
 _values = st.recursive(
     _scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 _documents = st.dictionaries(st.text(max_size=6), _values, max_size=4)
@@ -111,14 +112,18 @@ def _json_texts(draw) -> str:
     space = st.sampled_from(["", " ", "\n", "\n  ", "\t", "\r\n"])
     if draw(st.booleans()):
         text = draw(space) + "[" + draw(space)
-        text += ("," + draw(space)).join(json.dumps(i, indent=draw(st.sampled_from([None, 1]))) for i in items)
+        text += ("," + draw(space)).join(
+            json.dumps(i, indent=draw(st.sampled_from([None, 1]))) for i in items
+        )
         text += draw(space) + "]" + draw(space)
     else:
         text = draw(space) + json.dumps(items[0] if items else {}) + draw(space)
     if draw(st.integers(0, 3)) == 0 and text:  # break it: cut it, or put a character in
         at = draw(st.integers(0, len(text)))
-        text = text[:at] + draw(st.sampled_from(["", ",", "]", "x", '"', "{", "\\"])) + (
-            text[at:] if draw(st.booleans()) else ""
+        text = (
+            text[:at]
+            + draw(st.sampled_from(["", ",", "]", "x", '"', "{", "\\"]))
+            + (text[at:] if draw(st.booleans()) else "")
         )
     return text
 

@@ -17,7 +17,7 @@ import pytest
 
 from invoicing_async._cli import _scan
 from invoicing_async._cli._checking import SHOWN, report
-from invoicing_async._cli._input import Source, Unreadable, read
+from invoicing_async._cli.inputs import Source, Unreadable, read
 
 GOOD = [{"Series": "A", "Number": n, "Notes": "Παράδειγμα"} for n in range(1, 7)]
 MILLION = "1" * 10**6
@@ -30,9 +30,7 @@ HOSTILE = {
         "Number: is a number of 1,000,000 digits",
     ),
     "an amount of 4,400 digits": (
-        b'{"Series": "B", "Details": [{"NetTotal": 1.5}, {"NetTotal": -'
-        + b"9" * 4400
-        + b"}]}",
+        b'{"Series": "B", "Details": [{"NetTotal": 1.5}, {"NetTotal": -' + b"9" * 4400 + b"}]}",
         "Details[1].NetTotal: is a number of 4,400 digits",
     ),
     "objects nested 100,000 deep": (

@@ -43,9 +43,7 @@ def installed_from(monkeypatch, direct_url: dict | None) -> None:
 
 
 @pytest.mark.parametrize("command", ["demo", "sandbox"])
-def test_a_sandbox_command_without_the_sandbox_says_what_to_install(
-    client_alone, capsys, command
-):
+def test_a_sandbox_command_without_the_sandbox_says_what_to_install(client_alone, capsys, command):
     """`invoicing-async demo` (or `sandbox`) with the client alone exits 2 with one line
     that names the sandbox distribution and a pip command, instead of argparse's list of
     choices (which held the hidden `journal` alias)."""

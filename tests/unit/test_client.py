@@ -25,7 +25,7 @@ from invoicing_async import (
     TokenCache,
     TransportError,
 )
-from invoicing_async._prepare import INLINE_MAX
+from invoicing_async._doc.prepare import INLINE_MAX
 from invoicing_async.testing import instant_retries
 from invoicing_sandbox import generate_keypair
 from invoicing_sandbox._pgp import Decryptor

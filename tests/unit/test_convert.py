@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from invoicing_async import DocumentResult, DocumentStatus
-from invoicing_async._convert import (
+from invoicing_async._core.convert import (
     format_timestamp,
     parse_timestamp,
     result_from_json,

@@ -15,9 +15,9 @@ import threading
 
 import pytest
 
-from invoicing_async import _credentials
-from invoicing_async._credentials import CredentialsFile, issuer_credentials, load_resolver
-from invoicing_async._credfile import read_credentials
+from invoicing_async._client import credentials as _credentials
+from invoicing_async._client.credentials import CredentialsFile, issuer_credentials, load_resolver
+from invoicing_async._client.credfile import read_credentials
 
 KEYS = {"094019245": "key-of-the-first-shop", "800123456": 'key,of "the" second'}
 

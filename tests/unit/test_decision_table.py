@@ -38,13 +38,13 @@ from invoicing_async import (
     UnexpectedStatusError,
     ValidationError,
 )
-from invoicing_async._batch import Batch, BatchOptions
-from invoicing_async._decision import Breaker, Budget, ReauthWaits, Shared
-from invoicing_async._delivery import Delivery
-from invoicing_async._documents import Identity
-from invoicing_async._limiter import Limiter
-from invoicing_async._operations import Operation, ending
-from invoicing_async._prepare import _serialized
+from invoicing_async._core.shared import Breaker, Budget, ReauthWaits, Shared
+from invoicing_async._doc.document import Identity
+from invoicing_async._doc.prepare import _serialized
+from invoicing_async._send._limiter import Limiter
+from invoicing_async._send.batch import Batch, BatchOptions
+from invoicing_async._send.delivery import Delivery
+from invoicing_async._send.operations import Operation, ending
 
 RECORD = DocumentResult(mark=1, series="A", number="1", internal_id="X-1")
 DOCUMENT = {"Series": "A", "Number": "1", "DistributionDetails": {"InternalDocumentId": "X-1"}}

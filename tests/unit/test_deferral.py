@@ -38,7 +38,7 @@ from invoicing_async import (
     ValidationError,
     document_key,
 )
-from invoicing_async._documents import serialize_document
+from invoicing_async._doc.document import serialize_document
 from invoicing_async.outbox import SqliteOutbox
 from invoicing_sandbox import Fault, Sandbox, sample_invoice
 
@@ -141,8 +141,8 @@ async def test_a_pass_that_counted_the_outbox_empty_does_not_undo_a_sale_finding
     finds the provider unreachable and is deferred. The pass must not then declare the
     provider up ("nothing is left to send"): it is down, and the next sale is deferred
     at once. The pass is held after its count, so the order is certain."""
-    from invoicing_async._deferred import _drainer  # noqa: PLC0415
-    from invoicing_async._ledger._sqlite_outbox import SqliteStore  # noqa: PLC0415
+    from invoicing_async._durable.sqlite import SqliteStore  # noqa: PLC0415
+    from invoicing_async._pos import _drainer  # noqa: PLC0415
 
     counted: asyncio.Queue[tuple[int, asyncio.Event]] = asyncio.Queue()
     holding, working = [False], [False]

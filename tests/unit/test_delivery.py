@@ -31,10 +31,11 @@ from invoicing_async import (
     UnknownOutcomeError,
     ValidationError,
 )
-from invoicing_async._decision import RULES, Breaker, Budget, Load, ReauthWaits, Shared, classify
-from invoicing_async._delivery import Delivery
-from invoicing_async._documents import Identity
-from invoicing_async._limiter import Limiter
+from invoicing_async._core.shared import Breaker, Budget, ReauthWaits, Shared
+from invoicing_async._core.table import RULES, Load, classify
+from invoicing_async._doc.document import Identity
+from invoicing_async._send._limiter import Limiter
+from invoicing_async._send.delivery import Delivery
 
 NO_WAIT = RetryPolicy(base_delay=0, max_delay=0, max_attempts=4)
 OWN = DocumentResult(mark=1, series="A", number="7", internal_id="X-7")

@@ -20,7 +20,7 @@ from invoicing_async import (
     outcome_from_dict,
     outcome_to_dict,
 )
-from invoicing_async._documents import dumps, serialize_document
+from invoicing_async._doc.document import dumps, serialize_document
 
 
 def test_serialize_mapping_is_compact_utf8():

@@ -15,7 +15,7 @@ from invoicing_async import (
     TransportError,
     ValidationError,
 )
-from invoicing_async._decision import maybe_processed
+from invoicing_async._core.table import maybe_processed
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,7 @@ async def test_base_url_without_the_environment_path_says_so():
 
 def test_public_errors_present_their_public_module():
     """Every exception class of the public API says `invoicing_async.Name` in reprs and
-    tracebacks (not `invoicing_async._errors.Name`), and still pickles."""
+    tracebacks (not `invoicing_async._core.errors.Name`), and still pickles."""
     import pickle  # noqa: PLC0415
 
     errors = [
@@ -84,7 +84,7 @@ def test_the_command_and_the_library_have_one_default_concurrency():
 def test_missing_provider_key_text_serves_both_ways_of_configuring():
     """The message for a client without a provider key names what to set for
     `from_env()` (INVOICING_PROVIDER_KEY) as well as `provider_key=`."""
-    from invoicing_async._errors import MISSING_PROVIDER_KEY  # noqa: PLC0415
+    from invoicing_async._core.errors import MISSING_PROVIDER_KEY  # noqa: PLC0415
 
     assert "provider_key=" in MISSING_PROVIDER_KEY
     assert "INVOICING_PROVIDER_KEY" in MISSING_PROVIDER_KEY

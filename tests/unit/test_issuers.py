@@ -12,9 +12,9 @@ import json
 import pytest
 
 from invoicing_async import CredentialsError, RetryPolicy, TokenCache, UnknownIssuerError
-from invoicing_async._credentials import CredentialsFile
-from invoicing_async._issuers import Issuers
-from invoicing_async._transport import Transport
+from invoicing_async._client.credentials import CredentialsFile
+from invoicing_async._io.issuers import Issuers
+from invoicing_async._io.transport import Transport
 
 KEYS = {f"80000000{n}": f"api-key-of-{n}" for n in range(1, 6)}
 A, B, C, D, E = KEYS

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from invoicing_async import RateLimitError
-from invoicing_async._decision import RULES, Load, classify
-from invoicing_async._lanes import Lanes
+from invoicing_async._core.table import RULES, Load, classify
+from invoicing_async._send._lanes import Lanes
 
 
 def lanes(capacity=100, limit=4, on_empty=lambda _: None):

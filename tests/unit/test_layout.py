@@ -22,15 +22,15 @@ PACKAGES = {"invoicing_async": ROOT, "invoicing_sandbox": ROOT / "sandbox"}
 
 #: Third-party libraries and the only modules allowed to import them.
 OWNERS = {
-    "aiohttp": {"invoicing_async._transport", "invoicing_sandbox._app"},
+    "aiohttp": {"invoicing_async._io.transport", "invoicing_sandbox._app"},
     "pgpy": set(),  # keys are read and verified by _pgp itself; PGPy is a test peer only
-    "cattrs": {"invoicing_async._convert", "invoicing_async._docjson"},
-    "redis": {"invoicing_async.redis"},
-    "asyncpg": {"invoicing_async._ledger._postgres_outbox"},
-    "psycopg": {"invoicing_async._ledger._postgres_outbox"},
-    "segno": {"invoicing_async.qr"},
-    "opentelemetry": {"invoicing_async._telemetry"},
-    "prometheus_client": {"invoicing_async._metrics_server"},
+    "cattrs": {"invoicing_async._core.convert", "invoicing_async._doc.typedjson"},
+    "redis": {"invoicing_async._io.redisstore"},
+    "asyncpg": {"invoicing_async._durable.postgres"},
+    "psycopg": {"invoicing_async._durable.postgres"},
+    "segno": {"invoicing_async._doc.qr"},
+    "opentelemetry": {"invoicing_async._obs.telemetry"},
+    "prometheus_client": {"invoicing_async._obs.server"},
 }
 
 
@@ -195,15 +195,15 @@ def test_the_sandbox_loads_the_command_only_when_it_runs_one():
     code = (
         "import sys\n"
         "import invoicing_sandbox._app, invoicing_sandbox._environ, invoicing_sandbox._keys\n"
-        "print(sorted(m for m in sys.modules if m.startswith('invoicing_async._cli')"
-        " or m == 'invoicing_async._client'))\n"
+        "print(sorted(m for m in sys.modules if m.startswith('invoicing_async._cli.')"
+        " or m == 'invoicing_async._client.client'))\n"
         "from invoicing_async._for_sandbox import UsageError, write_record\n"
         "print(UsageError.__module__, write_record.__module__)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.splitlines() == [
         "[]",
-        "invoicing_async._cli._input invoicing_async._cli._output",
+        "invoicing_async._cli.inputs invoicing_async._cli.output",
     ]
 
 
@@ -230,12 +230,12 @@ def test_the_client_has_no_decryption_code():
     """Only a provider decrypts: the decryptor and the secret-key reader ship in the
     sandbox's distribution, and no client module defines a function or class that
     decrypts (``.ci/wheels.py`` checks the built wheel too)."""
-    import invoicing_async._pgp  # noqa: PLC0415
+    import invoicing_async._doc.pgp  # noqa: PLC0415
 
     assert not (ROOT / "invoicing_async" / "_pgp" / "_decrypt.py").exists()
     assert not (ROOT / "invoicing_async" / "_pgp" / "_secret.py").exists()
     exported = {"Decryptor", "DecryptionKey", "load_decryption_keys", "OpenPGPError"}
-    assert exported & set(dir(invoicing_async._pgp)) == set()
+    assert exported & set(dir(invoicing_async._doc.pgp)) == set()
     decrypting = sorted(
         f"{name}: {node.name}"
         for name, path in MODULES.items()
@@ -315,3 +315,79 @@ def test_no_module_reaches_into_another_modules_privates(module):
     client's engine, the token cache's ``Tokens`` view …): a ``noqa: SLF001`` is for the
     module's own classes, never for another module's."""
     assert _private_reach_ins(MODULES[module]) == []
+
+
+#: The package's folders, bottom to top: a module imports only from its own folder and
+#: the folders before it (docs/architecture.rst draws them). The public faces
+#: (``invoicing_async.outbox`` …) and the package's ``__init__`` stand above them all.
+ORDER = [
+    "_core",
+    "_doc",
+    "_obs",
+    "_io",
+    "_send",
+    "_durable",
+    "_client",
+    "_pos",
+    "_cli",
+    "_for_sandbox",
+]
+CLIENT_GRAPH = {name: targets for name, targets in GRAPH.items() if name.startswith("invoicing_async")}
+
+
+def _folder(module: str) -> str | None:
+    """The folder of ``invoicing_async._x.…`` (``None`` for a public face or the package)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in ORDER else None
+
+
+def test_the_top_of_the_package_is_its_public_faces_and_its_folders():
+    """A newcomer reads the top of the package and sees the architecture: the public
+    modules, and the private folders of :data:`ORDER` (no flat private module)."""
+    top = {path.name for path in (ROOT / "invoicing_async").iterdir() if path.name != "__pycache__"}
+    private = {name.removesuffix(".py") for name in top if name.startswith("_")}
+    assert private - {"__init__", "__main__"} == set(ORDER)
+    assert len(ORDER) <= 10
+
+
+@pytest.mark.parametrize("folder", ORDER)
+def test_each_folder_says_what_it_owns_and_what_it_may_import(folder):
+    """Each folder's ``__init__`` is a docstring that names what the folder owns and what
+    it may import, and defines nothing (no re-exports: a module is imported by its name)."""
+    tree = ast.parse((ROOT / "invoicing_async" / folder / "__init__.py").read_text("utf-8"))
+    docstring = ast.get_docstring(tree) or ""
+    assert "Owns:" in docstring or folder in ("_cli", "_for_sandbox")
+    assert "May import:" in docstring or folder in ("_cli", "_for_sandbox")
+
+
+def test_no_arrow_climbs_the_order_of_the_folders():
+    """An import goes to the importer's own folder or to a folder below it: never up the
+    order, never to a public face (the faces re-export the folders, not the reverse)."""
+    climbing = sorted(
+        f"{importer} -> {imported}"
+        for importer, targets in CLIENT_GRAPH.items()
+        if (mine := _folder(importer)) is not None
+        for imported in targets
+        if imported != "invoicing_async"
+        and (
+            (theirs := _folder(imported)) is None
+            or ORDER.index(theirs) > ORDER.index(mine)
+        )
+    )
+    assert climbing == []
+
+
+def test_no_folder_imports_another_folders_private_module():
+    """``_x/_y.py`` is ``_x``'s own: only modules of ``_x`` import it (a folder's modules
+    without an underscore are what other folders may use). Tests may look anywhere."""
+    reaching = sorted(
+        f"{importer} -> {imported}"
+        for importer, targets in CLIENT_GRAPH.items()
+        for imported in targets
+        if (folder := _folder(imported)) is not None
+        and len(parts := imported.split(".")) > 2
+        and parts[2].startswith("_")
+        and _folder(importer) != folder
+        and importer != "invoicing_async"
+    )
+    assert reaching == []

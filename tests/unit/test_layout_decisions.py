@@ -3,7 +3,7 @@
 What an answer or an error means — whether to send again, what a request ends as, a
 sale's reason to defer, an overload, what a batch or an issuer's lane does with it, the
 401 rule — is decided by the decision core (the package ``invoicing_async._decision``)
-alone; every wait's length comes from ``invoicing_async._retry``. These tests read the
+alone; every wait's length comes from ``invoicing_async._core.retry``. These tests read the
 client's modules and fail on a decision made anywhere else, whatever its function is
 called:
 
@@ -22,10 +22,10 @@ import ast
 import pytest
 from test_layout import MODULES
 
-import invoicing_async._errors as errors_module
-from invoicing_async._errors import InvoicingError, LedgerError
+import invoicing_async._core.errors as errors_module
+from invoicing_async._core.errors import InvoicingError, LedgerError
 
-CORE = "invoicing_async._decision"
+CORE = "invoicing_async._core"
 CLIENT = {name: path for name, path in MODULES.items() if name.startswith("invoicing_async")}
 
 
@@ -47,24 +47,24 @@ SPECIFIC = {
 #: Modules that look at an error's class without deciding what to do about it.
 READS_ERRORS = {
     # The tree itself: its classes' own methods.
-    "invoicing_async._errors",
+    "invoicing_async._core.errors",
     # Where answers become errors: the protocol turns responses into them, the transport
     # failures of the connection (a body unreadable on a refusal is read as empty).
-    "invoicing_async._protocol",
-    "invoicing_async._transport",
+    "invoicing_async._core.protocol",
+    "invoicing_async._io.transport",
     # Scrubbing the records a 409 or a foreign record carries, and writing errors out.
-    "invoicing_async._redact",
-    "invoicing_async._convert",
+    "invoicing_async._core.redact",
+    "invoicing_async._core.convert",
     # Catching its own refusal to re-raise it unchanged (a refused credential is not a
     # "no token" failure), and a record's check against the document sent.
-    "invoicing_async._channel",
-    "invoicing_async._delivery",
+    "invoicing_async._io.channel",
+    "invoicing_async._send.delivery",
     # The token cache remembers refused credentials for its cooldown (its own state).
-    "invoicing_async._tokencache",
+    "invoicing_async._io.tokencache",
     # An operation's 409 gets the provider's words in its message.
-    "invoicing_async._operations",
+    "invoicing_async._send.operations",
     # The pool remembers an unknown issuer; the command prints and exits.
-    "invoicing_async._issuers",
+    "invoicing_async._io.issuers",
 }
 
 
@@ -177,7 +177,7 @@ def test_only_the_core_tells_errors_apart(module):
     """Outside the decision core (and the modules that make, scrub or print errors), no
     module asks which error an attempt failed with: it asks the core what follows."""
     if module in READS_ERRORS or module.startswith(
-        ("invoicing_async._cli", "invoicing_async._pgp")
+        ("invoicing_async._cli", "invoicing_async._doc.pgp")
     ):
         pytest.skip("makes, scrubs or prints errors (READS_ERRORS); the key's own (_pgp)")
     assert _error_tests(_tree(module)) == []
@@ -189,7 +189,7 @@ def test_only_the_core_names_kinds_and_status_codes(module):
     protocol reads statuses to make errors; the transport reads them to read bodies)."""
     tree = _tree(module)
     assert _kind_members(tree) == []
-    if module not in {"invoicing_async._protocol", "invoicing_async._transport"}:
+    if module not in {"invoicing_async._core.protocol", "invoicing_async._io.transport"}:
         assert _status_compares(tree) == []
 
 
@@ -202,7 +202,7 @@ def test_no_decision_reads_an_errors_text(module):
 @pytest.mark.parametrize("module", sorted(CLIENT))
 def test_every_wait_comes_from_the_one_backoff(module):
     """No module but ``_retry`` grows a wait by hand: every wait is ``backoff()``'s."""
-    if module == "invoicing_async._retry":
+    if module == "invoicing_async._core.retry":
         pytest.skip("the one backoff function")
     assert _backoff_arithmetic(_tree(module)) == []
 

@@ -17,8 +17,8 @@ from invoicing_async import (
     UnknownOutcomeError,
     ValidationError,
 )
-from invoicing_async._journal import Ref
-from invoicing_async._ledger._rules import decide, is_final, requeue
+from invoicing_async._durable.rules import decide, is_final, requeue
+from invoicing_async._send.journal import Ref
 
 
 def outcome(status, error=None, attempts=1):
@@ -269,7 +269,7 @@ async def test_an_outcome_recorded_before_a_request_leaves_is_durable_when_it_le
     before (read ahead): after a crash, the answers lost are those in flight only."""
     import ledgertools  # noqa: PLC0415
 
-    from invoicing_async._ledger._sqlite_ledger import ledger_journal  # noqa: PLC0415
+    from invoicing_async._durable.ledger import ledger_journal  # noqa: PLC0415
 
     path = tmp_path / "batch.db"
     async with ledger_journal(path, resend_ambiguous=resend_ambiguous) as j:

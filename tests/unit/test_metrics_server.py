@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 from telemetrytools import otel
 
-from invoicing_async import _metrics_server
+from invoicing_async._obs import server as _metrics_server
 from invoicing_async.telemetry import serve_metrics
 
 

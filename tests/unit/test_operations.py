@@ -1,7 +1,7 @@
 """Cancellations, the status read and ``request()`` over real HTTP to the sandbox.
 
 Each operation is driven through the whole client (token cache, transport, the runner
-of :mod:`invoicing_async._operations`) against the sandbox's routes, with the sandbox's
+of :mod:`invoicing_async._send.operations`) against the sandbox's routes, with the sandbox's
 scripted faults. What the client reports is checked against the sandbox's ground truth
 and its request log: a cancellation (at most once) is never sent a second time after a
 failure that may have been processed; a read is repeated until it has the truth.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from invoicing_async._pacer import Pacer
+from invoicing_async._doc.pacer import Pacer
 
 
 class Turns:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from keyfactory import _crc24 as reference_crc24  # RFC 4880 section 6.1, bit by bit
 
-from invoicing_async._pgp import ArmorError, armor, crc24, dearmor
+from invoicing_async._doc.pgp import ArmorError, armor, crc24, dearmor
 
 
 @settings(max_examples=300)

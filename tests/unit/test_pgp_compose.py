@@ -12,7 +12,7 @@ import messagefactory as mf
 import pytest
 
 from invoicing_async import ProviderKey
-from invoicing_async._pgp import (
+from invoicing_async._doc.pgp import (
     PK_ECDH,
     PacketError,
     PublicKey,
@@ -24,7 +24,7 @@ from invoicing_async._pgp import (
     mpi,
     read_public_key,
 )
-from invoicing_async._pgp._compose import recipient_for
+from invoicing_async._doc.pgp._compose import recipient_for
 from invoicing_sandbox._pgp import Decryptor
 from invoicing_sandbox._pgp._decrypt import _session_key
 

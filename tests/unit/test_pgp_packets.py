@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from messagefactory import packet as reference_packet
 
 from invoicing_async import ProviderKey
-from invoicing_async._pgp import (
+from invoicing_async._doc.pgp import (
     PacketError,
     Reader,
     Tag,

@@ -16,9 +16,9 @@ import forger as fg
 import pytest
 
 from invoicing_async import ProviderKey, ProviderKeyError
-from invoicing_async._pgp import iter_packets
-from invoicing_async._pgp._validity import MAX_REHOMING_TRIALS
-from invoicing_async._pgp._verify import Verifier
+from invoicing_async._doc.pgp import iter_packets
+from invoicing_async._doc.pgp._validity import MAX_REHOMING_TRIALS
+from invoicing_async._doc.pgp._verify import Verifier
 
 CASES = [pytest.param(case, id=case.name) for case in fk.CASES]
 LATER = [pytest.param(case, id=case.name) for case in fk.CASES if case.later]

@@ -11,12 +11,7 @@ import collections
 
 import pytest
 
-from invoicing_async import (
-    IssuerPool,
-    OutcomeStatus,
-    RetryPolicy,
-    UnknownIssuerError,
-)
+from invoicing_async import IssuerPool, OutcomeStatus, RetryPolicy, UnknownIssuerError
 from invoicing_sandbox import Sandbox, sample_invoice
 
 QUICK = RetryPolicy(base_delay=0, max_delay=0)

@@ -23,7 +23,7 @@ from invoicing_async import (
     UnexpectedStatusError,
     ValidationError,
 )
-from invoicing_async import _protocol as proto
+from invoicing_async._core import protocol as proto
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 TOKEN = AccessToken(value="tok-SECRET", token_type="bearer", expires_in=900, obtained_at=0.0)

@@ -30,7 +30,7 @@ from invoicing_async import (
     OutcomeStatus,
     RetryPolicy,
 )
-from invoicing_async._protocol import (
+from invoicing_async._core.protocol import (
     MAX_RETRY_AFTER,
     Response,
     error_for_response,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from invoicing_async import AuthenticationError, DocumentResult, DuplicateDocumentError
-from invoicing_async._redact import found_in, needles, redact_error, redact_record
+from invoicing_async._core.redact import found_in, needles, redact_error, redact_record
 
 KEY = "KEY-12345"
 

@@ -15,13 +15,13 @@ from invoicing_async import (
     TransportError,
     ValidationError,
 )
-from invoicing_async._decision import (
+from invoicing_async._core.safety import OPERATIONS, default_safety, operation_for, tighten
+from invoicing_async._core.table import (
     certainly_not_processed,
     duplicate_means_success,
     may_resend,
     maybe_processed,
 )
-from invoicing_async._safety import OPERATIONS, default_safety, operation_for, tighten
 
 READ, DEDUPLICATED, UPLOAD, AT_MOST_ONCE = (
     Safety.READ,

@@ -32,8 +32,8 @@ from invoicing_async import (
     ValidationError,
     document_key,
 )
-from invoicing_async._documents import serialize_document
-from invoicing_async._pgp import armor
+from invoicing_async._doc.document import serialize_document
+from invoicing_async._doc.pgp import armor
 from invoicing_sandbox import Fault, Sandbox, cached_keypair, sample_invoice
 
 

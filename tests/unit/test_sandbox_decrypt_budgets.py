@@ -17,7 +17,7 @@ import messagefactory as mf
 import pytest
 from messagefactory import compressed, literal, packet
 
-from invoicing_async._pgp import mpi
+from invoicing_async._doc.pgp import mpi
 from invoicing_sandbox._pgp import (
     Decryptor,
     MalformedMessageError,

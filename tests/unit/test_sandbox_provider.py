@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from invoicing_async._models import DocumentResult
+from invoicing_async._core.models import DocumentResult
 from invoicing_sandbox._provider import Exchange, Provider, Submission
 from invoicing_sandbox._replies import NO_STORE
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from invoicing_async._deferred._stamp import stamp_sale
-from invoicing_async._documents import describe, serialize_document
+from invoicing_async._doc.document import describe, serialize_document
+from invoicing_async._pos._stamp import stamp_sale
 from invoicing_async.documents import Line, Party, PaymentMethod, RetailReceipt, checked, to_json
 from invoicing_sandbox import sample_invoice
 

@@ -34,7 +34,8 @@ from invoicing_async import (
     UnknownOutcomeError,
     document_key,
 )
-from invoicing_async.outbox import PostgresOutbox, SqliteOutbox, _till
+from invoicing_async._client.outbox import _till
+from invoicing_async.outbox import PostgresOutbox, SqliteOutbox
 from invoicing_async.telemetry import send_traceparent
 from invoicing_async.testing import instant_retries
 from invoicing_sandbox import Fault, Sandbox, sample_invoice

@@ -30,7 +30,7 @@ from invoicing_async import (
     RetryPolicy,
     TransportError,
 )
-from invoicing_async._decision import maybe_processed
+from invoicing_async._core.table import maybe_processed
 from invoicing_sandbox import Fault, Sandbox, sample_invoice
 
 TIN = "094019245"

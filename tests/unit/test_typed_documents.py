@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from providersamples import SAMPLES, camel
 
 from invoicing_async import document_key
-from invoicing_async._checked import readable
-from invoicing_async._documents import describe, serialize_document
+from invoicing_async._doc.checked import readable
+from invoicing_async._doc.document import describe, serialize_document
 from invoicing_async.documents import (
     VAT_RATES,
     Address,

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from sandboxtools import client_for
 
-from invoicing_async import _worker
+from invoicing_async._client import worker as _worker
 from invoicing_async.outbox import SqliteOutbox
 from invoicing_sandbox import Sandbox
 

@@ -1,8 +1,8 @@
 """An outbox worker's counts are of documents (issue 38, part E), and say so in words.
 
-:class:`~invoicing_async._progress.Documents` counts each document once, by its latest
+:class:`~invoicing_async._client.progress.Documents` counts each document once, by its latest
 outcome, the requests after a document's first as retries; the command's summary and
-progress line (``_cli._output``) say it as ``submit`` does.
+progress line (``_cli.output``) say it as ``submit`` does.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import io
 
 from invoicing_async import Outcome, OutcomeStatus
-from invoicing_async._cli._output import WorkerReport, documents_line, worker_line
-from invoicing_async._progress import Documents, WorkerProgress
+from invoicing_async._cli.output import WorkerReport, documents_line, worker_line
+from invoicing_async._client.progress import Documents, WorkerProgress
 
 A, N, U = OutcomeStatus.ACCEPTED, OutcomeStatus.NOT_SENT, OutcomeStatus.UNKNOWN
 

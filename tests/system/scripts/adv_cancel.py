@@ -115,9 +115,7 @@ async def main(mode: str, journal: Path) -> dict[str, object]:
         )
         async with client:
             if mode == "stream":
-                stream = client.submit_stream(
-                    documents, concurrency=8, ledger=journal, retry=retry
-                )
+                stream = client.submit_stream(documents, concurrency=8, ledger=journal, retry=retry)
                 seen = 0
                 async for _ in stream:
                     seen += 1

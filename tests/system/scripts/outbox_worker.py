@@ -25,14 +25,23 @@ async def main() -> None:
     ledger.setLevel(logging.INFO)
     dsn, base_url, client_id, key_file, lease = sys.argv[1:6]
     policy = RetryPolicy(base_delay=0.005, max_delay=0.05, max_attempts=8, attempt_timeout=5)
-    async with PostgresOutbox(dsn) as outbox, InvoicingClient(
-        base_url, client_id, os.environ["INVOICING_API_KEY"],
-        provider_key=ProviderKey.from_file(key_file),
-    ) as client:
+    async with (
+        PostgresOutbox(dsn) as outbox,
+        InvoicingClient(
+            base_url,
+            client_id,
+            os.environ["INVOICING_API_KEY"],
+            provider_key=ProviderKey.from_file(key_file),
+        ) as client,
+    ):
         print("ready", flush=True)  # set up: the outbox table exists, the client too
         counts = await outbox.run_worker(
-            client, concurrency=8, stop_when_empty=True, retry=policy,
-            lease=float(lease), poll=0.05,
+            client,
+            concurrency=8,
+            stop_when_empty=True,
+            retry=policy,
+            lease=float(lease),
+            poll=0.05,
         )
     print("done " + json.dumps({k.value: v for k, v in counts.items()}), flush=True)
 

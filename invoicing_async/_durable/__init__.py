@@ -1,0 +1,12 @@
+"""What is kept across crashes: the ledger, the outbox stores, their entries.
+
+Owns: an entry and its identity (:mod:`.entry`, :mod:`._identity`), the finality rules
+(:mod:`.rules`), the formats (:mod:`._schema`), one store per backend: a SQLite file
+(:mod:`._sqlitefile`, :mod:`._lockfile`) as a job's ledger (:mod:`.ledger`) or a
+machine's outbox (:mod:`.sqlite`), PostgreSQL (:mod:`.postgres`: the only importer of
+asyncpg), the claims' side of a store (:mod:`.store`), documents made ready for an
+outbox (:mod:`.enqueue`) and deferred sales as rows beside entries (:mod:`.deferrals`).
+
+May import: the folders below it (``_core``, ``_doc``, ``_obs``, ``_io``, ``_send``),
+sqlite3, asyncpg.
+"""

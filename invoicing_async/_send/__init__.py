@@ -1,0 +1,9 @@
+"""Sending: the one loop, a document's delivery, an operation's, the batch.
+
+Owns: the loop every request runs (:mod:`.loop`), one document's delivery
+(:mod:`.delivery`), the provider's other operations (:mod:`.operations`), bulk
+submission (:mod:`.batch`, its issuers' lanes :mod:`._lanes` and in-flight limit
+:mod:`._limiter`) and what a batch asks of a durable record (:mod:`.journal`).
+
+May import: the folders below it (``_core``, ``_doc``, ``_obs``, ``_io``).
+"""
