@@ -39,6 +39,7 @@ module that imports ``prometheus_client``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import errno
@@ -46,6 +47,7 @@ import os
 import queue
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +70,10 @@ __all__ = [
     "serve_metrics",
 ]
 
+#: Seconds a metrics page is given again before it is made anew.
+FRESH = 1.0
+#: Pages kept at most (see :class:`_Shared`).
+_KEPT = 8
 #: Seconds the event loop may take to run a call from the liveness probe.
 LIVENESS_TIMEOUT = 5.0
 #: Seconds the readiness check may take (it looks at the database).
@@ -200,7 +206,7 @@ def serve_metrics(
         path = request.target.partition("?")[0]
         if path not in _PROBES:
             asked = request.method, request.target, *map(request.headers.get, _PAGE_HEADERS)
-            page: Answer = await shared(("page", *asked), lambda: pages.make(request))
+            page: Answer = await shared(("page", *asked), lambda: pages.make(request), keep=True)
             return page
         if request.method not in ("GET", "HEAD"):
             return Answer(405, [("Allow", "GET, HEAD")], b"")
@@ -221,22 +227,46 @@ def serve_metrics(
 
 
 class _Shared:
-    """Slow answers made once at a time each, on the port's loop."""
+    """Slow answers made once at a time each, and kept a moment, on the port's loop.
 
-    def __init__(self) -> None:
+    A flood of complete ``/metrics`` requests then costs the port a parse and a reply
+    each, not a page made each: a page made less than :data:`FRESH` seconds ago is given
+    again (Prometheus scrapes every few seconds). A probe's answer is shared while it is
+    made, never kept: it says what is true now (a readiness that just failed). At most
+    :data:`_KEPT` answers are kept (the page's key holds the request's headers: a
+    flood varying them evicts its own answers, never grows the memory).
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._running: dict[Hashable, asyncio.Future[Any]] = {}
+        self._made: collections.OrderedDict[Hashable, tuple[float, Any]] = collections.OrderedDict()
+        self._clock = clock
 
-    async def __call__(self, key: Hashable, make: Callable[[], Awaitable[Any]]) -> Any:
+    async def __call__(
+        self, key: Hashable, make: Callable[[], Awaitable[Any]], *, keep: bool = False
+    ) -> Any:
         """What ``make`` answers, one ``make`` of each key at a time.
 
         Whoever asks while one runs shares its answer; one who stops waiting (a
-        connection lost) stops it for no one.
+        connection lost) stops it for no one. ``keep``: the answer is given again for
+        :data:`FRESH` seconds.
         """
+        made = self._made.get(key)
+        if made is not None and self._clock() - made[0] < FRESH:
+            return made[1]
         running = self._running.get(key)
         if running is None:
             running = self._running[key] = asyncio.ensure_future(make())
-            running.add_done_callback(lambda _: self._running.pop(key, None))
+            running.add_done_callback(lambda done: self._settled(key, done, keep=keep))
         return await asyncio.shield(running)
+
+    def _settled(self, key: Hashable, done: asyncio.Future[Any], *, keep: bool) -> None:
+        self._running.pop(key, None)
+        if keep and not done.cancelled() and done.exception() is None:
+            self._made[key] = (self._clock(), done.result())
+            self._made.move_to_end(key)
+            while len(self._made) > _KEPT:
+                self._made.popitem(last=False)
 
 
 class _Probes:
