@@ -1,9 +1,10 @@
-"""The wire and what it needs: one attempt of one issuer at a time.
+"""The wire and what it needs: attempts of one issuer's requests.
 
 Owns: the transport (:mod:`.transport`: the only importer of aiohttp), tokens and their
 stores (:mod:`.tokencache`, :mod:`.tokenstore`, :mod:`._sharedtoken`, Redis in
-:mod:`.redisstore`), the channel of one issuer (:mod:`.channel`: its credentials, its
-tokens, one request) and the channels of many (:mod:`.issuers`).
+:mod:`.redisstore`), the loop of attempts every request runs (:mod:`.loop`: a document's,
+an operation's, a token grant's), the channel of one issuer (:mod:`.channel`: its
+credentials, its tokens, one request) and the channels of many (:mod:`.issuers`).
 
 May import: the folders below it (``_core``, ``_doc``, ``_obs``), aiohttp, redis.
 """

@@ -34,8 +34,8 @@ from invoicing_async._core.retry import within
 from invoicing_async._core.safety import Safety
 from invoicing_async._core.unauthorized import TokenRetries
 from invoicing_async._obs import telemetry
-from invoicing_async._send.loop import Named, drive
 
+from .loop import Named, drive
 from .tokencache import CredentialsKey, TokenCache, Tokens
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
-"""Sending: the one loop, a document's delivery, an operation's, the batch.
+"""Sending: a document's delivery, an operation's, the batch.
 
-Owns: the loop every request runs (:mod:`.loop`), one document's delivery
+Owns: one document's delivery
 (:mod:`.delivery`), the provider's other operations (:mod:`.operations`), bulk
 submission (:mod:`.batch`, its issuers' lanes :mod:`._lanes` and in-flight limit
 :mod:`._limiter`) and what a batch asks of a durable record (:mod:`.journal`).

@@ -20,8 +20,7 @@ from invoicing_async._core.outcomes import Outcome, OutcomeStatus
 from invoicing_async._core.safety import Safety
 from invoicing_async._core.shared import SINGLE
 from invoicing_async._doc.document import foreign_fields
-
-from .loop import drive, log_ending, step
+from invoicing_async._io.loop import drive, log_ending, step
 
 if TYPE_CHECKING:
     import random
@@ -33,7 +32,6 @@ if TYPE_CHECKING:
     from invoicing_async._core.shared import Shared
     from invoicing_async._doc.document import Identity, Prepared
 
-    from ._limiter import Limiter
 
 __all__ = ["Delivery", "Route"]
 
@@ -122,15 +120,11 @@ class Delivery:
         """What its log lines carry as ``extra``."""
         return {"invoicing.document_key": self.key, "invoicing.issuer": self.identity.issuer}
 
-    async def run(
-        self, route: Route, prepared: Prepared, *, limiter: Limiter | None = None
-    ) -> Outcome:
+    async def run(self, route: Route, prepared: Prepared) -> Outcome:
         """Send ``prepared`` through ``route`` until the outcome is known (a single call)."""
         self._route = route
         self._prepared = prepared
-        end = await drive(
-            self._attempts, self._attempt_on_route, subject=self, log=log, limiter=limiter
-        )
+        end = await drive(self._attempts, self._attempt_on_route, subject=self, log=log)
         return self.outcome(end)
 
     def step(self, route: Route, prepared: Prepared) -> Awaitable[End | Wait]:

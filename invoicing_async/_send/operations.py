@@ -33,9 +33,8 @@ from invoicing_async._core.outcomes import OutcomeStatus
 from invoicing_async._core.redact import redact_json, redact_record
 from invoicing_async._core.safety import OPERATIONS, Safety, default_safety, operation_for, tighten
 from invoicing_async._doc.document import dumps
+from invoicing_async._io.loop import Named, drive
 from invoicing_async._obs import telemetry
-
-from .loop import Named, drive
 
 if TYPE_CHECKING:
     import os

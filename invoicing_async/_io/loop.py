@@ -1,15 +1,17 @@
 """The one loop every request runs: ask the decision core, send, tell it, wait as told.
 
-:func:`step` runs one turn of a :class:`~._decision.Attempts` on the event loop's clock:
-it asks the core whether to send and within what timeout, makes one attempt, and tells
-the core the answer. :func:`drive` repeats steps (holding a slot of a
-:class:`~._limiter.Limiter` for each, when there is one) and sleeps as long as the core
-says between them; a batch instead puts a document that must wait back in its issuer's
-lane (:mod:`._lanes`), so that no worker sleeps. What to send, and what the
-answer is, are the caller's (:mod:`._delivery` for documents, :mod:`._operations` for the
-other operations, :mod:`._channel` for token grants); *whether* to go on is the core's
-alone. Every retry and every ending is logged here, once, with its fields as ``extra``;
-every retry is also counted and marked on the call's span (:mod:`._telemetry`).
+:func:`step` runs one turn of a :class:`~invoicing_async._core.machine.Attempts` on the
+event loop's clock: it asks the core whether to send and within what timeout, makes one
+attempt, and tells the core the answer. :func:`drive` repeats steps and sleeps as long
+as the core says between them; a batch instead runs a document a step at a time and puts
+one that must wait back in its issuer's lane (:mod:`invoicing_async._send._lanes`), so
+that no worker sleeps. What to send, and what the answer is, are the caller's
+(:mod:`invoicing_async._send.delivery` for documents,
+:mod:`invoicing_async._send.operations` for the other operations, :mod:`.channel` for
+token grants); *whether* to go on is the core's alone. It lives with the wire, below the
+sending folder, because a token grant runs it too. Every retry and every ending is
+logged here, once, with its fields as ``extra``; every retry is also counted and marked
+on the call's span (:mod:`invoicing_async._obs.telemetry`).
 """
 
 from __future__ import annotations
@@ -29,8 +31,6 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
     from invoicing_async._core.machine import Attempts
-
-    from ._limiter import Limiter
 
 __all__ = ["Named", "Subject", "drive", "log_ending", "step"]
 
@@ -104,26 +104,14 @@ async def drive(
     *,
     subject: Subject,
     log: logging.Logger,
-    limiter: Limiter | None = None,
     retry_level: int = logging.INFO,
 ) -> End:
     """Steps until the core ends them; the ending (each step logged, see :func:`step`).
 
     :param subject: what the log lines name, and the fields they carry.
-    :param limiter: an in-flight limit: a slot is held for each attempt.
     """
     while True:
-        slot = None
-        if limiter is not None:
-            fast = limiter.try_acquire()
-            slot = fast if fast is not None else await limiter.acquire()
-        try:
-            decision = await step(
-                attempts, attempt, subject=subject, log=log, retry_level=retry_level
-            )
-        finally:
-            if limiter is not None and slot is not None:
-                limiter.release(slot, attempts.load)
+        decision = await step(attempts, attempt, subject=subject, log=log, retry_level=retry_level)
         if isinstance(decision, End):
             return decision
         await asyncio.sleep(decision.seconds)
