@@ -10,6 +10,7 @@ rule: modules are split by responsibility, not by a line count.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -332,7 +333,9 @@ ORDER = [
     "_cli",
     "_for_sandbox",
 ]
-CLIENT_GRAPH = {name: targets for name, targets in GRAPH.items() if name.startswith("invoicing_async")}
+CLIENT_GRAPH = {
+    name: targets for name, targets in GRAPH.items() if name.startswith("invoicing_async")
+}
 
 
 def _folder(module: str) -> str | None:
@@ -373,10 +376,7 @@ def test_no_arrow_climbs_the_order_of_the_folders():
         if (mine := _folder(importer)) is not None
         for imported in targets
         if imported != "invoicing_async"
-        and (
-            (theirs := _folder(imported)) is None
-            or ORDER.index(theirs) > ORDER.index(mine)
-        )
+        and ((theirs := _folder(imported)) is None or ORDER.index(theirs) > ORDER.index(mine))
     )
     assert climbing == []
 
@@ -395,3 +395,54 @@ def test_no_folder_imports_another_folders_private_module():
         and importer != "invoicing_async"
     )
     assert reaching == []
+
+
+ARCHITECTURE = ROOT / "docs" / "architecture.rst"
+
+
+def _classes_crossing_a_boundary() -> set[str]:
+    """Every class defined in one folder (top-level ``class``) and imported by name from
+    its module by a module of another folder or by a public face."""
+    defined = {
+        name: {
+            node.name
+            for node in ast.parse(path.read_text("utf-8")).body
+            if isinstance(node, ast.ClassDef)
+        }
+        for name, path in MODULES.items()
+        if _folder(name) is not None
+    }
+    crossing: set[str] = set()
+    for importer, path in MODULES.items():
+        if not importer.startswith("invoicing_async"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or node.level or node.module is None:
+                continue
+            folder = _folder(node.module)
+            if folder is None or folder == _folder(importer):
+                continue
+            crossing.update(
+                alias.name for alias in node.names if alias.name in defined.get(node.module, ())
+            )
+    return crossing
+
+
+def test_the_architecture_page_names_every_class_that_crosses_a_boundary():
+    """docs/architecture.rst gives each class that one folder hands another a line (or,
+    for an error, a place in its list): a class that starts crossing is added to the map,
+    and the map names no class that no longer exists."""
+    page = ARCHITECTURE.read_text("utf-8")
+    named = set(re.findall(r"``([A-Z][A-Za-z]+)``", page))
+    crossing = _classes_crossing_a_boundary()
+    assert len(crossing) > 40  # the rule sees the imports
+    assert sorted(crossing - named) == []
+    table = page.split("What crosses a boundary", 1)[1].split("Where decisions are made", 1)[0]
+    listed = set(re.findall(r"^``([A-Z][A-Za-z]+)``", table, re.MULTILINE))
+    everywhere = {
+        node.name
+        for path in MODULES.values()
+        for node in ast.walk(ast.parse(path.read_text("utf-8")))
+        if isinstance(node, ast.ClassDef)
+    }
+    assert sorted(listed - everywhere) == []
