@@ -1,8 +1,13 @@
 """Documents as the provider writes them, typed and checked before they leave.
 
-Typed documents for what POS and ERP software send most: :class:`RetailReceipt`
-(``11.1``), :class:`SalesInvoice` (``1.1``), :class:`ServiceInvoice` (``2.1``) and
-:class:`CreditNote` (``5.1``), with their :class:`Party` (issuer, customer), their
+Typed documents for what POS and ERP software send in a day: at the till
+:class:`RetailReceipt` (``11.1``), :class:`ServiceReceipt` (``11.2``),
+:class:`SimplifiedInvoice` (``11.3``), :class:`CreditReceipt` (``11.4``, a return) and
+:class:`ThirdPartyReceipt` (``11.5``); from the ERP :class:`SalesInvoice` (``1.1``),
+:class:`IntraEUSalesInvoice` (``1.2``), :class:`ThirdCountrySalesInvoice` (``1.3``),
+:class:`ServiceInvoice` (``2.1``), :class:`IntraEUServiceInvoice` (``2.2``),
+:class:`ThirdCountryServiceInvoice` (``2.3``), :class:`CreditNote` (``5.1``) and
+:class:`UncorrelatedCreditNote` (``5.2``), with their :class:`Party` (issuer, customer), their
 :class:`Line` s, :class:`PaymentMethod` s, :class:`Summaries` and :class:`VatAnalysis`.
 Amounts are :class:`~decimal.Decimal`; a line's net, VAT and total, the summaries and
 the VAT analysis are computed from the lines, with the tax platform's rounding (to the
@@ -52,14 +57,23 @@ from ._doc.types import (
     Address,
     Classification,
     CreditNote,
+    CreditReceipt,
     DocumentBase,
+    IntraEUSalesInvoice,
+    IntraEUServiceInvoice,
     Line,
     Party,
     PaymentMethod,
     RetailReceipt,
     SalesInvoice,
     ServiceInvoice,
+    ServiceReceipt,
+    SimplifiedInvoice,
     Summaries,
+    ThirdCountrySalesInvoice,
+    ThirdCountryServiceInvoice,
+    ThirdPartyReceipt,
+    UncorrelatedCreditNote,
     VatAnalysis,
 )
 
@@ -73,7 +87,10 @@ __all__ = [
     "Checked",
     "Classification",
     "CreditNote",
+    "CreditReceipt",
     "DocumentBase",
+    "IntraEUSalesInvoice",
+    "IntraEUServiceInvoice",
     "Line",
     "Party",
     "PaymentMethod",
@@ -81,8 +98,14 @@ __all__ = [
     "RetailReceipt",
     "SalesInvoice",
     "ServiceInvoice",
+    "ServiceReceipt",
     "Severity",
+    "SimplifiedInvoice",
     "Summaries",
+    "ThirdCountrySalesInvoice",
+    "ThirdCountryServiceInvoice",
+    "ThirdPartyReceipt",
+    "UncorrelatedCreditNote",
     "VatAnalysis",
     "check",
     "checked",
@@ -149,7 +172,7 @@ def from_json(data: Mapping[str, Any], cls: type[DocumentBase] | None = None) ->
     """The typed document of the provider's JSON (names in any case).
 
     :param cls: the class to read it as; default: the one its ``InvoiceTypeCode`` names
-        (``11.1``, ``1.1``, ``2.1``, ``5.1``).
+        (``11.1`` to ``11.5``, ``1.1`` to ``1.3``, ``2.1`` to ``2.3``, ``5.1``, ``5.2``).
     :raises ValueError: ``data`` is not such a document (the message names the field it
         cannot read: ``Details[1].UnitPrice: not a number``), or names another type.
     :raises ~invoicing_async.AmbiguousDocumentError: ``data`` holds a member twice with

@@ -74,6 +74,8 @@ SOURCES = {
     "rate, rounded to the cent per line (a cent of difference accepted)",
     "totals": "the tax platform (myDATA): the summaries are the totals of the lines "
     "(a cent of difference accepted)",
+    "types": "the tax platform (myDATA): the invoice type's counterparty (its country for "
+    "a sale abroad) and the VAT exemption of a line at 0 % (docs/guides/documents.rst)",
     "unsure": "not documented as refused by the provider: a warning, never a refusal",
 }
 

@@ -4,7 +4,8 @@ Owns: the one reader of a document's members (:mod:`.fields`, the provider's bin
 names: :mod:`.binding`), its key, identity and bytes (:mod:`.document`), its preparation
 and the pacing of that work on the loop (:mod:`.prepare`, :mod:`.pacer`), OpenPGP
 (:mod:`.pgp`), the typed documents, their JSON and their checks (:mod:`.types`,
-:mod:`.typedjson`, :mod:`.checks`, :mod:`.amounts`, :mod:`.checked`), the receipt QR
+:mod:`.typedjson`, :mod:`.checks`, :mod:`.amounts`, :mod:`.checked`, and each type's
+rules: :mod:`.kinds`), the receipt QR
 codes (:mod:`.qr`).
 
 May import: :mod:`invoicing_async._core`, cryptography (and segno, in :mod:`.qr`).

@@ -29,7 +29,7 @@ from invoicing_async._core.problems import SOURCES, Problem, twin_problem
 from .binding import loads, suspect, twins
 from .checks import check_document, errors_of
 from .fields import text_of
-from .types import DocumentBase, Party, Summaries
+from .types import DocumentBase, Line, Party, Summaries
 
 __all__ = [
     "Checked",
@@ -236,25 +236,9 @@ def _rules_view(document: DocumentBase, *, computed: bool) -> dict[str, Any]:
     issued = document.issued
     view["DateIssued"] = issued if isinstance(issued, str) else issued.isoformat()
     view["Details"] = (
-        list(document.lines)
+        list(document.lines)  # read by their attributes where a rule reads them (.kinds)
         if computed
-        else [
-            {
-                **line.extra,
-                "NetTotal": line.net_total,
-                "VATTotal": line.vat_total,
-                "Total": line.total,
-                "VatCategoryCode": line.vat_category,
-            }
-            if line.extra
-            else {
-                "NetTotal": line.net_total,
-                "VATTotal": line.vat_total,
-                "Total": line.total,
-                "VatCategoryCode": line.vat_category,
-            }
-            for line in document.lines
-        ]
+        else [_line(line) for line in document.lines]
     )
     summaries = document.summaries
     view["Summaries"] = {
@@ -278,7 +262,42 @@ def _rules_view(document: DocumentBase, *, computed: bool) -> dict[str, Any]:
         distribution = dict(document.extra.get("DistributionDetails") or {})
         distribution["InternalDocumentId"] = document.internal_id
         view["DistributionDetails"] = distribution
+    kind = document.__class__
+    own = _OWN_FIELDS.get(kind)
+    if own is None:
+        own = _OWN_FIELDS[kind] = _own_fields(kind)
+    for name, wire in own:  # a type's own: marks, third party
+        value = getattr(document, name)
+        if value is None or value == ():
+            continue
+        view[wire] = _party(value) if isinstance(value, Party) else list(value)
     return view
+
+
+def _line(line: Line) -> dict[str, Any]:
+    """What the rules read of a line whose amounts were given."""
+    view: dict[str, Any] = {**line.extra} if line.extra else {}
+    view["NetTotal"] = line.net_total
+    view["VATTotal"] = line.vat_total
+    view["Total"] = line.total
+    view["VatCategoryCode"] = line.vat_category
+    if line.vat_exemption is not None:
+        view["VatExemptionCategoryCode"] = line.vat_exemption
+    return view
+
+
+def _own_fields(cls: type[DocumentBase]) -> tuple[tuple[str, str], ...]:
+    """The fields a type of document adds to :class:`DocumentBase`'s, and their names."""
+    base = {attribute.name for attribute in attrs.fields(DocumentBase)}
+    return tuple(
+        (attribute.name, attribute.metadata["wire"])
+        for attribute in attrs.fields(cls)
+        if attribute.name not in base and "wire" in attribute.metadata
+    )
+
+
+#: :func:`_own_fields` of each class of document seen.
+_OWN_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
 
 
 def _party(party: Party) -> dict[str, Any]:

@@ -10,6 +10,8 @@ every :class:`Problem` it finds, in the order of the rules:
 * the amounts (:mod:`._amounts`): in euro and cents, each line's VAT its net at its
   category's rate (rounded per line), the summaries the totals of the lines, within a
   cent;
+* the rules of its type (:mod:`.kinds`): the counterparty of a sale abroad, the VAT
+  exemption of a line at 0 %, the marks a credit names;
 * in any object, a member written twice with different values (``Series`` beside
   ``series``, :mod:`._binding`): the provider would read one of them, the rules the
   other. An error: the library refuses such a document wherever it enters, checked or
@@ -37,6 +39,7 @@ from invoicing_async._doc import amounts as _amounts
 
 from .binding import suspect, twins
 from .fields import field, first_named, number, text_of, tin
+from .kinds import check_kind
 
 __all__ = [
     "REQUIRED_FIELDS",
@@ -202,6 +205,7 @@ def check_document(
         problems,
         lines_hold=lines_hold,
     )
+    check_kind(document, problems)
     if suspect(document):  # a member written twice, with different values: any object
         problems.extend(map(twin_problem, twins(document)))
     return problems

@@ -32,14 +32,23 @@ __all__ = [
     "Address",
     "Classification",
     "CreditNote",
+    "CreditReceipt",
     "DocumentBase",
+    "IntraEUSalesInvoice",
+    "IntraEUServiceInvoice",
     "Line",
     "Party",
     "PaymentMethod",
     "RetailReceipt",
     "SalesInvoice",
     "ServiceInvoice",
+    "ServiceReceipt",
+    "SimplifiedInvoice",
     "Summaries",
+    "ThirdCountrySalesInvoice",
+    "ThirdCountryServiceInvoice",
+    "ThirdPartyReceipt",
+    "UncorrelatedCreditNote",
     "VatAnalysis",
     "wire",
 ]
@@ -136,7 +145,21 @@ def _analysis(rates: Iterable[VatAnalysis]) -> tuple[VatAnalysis, ...]:
 
 
 def _marks(marks: Iterable[int]) -> tuple[int, ...]:
-    return tuple(marks)
+    """Marks as given; :raises ValueError: one is not a mark (a positive 64-bit integer)."""
+    marks = tuple(marks)
+    for index, mark in enumerate(marks):
+        if mark.__class__ is not int or not 0 < mark < _MARK_LIMIT:
+            big = mark.__class__ is int and mark.bit_length() > 64
+            shown = f"an integer of {mark.bit_length():,} bits" if big else repr(mark)
+            raise ValueError(
+                f"correlated_invoices[{index}]: a mark is a positive 64-bit integer, "
+                f"not {shown[:40]}"
+            )
+    return marks
+
+
+#: Marks are below it: a 64-bit integer (a .NET ``long``).
+_MARK_LIMIT = 2**63
 
 
 _LINE_NO = operator.attrgetter("line_no")
@@ -442,7 +465,7 @@ class VatAnalysis:
 
 @attrs.frozen(kw_only=True)
 class DocumentBase:
-    """What the four typed documents share; each writes its own ``InvoiceTypeCode``.
+    """What the typed documents share; each writes its own ``InvoiceTypeCode``.
 
     Computed unless given: ``summaries`` (the totals of the lines), ``vat_analysis``
     (their net and VAT by rate), and the amount of the only payment method given
@@ -512,10 +535,68 @@ class RetailReceipt(DocumentBase):
 
 
 @attrs.frozen(kw_only=True)
+class ServiceReceipt(DocumentBase):
+    """A service receipt (``11.2``): services to a consumer, the customer optional.
+
+    .. versionadded:: 0.5.0
+    """
+
+    type_code: ClassVar[str] = "11.2"
+
+
+@attrs.frozen(kw_only=True)
+class SimplifiedInvoice(DocumentBase):
+    """A simplified invoice (``11.3``): a small sale, the customer optional.
+
+    .. versionadded:: 0.5.0
+    """
+
+    type_code: ClassVar[str] = "11.3"
+
+
+@attrs.frozen(kw_only=True)
+class ThirdPartyReceipt(DocumentBase):
+    """A retail receipt of a sale on behalf of a third party (``11.5``).
+
+    .. versionadded:: 0.5.0
+    """
+
+    type_code: ClassVar[str] = "11.5"
+
+    #: Whom the goods are sold for (``ThirdParty``): its VAT number and name. The
+    #: provider's published 11.5 sample does not show this member: see the guide.
+    third_party: Party | None = attrs.field(metadata=wire("ThirdParty"), default=None)
+
+
+@attrs.frozen(kw_only=True)
 class SalesInvoice(DocumentBase):
     """A sales invoice (``1.1``): goods sold to a business (``counterparty`` with its VAT)."""
 
     type_code: ClassVar[str] = "1.1"
+
+
+@attrs.frozen(kw_only=True)
+class IntraEUSalesInvoice(DocumentBase):
+    """An intra-community sales invoice (``1.2``): goods sold to another EU country.
+
+    ``counterparty`` with its VAT number and ``address.country_code``.
+
+    .. versionadded:: 0.5.0
+    """
+
+    type_code: ClassVar[str] = "1.2"
+
+
+@attrs.frozen(kw_only=True)
+class ThirdCountrySalesInvoice(DocumentBase):
+    """A third-country sales invoice (``1.3``): goods sold to a business outside the EU.
+
+    ``counterparty`` with ``address.country_code``.
+
+    .. versionadded:: 0.5.0
+    """
+
+    type_code: ClassVar[str] = "1.3"
 
 
 @attrs.frozen(kw_only=True)
@@ -526,18 +607,86 @@ class ServiceInvoice(DocumentBase):
 
 
 @attrs.frozen(kw_only=True)
-class CreditNote(DocumentBase):
-    """A credit note (``5.1``) correlated to the invoices it credits, by their marks."""
+class IntraEUServiceInvoice(DocumentBase):
+    """An intra-community service invoice (``2.2``): services to another EU country.
 
-    type_code: ClassVar[str] = "5.1"
+    ``counterparty`` with its VAT number and ``address.country_code``.
 
-    #: The marks of the invoices it credits (``CorrelatedInvoices``).
+    .. versionadded:: 0.5.0
+    """
+
+    type_code: ClassVar[str] = "2.2"
+
+
+@attrs.frozen(kw_only=True)
+class ThirdCountryServiceInvoice(DocumentBase):
+    """A third-country service invoice (``2.3``): services to a business outside the EU.
+
+    ``counterparty`` with ``address.country_code``.
+
+    .. versionadded:: 0.5.0
+    """
+
+    type_code: ClassVar[str] = "2.3"
+
+
+@attrs.frozen(kw_only=True)
+class _Correlated(DocumentBase):
+    """A credit that names the documents it credits, by their marks."""
+
+    #: The marks of the documents it credits (``CorrelatedInvoices``).
     correlated_invoices: tuple[int, ...] = attrs.field(
         metadata=wire("CorrelatedInvoices"), default=(), converter=_marks
     )
 
 
+@attrs.frozen(kw_only=True)
+class CreditNote(_Correlated):
+    """A credit note (``5.1``) correlated to the invoices it credits, by their marks."""
+
+    type_code: ClassVar[str] = "5.1"
+
+
+@attrs.frozen(kw_only=True)
+class UncorrelatedCreditNote(DocumentBase):
+    """A credit note not correlated to an invoice (``5.2``), to a business customer.
+
+    Goods returned or a price corrected (``counterparty`` with its VAT).
+
+    .. versionadded:: 0.5.0
+    """
+
+    type_code: ClassVar[str] = "5.2"
+
+
+@attrs.frozen(kw_only=True)
+class CreditReceipt(_Correlated):
+    """A credit retail receipt (``11.4``): goods a consumer returns.
+
+    Correlated to the retail receipts it credits by their marks (``correlated_invoices``).
+
+    .. versionadded:: 0.5.0
+    """
+
+    type_code: ClassVar[str] = "11.4"
+
+
 #: The typed document of each ``InvoiceTypeCode``.
 TYPES: dict[str, type[DocumentBase]] = {
-    cls.type_code: cls for cls in (RetailReceipt, SalesInvoice, ServiceInvoice, CreditNote)
+    cls.type_code: cls
+    for cls in (
+        RetailReceipt,
+        ServiceReceipt,
+        SimplifiedInvoice,
+        CreditReceipt,
+        ThirdPartyReceipt,
+        SalesInvoice,
+        IntraEUSalesInvoice,
+        ThirdCountrySalesInvoice,
+        ServiceInvoice,
+        IntraEUServiceInvoice,
+        ThirdCountryServiceInvoice,
+        CreditNote,
+        UncorrelatedCreditNote,
+    )
 }
