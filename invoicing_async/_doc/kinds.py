@@ -212,33 +212,26 @@ def _counterparty_country(
     home = home or "GR"
     if rules.counterparty == "eu":
         if country == home:
-            problems.append(
-                Problem(
-                    path,
-                    f"is the issuer's country ({home}): {rules.name} is a sale to another "
-                    "EU country (a domestic sale is a 1.1 or a 2.1)",
-                    source=_TYPES,
-                )
+            wrong = (
+                f"is the issuer's country ({home}): {rules.name} is a sale to another EU "
+                "country (a domestic sale is a 1.1 or a 2.1)"
             )
         elif country not in EU_COUNTRIES:
-            problems.append(
-                Problem(
-                    path,
-                    f"is not an EU member state ({country}): {rules.name} is a sale to "
-                    "another EU country (outside the EU: a 1.3 or a 2.3)",
-                    source=_TYPES,
-                )
+            wrong = (
+                f"is not an EU member state ({country}): {rules.name} is a sale to another "
+                "EU country (outside the EU: a 1.3 or a 2.3)"
             )
+        else:
+            return country
     elif country in EU_COUNTRIES:
-        problems.append(
-            Problem(
-                path,
-                f"is an EU member state ({country}): {rules.name} is a sale outside the EU "
-                "(within it: a 1.2 or a 2.2; in the issuer's country: a 1.1 or a 2.1)",
-                source=_TYPES,
-            )
+        wrong = (
+            f"is an EU member state ({country}): {rules.name} is a sale outside the EU "
+            "(within it: a 1.2 or a 2.2; in the issuer's country: a 1.1 or a 2.1)"
         )
-    return country
+    else:
+        return country
+    problems.append(Problem(path, wrong, source=_TYPES))
+    return None
 
 
 def _counterparty_vat(
@@ -298,7 +291,11 @@ def _whole(value: Any) -> int | None:
 
 
 def _read_line(line: Any) -> tuple[Any, Any]:
-    """A line's VAT category and exemption as written: a JSON line's or a typed line's."""
+    """A line's VAT category and exemption as written.
+
+    A JSON line's, or a typed line's (whose computed amounts the rules do not read
+    again: :func:`~.checked.readable`).
+    """
     if isinstance(line, Mapping):
         category = line.get("VatCategoryCode")
         if category is None:

@@ -20,11 +20,23 @@ from invoicing_async import (
 )
 from invoicing_async.blocking import BlockingClient, BlockingPool
 from invoicing_async.documents import (
+    Address,
+    CreditReceipt,
+    IntraEUSalesInvoice,
+    IntraEUServiceInvoice,
     Line,
     Party,
     PaymentMethod,
     RetailReceipt,
     SalesInvoice,
+    ServiceReceipt,
+    SimplifiedInvoice,
+    ThirdCountrySalesInvoice,
+    ThirdCountryServiceInvoice,
+    ThirdPartyReceipt,
+    UncorrelatedCreditNote,
+    check,
+    checked,
     to_json,
 )
 from invoicing_async.outbox import SqliteOutbox
@@ -156,3 +168,78 @@ async def test_an_outbox_takes_typed_documents(sb, tmp_path):
             counts = await outbox.run_worker(client, stop_when_empty=True, poll=0.05)
     assert counts == {OutcomeStatus.ACCEPTED: 2}
     assert held(sb, invoice) == to_json(invoice)
+
+
+def _abroad(country: str, vat: str) -> Party:
+    return Party(vat=vat, registered_name="customer", address=Address(country_code=country))
+
+
+#: A document of each type of the rest of a day, as its sample is shaped (issue 40).
+_EXEMPT = [Line("Export", unit_price="250.00", vat_category=7, vat_exemption=14)]
+_DAY = [
+    (ServiceReceipt, {}),
+    (SimplifiedInvoice, {"lines": [Line("Ρεύμα", unit_price="87.46", vat_category=3)]}),
+    (CreditReceipt, {"correlated_invoices": [400007396844549]}),
+    (ThirdPartyReceipt, {"third_party": Party(vat="EL094019245")}),
+    (UncorrelatedCreditNote, {"counterparty": Party(vat="EL094019245")}),
+    (IntraEUSalesInvoice, {"lines": _EXEMPT, "counterparty": _abroad("IT", "IT000000000")}),
+    (IntraEUServiceInvoice, {"lines": _EXEMPT, "counterparty": _abroad("DE", "DE123456789")}),
+    (ThirdCountrySalesInvoice, {"lines": _EXEMPT, "counterparty": _abroad("GB", "BG000000000")}),
+    (ThirdCountryServiceInvoice, {"lines": _EXEMPT, "counterparty": _abroad("GB", "GB")}),
+]
+
+
+async def test_each_type_of_the_rest_of_a_day_is_accepted_as_its_json(sb):
+    """11.2, 11.3, 11.4, 11.5, 5.2, 1.2, 1.3, 2.2, 2.3 built from their constructors:
+    no problem, each committed once over real HTTP (checked where serialised), the
+    sandbox holding exactly its JSON, InvoiceTypeCode included."""
+    documents = [_typed(sb, cls, 40 + n, fields) for n, (cls, fields) in enumerate(_DAY)]
+    assert [check(document) for document in documents] == [[]] * len(_DAY)
+    async with client_for(sb) as client:
+        outcomes = await client.submit_many(list(map(checked, documents)))
+    assert [o.status for o in outcomes] == [OutcomeStatus.ACCEPTED] * len(_DAY)
+    for document in documents:
+        assert held(sb, document) == to_json(document)
+        assert held(sb, document)["InvoiceTypeCode"] == type(document).type_code
+
+
+async def test_the_sandbox_refuses_a_sale_abroad_to_the_issuers_country(sb):
+    """A 1.2 to a Greek customer, sent unchecked: the sandbox answers 400 naming the
+    counterparty's country, as check says; a 0 % line without its exemption likewise."""
+    wrong = _typed(
+        sb,
+        IntraEUSalesInvoice,
+        60,
+        {"lines": _EXEMPT, "counterparty": _abroad("GR", "EL094019245")},
+    )
+    bare = _typed(
+        sb,
+        ThirdCountrySalesInvoice,
+        61,
+        {
+            "lines": [Line("Export", unit_price="1.00", vat_category=7)],
+            "counterparty": _abroad("US", "US1"),
+        },
+    )
+    assert [p.field for p in check(wrong)] == ["CounterParty.Address.CountryCode"]
+    async with client_for(sb) as client:
+        outcomes = await client.submit_many([wrong, bare])
+    assert [o.status for o in outcomes] == [OutcomeStatus.REJECTED] * 2
+    messages = [str(o.error) for o in outcomes]
+    assert "CounterParty.Address.CountryCode" in messages[0]
+    assert "Details[0].VatExemptionCategoryCode" in messages[1]
+    assert all(o.error is not None and o.error.status == 400 for o in outcomes)
+
+
+def _typed(sb: Sandbox, cls, number: int, fields: dict):
+    """A document of ``cls`` of the sandbox's issuer, one line at 24 % unless given."""
+    options = {
+        "issuer": Party(vat="EL" + sb.client_id),
+        "series": "D",
+        "number": number,
+        "issued": "2026-11-22T18:00:00",
+        "lines": [Line("Espresso", quantity=2, unit_price="2.50")],
+        "payments": [PaymentMethod(7)],
+        "internal_id": f"day/{cls.type_code}/{number}",
+    }
+    return cls(**{**options, **fields})
