@@ -13,6 +13,12 @@ The two documents are the same JSON (checked before timing). Target: typed + che
 costs at most 50 µs more than the dict (medians). Beside: the typed document alone,
 ``check`` of the dict, and ``to_json`` of the typed document (paid when it is sent).
 
+**Each type of the rest of a day.** The same way, for a document of each type typed
+since (11.2, 11.3, 11.4, 11.5, 5.2, 1.2, 1.3, 2.2, 2.3): the 25 lines (at 0 % with their
+exemption for a sale abroad) and what its type names (the customer abroad and its
+country, the marks an 11.4 credits, an 11.5's third party), by hand and typed +
+``check`` (which applies the type's rules). Target for each: at most 50 µs more.
+
 **A batch, checked.** ``submit_many`` of 10-line sample invoices (4 KB, RSA-3072,
 concurrency 64, a provider process answering at once: the client's CPU bounds the
 batch, the worst case for a per-document cost), as they are and each marked
@@ -26,17 +32,30 @@ rounds' ratios). The wall clock's documents per second are shown beside.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import time
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from invoicing_async import OutcomeStatus
 from invoicing_async.documents import (
+    VAT_RATES,
+    Address,
+    CreditReceipt,
+    DocumentBase,
+    IntraEUSalesInvoice,
+    IntraEUServiceInvoice,
     Line,
     Party,
     PaymentMethod,
     RetailReceipt,
+    ServiceReceipt,
+    SimplifiedInvoice,
+    ThirdCountrySalesInvoice,
+    ThirdCountryServiceInvoice,
+    ThirdPartyReceipt,
+    UncorrelatedCreditNote,
     check,
     checked,
     to_json,
@@ -55,34 +74,103 @@ ITEMS = [
     for n in range(LINES)
 ]
 _CENT = Decimal("0.01")
-_RATE = Decimal("0.24")
+#: Each VAT category's rate, as the fraction a net is multiplied by.
+_RATES = {code: Decimal(rate) / 100 for code, rate in VAT_RATES.items()}
 _ISSUER = Party(vat="EL123456783")
 
 
-def build_dict() -> dict[str, Any]:
-    """The receipt as an application builds the provider's JSON by hand, done right."""
+class Kind(NamedTuple):
+    """A type of document to build both ways: its class, its lines' VAT, its own members."""
+
+    cls: type[DocumentBase]
+    #: The lines' VAT category (1: 24 %, 7: 0 %) and exemption (``None``: none).
+    category: int = 1
+    exemption: int | None = None
+    #: Its own members: the typed document's fields, and their JSON, as written by hand.
+    fields: dict[str, Any] = {}  # noqa: RUF012  (never mutated)
+    members: dict[str, Any] = {}  # noqa: RUF012
+
+
+def _abroad(country: str, vat: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    party = Party(vat=vat, address=Address(country_code=country))
+    return {"counterparty": party}, {
+        "CounterParty": {"Vat": vat, "Address": {"CountryCode": country}}
+    }
+
+
+_MARK = 400007396844549
+_EXPORT = {"category": 7, "exemption": 14}
+#: The types of the rest of a day (issue 40), each as its sample is shaped.
+KINDS = [
+    Kind(ServiceReceipt),
+    Kind(SimplifiedInvoice),
+    Kind(
+        CreditReceipt,
+        fields={"correlated_invoices": [_MARK]},
+        members={"CorrelatedInvoices": [_MARK]},
+    ),
+    Kind(
+        ThirdPartyReceipt,
+        fields={"third_party": Party(vat="EL094019245")},
+        members={"ThirdParty": {"Vat": "EL094019245"}},
+    ),
+    Kind(
+        UncorrelatedCreditNote,
+        fields={"counterparty": Party(vat="EL094019245")},
+        members={"CounterParty": {"Vat": "EL094019245"}},
+    ),
+    Kind(
+        IntraEUSalesInvoice,
+        **_EXPORT,
+        **dict(zip(("fields", "members"), _abroad("IT", "IT00000000000"), strict=True)),
+    ),
+    Kind(
+        ThirdCountrySalesInvoice,
+        **_EXPORT,
+        **dict(zip(("fields", "members"), _abroad("GB", "GB123456789"), strict=True)),
+    ),
+    Kind(
+        IntraEUServiceInvoice,
+        **_EXPORT,
+        **dict(zip(("fields", "members"), _abroad("DE", "DE123456789"), strict=True)),
+    ),
+    Kind(
+        ThirdCountryServiceInvoice,
+        **_EXPORT,
+        **dict(zip(("fields", "members"), _abroad("US", "US1234"), strict=True)),
+    ),
+]
+#: The retail receipt of the first measure.
+RECEIPT = Kind(RetailReceipt)
+
+
+def build_dict(kind: Kind = RECEIPT) -> dict[str, Any]:
+    """The document as an application builds the provider's JSON by hand, done right."""
     details = []
     net_sum = vat_sum = Decimal(0)
+    rate = _RATES[kind.category]
     for number, (text, quantity, price) in enumerate(ITEMS, 1):
         net = (quantity * price).quantize(_CENT, ROUND_HALF_UP)
-        vat = (net * _RATE).quantize(_CENT, ROUND_HALF_UP)
+        vat = (net * rate).quantize(_CENT, ROUND_HALF_UP)
         net_sum += net
         vat_sum += vat
-        details.append(
-            {
-                "Descriptions": [text],
-                "Quantity": float(quantity),
-                "UnitPrice": float(price),
-                "VatCategoryCode": 1,
-                "NetTotal": float(net),
-                "VATTotal": float(vat),
-                "Total": float(net + vat),
-                "LineNo": number,
-            }
-        )
+        line = {
+            "Descriptions": [text],
+            "Quantity": float(quantity),
+            "UnitPrice": float(price),
+            "VatCategoryCode": kind.category,
+            "NetTotal": float(net),
+            "VATTotal": float(vat),
+            "Total": float(net + vat),
+            "LineNo": number,
+        }
+        if kind.exemption is not None:
+            line["VatExemptionCategoryCode"] = kind.exemption
+        details.append(line)
     gross = net_sum + vat_sum
     return {
-        "InvoiceTypeCode": "11.1",
+        **kind.members,
+        "InvoiceTypeCode": kind.cls.type_code,
         "Issuer": {"Vat": "EL123456783"},
         "Series": "A",
         "Number": 17,
@@ -94,7 +182,11 @@ def build_dict() -> dict[str, Any]:
             "TotalGrossValue": float(gross),
         },
         "VatAnalysis": [
-            {"Percentage": 24.0, "UnderlyingValue": float(net_sum), "VatAmount": float(vat_sum)}
+            {
+                "Percentage": float(rate * 100),
+                "UnderlyingValue": float(net_sum),
+                "VatAmount": float(vat_sum),
+            }
         ],
         "DistributionDetails": {"InternalDocumentId": "till-1/A/17"},
         "PaymentDetails": {
@@ -103,24 +195,35 @@ def build_dict() -> dict[str, Any]:
     }
 
 
-def build_typed() -> RetailReceipt:
-    """The same receipt, typed: the model computes what the dict's builder computed."""
-    return RetailReceipt(
+def build_typed(kind: Kind = RECEIPT) -> DocumentBase:
+    """The same document, typed: the model computes what the dict's builder computed."""
+    category, exemption = kind.category, kind.exemption
+    return kind.cls(
         issuer=_ISSUER,
         series="A",
         number=17,
         issued="2026-11-22T10:15:00",
-        lines=[Line(text, quantity=quantity, unit_price=price) for text, quantity, price in ITEMS],
+        lines=[
+            Line(
+                text,
+                quantity=quantity,
+                unit_price=price,
+                vat_category=category,
+                vat_exemption=exemption,
+            )
+            for text, quantity, price in ITEMS
+        ],
         payments=[PaymentMethod(7)],
         internal_id="till-1/A/17",
+        **kind.fields,
     )
 
 
-def build_and_check() -> RetailReceipt:
-    receipt = build_typed()
-    if check(receipt):
-        raise AssertionError("the receipt has problems")
-    return receipt
+def build_and_check(kind: Kind = RECEIPT) -> DocumentBase:
+    document = build_typed(kind)
+    if check(document):
+        raise AssertionError("the document has problems")
+    return document
 
 
 def _building(settings: Settings, section: Section) -> None:
@@ -156,6 +259,42 @@ def _building(settings: Settings, section: Section) -> None:
                 f"{us[name]:.1f} µs",
                 f"{us[name] - us['dict']:+.1f} µs" if name != "dict" else "",
                 verdict if name == "typed + check" else "",
+            ]
+        )
+
+
+def _kinds(settings: Settings, section: Section) -> None:
+    """Each type of the rest of a day: typed + check vs its JSON by hand."""
+    candidates: dict[str, Any] = {}
+    for kind in (RECEIPT, *KINDS):  # 11.1's, measured again beside them, for reference
+        if to_json(build_typed(kind)) != build_dict(kind) or check(build_dict(kind)):
+            raise AssertionError(f"{kind.cls.__name__}: the two ways differ, or have problems")
+        code = kind.cls.type_code
+        candidates[f"{code} dict"] = functools.partial(build_dict, kind)
+        candidates[f"{code} typed + check"] = functools.partial(build_and_check, kind)
+    count = settings.n(2000, 30)
+    timings = interleaved_timings(candidates, dict.fromkeys(candidates, count))
+    us = {name: median(values) / 1000 for name, values in timings.items()}
+    worst = max(
+        us[f"{k.cls.type_code} typed + check"] - us[f"{k.cls.type_code} dict"] for k in KINDS
+    )
+    verdict = section.check(
+        f"documents: typed + check - dict, {LINES} lines, the worst of the {len(KINDS)} new types",
+        worst,
+        50,
+        higher=False,
+        unit=" µs",
+    )
+    for kind in (RECEIPT, *KINDS):
+        code = kind.cls.type_code
+        extra = us[f"{code} typed + check"] - us[f"{code} dict"]
+        section.rows.append(
+            [
+                f"{code} {kind.cls.__name__}: typed + check (dict {us[f'{code} dict']:.1f} µs)",
+                f"{count}",
+                f"{us[f'{code} typed + check']:.1f} µs",
+                f"{extra:+.1f} µs",
+                verdict if extra == worst and kind is not RECEIPT else "",
             ]
         )
 
@@ -222,6 +361,7 @@ def run(settings: Settings) -> Section:
         ["What", "calls / docs x rounds", "median", "vs the dict / ratio", "Target"],
     )
     _building(settings, section)
+    _kinds(settings, section)
     _batches(settings, section)
     section.notes.append(
         "Building: medians of single calls (perf_counter_ns), candidates interleaved in "

@@ -21,12 +21,13 @@ The types typed before (``11.1``, ``1.1``, ``2.1``, ``5.1``) have no rules here.
 from __future__ import annotations
 
 import decimal
+import operator
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from invoicing_async._core.problems import SOURCES, Problem, Severity
 
-from .fields import field, first, text_of, tin
+from .fields import field, first, folded, text_of, tin
 
 __all__ = ["EU_COUNTRIES", "RULES", "Rules", "check_kind"]
 
@@ -291,24 +292,50 @@ def _whole(value: Any) -> int | None:
 
 
 def _read_line(line: Any) -> tuple[Any, Any]:
-    """A line's VAT category and exemption as written.
-
-    A JSON line's, or a typed line's (whose computed amounts the rules do not read
-    again: :func:`~.checked.readable`).
-    """
+    """A line's VAT category and exemption as written: a JSON line's, in any case."""
+    if line.__class__ is dict:  # the exact names first, as the samples write them
+        category, exemption = line.get("VatCategoryCode"), line.get(_EXEMPTION)
+        if exemption is None and _EXEMPTION_SIZE in map(len, line):
+            exemption = folded(line, _EXEMPTION)
+        return (field(line, "VatCategoryCode") if category is None else category), exemption
     if isinstance(line, Mapping):
-        category = line.get("VatCategoryCode")
-        if category is None:
-            category = field(line, "VatCategoryCode")
-        return category, field(line, "VatExemptionCategoryCode")
+        return field(line, "VatCategoryCode"), field(line, _EXEMPTION)
     return getattr(line, "vat_category", None), getattr(line, "vat_exemption", None)
 
 
+_EXEMPTION = "VatExemptionCategoryCode"
+_EXEMPTION_SIZE = len(_EXEMPTION)
+#: A typed line's category and exemption (the typed view's lines: :func:`_typed_lines`).
+_CATEGORY = operator.attrgetter("vat_category")
+_EXEMPTION_OF = operator.attrgetter("vat_exemption")
+
+
+def _typed_lines(details: list[Any], rules: Rules) -> bool:
+    """Whether typed lines hold the rules without being read one by one (at C speed).
+
+    Each line at 0 % with an exemption of the platform's, and (a sale abroad) no taxed
+    line: the common cases. ``False`` for JSON lines, or typed lines to read one by one.
+    """
+    try:
+        exemptions = set(map(_EXEMPTION_OF, details))
+        categories = set(map(_CATEGORY, details))
+    except AttributeError:  # JSON lines
+        return False
+    unexempt = None in exemptions
+    if unexempt and _EXEMPT_CATEGORY in categories:
+        return False  # which line at 0 % has none: read them
+    if any(code.__class__ is not int or code not in _EXEMPTIONS for code in exemptions - {None}):
+        return False
+    return not (rules.zero_rated and categories - {_EXEMPT_CATEGORY, 8})
+
+
 def _lines(details: list[Any], rules: Rules, problems: list[Problem]) -> None:
+    if _typed_lines(details, rules):
+        return
     taxed = None
     for index, line in enumerate(details):
         category, exemption = _read_line(line)
-        code = None if category is None else _whole(category)
+        code = category if category.__class__ is int else _whole(category)
         if exemption is None:
             if code == _EXEMPT_CATEGORY:
                 problems.append(
