@@ -1,7 +1,8 @@
 """Typed documents: the four documents POS and ERP software send most, checked.
 
-``main()`` builds a retail receipt, a sales invoice, a service invoice and a credit
-note, checks each (no problem), sends them to the embedded sandbox, prints the
+``main()`` builds a retail receipt, a sales invoice, a service invoice, a credit note
+and an intra-community sales invoice, checks each (no problem), sends them to the
+embedded sandbox, prints the
 receipt's JSON, and then what ``check`` says of the commonest mistakes, each refused
 by the sandbox with a 400 naming the same fields. Run it with plain Python:
 ``python docs/examples/documents.py``.
@@ -14,7 +15,9 @@ import json
 
 from invoicing_async import InvoicingClient, ValidationError, document_key
 from invoicing_async.documents import (
+    Address,
     CreditNote,
+    IntraEUSalesInvoice,
     Line,
     Party,
     PaymentMethod,
@@ -108,6 +111,35 @@ def credit_note(number: int, credited_mark: int) -> CreditNote:
 # endregion invoices
 
 
+# region abroad
+def export_invoice(number: int) -> IntraEUSalesInvoice:
+    """Goods sold to a business in Italy: its VAT number and country, a line at 0 %."""
+    return IntraEUSalesInvoice(
+        issuer=ISSUER,
+        counterparty=Party(
+            vat="IT00000000000",
+            registered_name="Cliente",
+            address=Address(country_code="IT"),
+        ),
+        series="EX",
+        number=number,
+        issued="2026-11-22",
+        lines=[
+            Line(
+                "Ελαιόλαδο",
+                quantity=100,
+                unit_price="9.80",
+                vat_category=7,
+                vat_exemption=14,
+            )
+        ],
+        internal_id=f"erp/EX/{number}",
+    )
+
+
+# endregion abroad
+
+
 # region mistakes
 def mistakes() -> dict[str, dict]:
     """The receipt's JSON (built by hand, say) with each of the commonest mistakes."""
@@ -151,6 +183,9 @@ async def main() -> None:
         )
         # endregion send
         assert all(outcome.ok for outcome in outcomes)
+        export = export_invoice(12)
+        assert check(export) == []  # a customer in another EU country, its line exempt
+        await client.submit_json(export)
         for document in (receipt, invoice):
             held = sb.committed[document_key(document)].document
             assert held == to_json(document)  # the provider got exactly its JSON
