@@ -13,10 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from invoicing_async import ValidationError
 from invoicing_async._doc.document import serialize_document
 from invoicing_async.documents import (
     SOURCES,
     Address,
+    CreditNote,
     CreditReceipt,
     DocumentBase,
     IntraEUSalesInvoice,
@@ -285,6 +287,11 @@ def test_hostile_members_are_typed_errors_or_problems():
     for bad in (0, -3, True, "1"):
         with pytest.raises(ValueError, match="correlated_invoices"):
             build(CreditReceipt, correlated_invoices=[bad])
+    with pytest.raises(ValueError, match="correlated_invoices"):  # a 5.1's marks too
+        CreditNote(
+            issuer=Party(vat=TIN), series="C", number=1, issued="2026-11-22", lines=[TAXED],
+            correlated_invoices=[2**63],
+        )  # fmt: skip
     data = to_json(build(CreditReceipt))
     data["CorrelatedInvoices"] = [10**40]
     with pytest.raises(ValueError, match="not a CreditReceipt"):
@@ -302,6 +309,8 @@ def test_hostile_members_are_typed_errors_or_problems():
     huge = Line("x", unit_price="1e20", vat_category=7, vat_exemption=10**5000)
     problems = check(build(ThirdCountrySalesInvoice, lines=[huge]))
     assert fields_of(problems) == {"Details[0].VatExemptionCategoryCode": Severity.WARNING}
+    with pytest.raises(ValidationError, match=r"Details\[0\]\.VatExemptionCategoryCode"):
+        serialize_document(build(ThirdCountrySalesInvoice, lines=[huge]))  # where it is sent
 
 
 # --- a typed document's problems are its JSON's ------------------------------------------
