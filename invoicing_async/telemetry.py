@@ -25,6 +25,6 @@ a flood of the port costs the worker none of its descriptors, threads or sending
 from __future__ import annotations
 
 from ._obs.server import MetricsServer, serve_metrics
-from ._obs.telemetry import send_traceparent
+from ._obs.spans import send_traceparent
 
 __all__ = ["MetricsServer", "send_traceparent", "serve_metrics"]
