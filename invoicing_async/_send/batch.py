@@ -352,9 +352,7 @@ class Batch:
         self._lanes = self._new_lanes()
         self._outbox: asyncio.Queue[Any] = asyncio.Queue(self._workers * 2)
         reader, preparers = self._readers(documents)
-        self._telemetry = calls.Batch(
-            "invoicing.batch" if self._options.trace else None, {}
-        )
+        self._telemetry = calls.Batch("invoicing.batch" if self._options.trace else None, {})
         workers = [asyncio.ensure_future(self._work()) for _ in range(self._workers)]
         supervisor = asyncio.ensure_future(self._supervise(reader, preparers, workers))
         tasks = [reader, *preparers, *workers, supervisor]
