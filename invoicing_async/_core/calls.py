@@ -182,7 +182,8 @@ def call(name: str, kind: str, fields: dict[str, Any] | None = None, *, root: bo
     fields = fields if fields is not None else {}
     if not events.HOOKS:
         return Call(kind, fields)
-    return Call(kind, fields, observers_of(CallStarted(name, kind, fields, current(), root)))
+    parent = _log.current.get()  # not current(): once per call, one call less
+    return Call(kind, fields, observers_of(CallStarted(name, kind, fields, parent, root)))
 
 
 def calling(
@@ -260,7 +261,7 @@ def sending(method: str, url: str) -> tuple[int, RequestObserver | None]:
     ``resends``: the requests the call sent before this one; ``observer``: its observers'
     observer of this one (``None``: nobody listens).
     """
-    made = current()
+    made: Call | None = _log.current.get()  # not current(): once per request, one call less
     if made is None:
         return 0, None
     resends = made.sends

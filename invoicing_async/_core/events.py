@@ -64,6 +64,8 @@ class CallStarted:
         which grows as more is known (:class:`Described`).
     :ivar parent: the call it is made in, if any (a token request's submission).
     :ivar root: it starts a trace of its own whatever the current one.
+
+    .. versionadded:: 0.5.0
     """
 
     name: str | None
@@ -75,7 +77,10 @@ class CallStarted:
 
 @attrs.frozen
 class Described:
-    """More of a call's fields are known (a sale's document once it is identified)."""
+    """More of a call's fields are known (a sale's document once it is identified).
+
+    .. versionadded:: 0.5.0
+    """
 
     fields: Mapping[str, Any]
 
@@ -86,6 +91,8 @@ class Retried:
 
     After ``delay`` seconds if known; ``error`` is the failure that made it (a 401
     answered with a new token has none).
+
+    .. versionadded:: 0.5.0
     """
 
     reason: str
@@ -99,6 +106,8 @@ class RequestStarted:
 
     :ivar resends: how many requests the call sent before this one, whatever the cause
         (a retry, a 401 answered with a new token): ``http.request.resend_count``.
+
+    .. versionadded:: 0.5.0
     """
 
     method: str
@@ -112,6 +121,8 @@ class RequestEnded:
 
     :ivar error_type: the class name of the failure that left no answer
         (``"TransportError"``, ``"cancelled"``); ``None`` for an answer.
+
+    .. versionadded:: 0.5.0
     """
 
     status: int | None
@@ -120,7 +131,10 @@ class RequestEnded:
 
 @attrs.frozen
 class Deferred:
-    """The call, a sale, deferred its document ``key`` (to the outbox) for ``reason``."""
+    """The call, a sale, deferred its document ``key`` (to the outbox) for ``reason``.
+
+    .. versionadded:: 0.5.0
+    """
 
     reason: str
     key: str | None
@@ -131,6 +145,8 @@ class Settled:
     """A batch's progress: one document's outcome is reported.
 
     :ivar counted: a new outcome (not one read back from its journal).
+
+    .. versionadded:: 0.5.0
     """
 
     status: str
@@ -143,6 +159,8 @@ class CallEnded:
 
     ``status`` is an outcome's value, ``interrupted`` or ``error`` (a batch's is
     ``closed``); after ``attempts``; ``error`` is what ended it, if anything.
+
+    .. versionadded:: 0.5.0
     """
 
     status: str
@@ -156,6 +174,8 @@ class BacklogWatched:
 
     ``read()`` gives ``(sales not yet transmitted, the oldest's deferral in epoch seconds
     or None)``; ``name`` names its outbox (never with a password).
+
+    .. versionadded:: 0.5.0
     """
 
     name: str
@@ -166,7 +186,10 @@ class BacklogWatched:
 
 
 class Observed(Protocol):
-    """A call as its observers see it (:class:`~.calls.Call`): its fields, its observers."""
+    """A call as its observers see it: its fields, its observers.
+
+    .. versionadded:: 0.5.0
+    """
 
     @property
     def fields(self) -> Mapping[str, Any]:
@@ -183,6 +206,8 @@ class Observer:
     Every method does nothing: a hook's observer overrides those it needs. They are called
     on the event loop, in the task that makes the call; they should be quick and must not
     raise.
+
+    .. versionadded:: 0.5.0
     """
 
     __slots__ = ()
@@ -222,7 +247,10 @@ class Observer:
 
 
 class RequestObserver:
-    """What an :class:`Observer` attaches to one physical request."""
+    """What an :class:`Observer` attaches to one physical request.
+
+    .. versionadded:: 0.5.0
+    """
 
     __slots__ = ()
 
@@ -235,7 +263,10 @@ class RequestObserver:
 
 
 class Watch(Protocol):
-    """What a hook returns for a watched value: closed when it is no longer watched."""
+    """What a hook returns for a watched value: closed when it is no longer watched.
+
+    .. versionadded:: 0.5.0
+    """
 
     def close(self) -> None:
         """No longer watched."""
@@ -246,6 +277,8 @@ class Hook:
 
     Install one with :func:`add_hook`. Both methods answer ``None`` here: a hook
     overrides what it needs.
+
+    .. versionadded:: 0.5.0
     """
 
     def call(self, event: CallStarted) -> Observer | None:  # noqa: ARG002
@@ -262,14 +295,20 @@ HOOKS: tuple[Hook, ...] = ()
 
 
 def add_hook(hook: Hook) -> None:
-    """Install ``hook`` (once: a hook installed already stays where it is)."""
+    """Install ``hook`` (once: a hook installed already stays where it is).
+
+    .. versionadded:: 0.5.0
+    """
     global HOOKS  # noqa: PLW0603  (one registry for the process, like stamina's)
     if hook not in HOOKS:
         HOOKS = (*HOOKS, hook)
 
 
 def remove_hook(hook: Hook) -> None:
-    """Uninstall ``hook`` (nothing if it is not installed)."""
+    """Uninstall ``hook`` (nothing if it is not installed).
+
+    .. versionadded:: 0.5.0
+    """
     global HOOKS  # noqa: PLW0603
     HOOKS = tuple(installed for installed in HOOKS if installed is not hook)
 
