@@ -218,7 +218,7 @@ def test_a_hook_is_installed_once_and_removed():
     before = events.HOOKS
     add_hook(hook)
     add_hook(hook)
-    assert events.HOOKS == (*before, hook)
+    assert (*before, hook) == events.HOOKS
     remove_hook(hook)
     remove_hook(hook)
-    assert events.HOOKS == before
+    assert before == events.HOOKS
