@@ -25,6 +25,7 @@ import asyncio
 import collections
 import functools
 import importlib.util
+import sys
 import time
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -310,6 +311,9 @@ class OpenTelemetry(Hook):
     """Spans and measurements for every call, while a provider is configured."""
 
     def call(self, event: CallStarted) -> Observer | None:
+        modules = sys.modules  # never imported by the application: nothing is configured
+        if "opentelemetry.trace" not in modules and "opentelemetry.metrics" not in modules:
+            return None
         tracer = _spans.tracer()
         meters = _metrics.instruments()
         if tracer is None and meters is None:
