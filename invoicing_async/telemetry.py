@@ -1,4 +1,4 @@
-"""Telemetry for the people who run it: traces, metrics, a Prometheus endpoint.
+"""Telemetry for the people who run it: traces, metrics, a Prometheus endpoint, hooks.
 
 The library makes spans and metrics in OpenTelemetry's conventions whenever the
 application has configured the OpenTelemetry SDK (a tracer provider, a meter provider);
@@ -19,12 +19,60 @@ the worker not stopping). It serves from a thread and an event loop of its own a
 bounds what a client may hold (``max_connections``, ``request_timeout``, ``max_head``):
 a flood of the port costs the worker none of its descriptors, threads or sending.
 
+OpenTelemetry is one :class:`Hook` of the library's; an application adds its own with
+:func:`add_hook` (as stamina's ``RetryHook``), told of each call as it starts
+(:class:`CallStarted`) and, through the :class:`Observer` it answers with, of what
+happens in it: retries (:class:`Retried`), physical requests (:class:`RequestStarted`,
+:class:`RequestEnded`), a batch's progress (:class:`Settled`), the ending
+(:class:`CallEnded`). :doc:`/guides/hooks` shows one. With no hook listening, no event is
+built.
+
 .. versionadded:: 0.4.0
+
+.. versionchanged:: 0.5.0 hooks (:func:`add_hook`).
 """
 
 from __future__ import annotations
 
+from ._core.events import (
+    BacklogWatched,
+    CallEnded,
+    CallStarted,
+    Deferred,
+    Described,
+    Hook,
+    Observed,
+    Observer,
+    RequestEnded,
+    RequestObserver,
+    RequestStarted,
+    Retried,
+    Settled,
+    Watch,
+    add_hook,
+    remove_hook,
+)
 from ._obs.server import MetricsServer, serve_metrics
-from ._obs.telemetry import send_traceparent
+from ._obs.spans import send_traceparent
 
-__all__ = ["MetricsServer", "send_traceparent", "serve_metrics"]
+__all__ = [
+    "BacklogWatched",
+    "CallEnded",
+    "CallStarted",
+    "Deferred",
+    "Described",
+    "Hook",
+    "MetricsServer",
+    "Observed",
+    "Observer",
+    "RequestEnded",
+    "RequestObserver",
+    "RequestStarted",
+    "Retried",
+    "Settled",
+    "Watch",
+    "add_hook",
+    "remove_hook",
+    "send_traceparent",
+    "serve_metrics",
+]

@@ -8,5 +8,5 @@ credentials (:mod:`.credentials`, :mod:`.credfile`), the environment's configura
 it (:mod:`.outbox`), the worker that drains it (:mod:`.worker`, its claims
 :mod:`._claims`, its counts :mod:`.progress`).
 
-May import: every folder below it.
+May import: every folder below it; the engine installs ``_obs``'s telemetry hook.
 """

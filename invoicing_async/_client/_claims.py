@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from invoicing_async._core.retry import RetryPolicy
     from invoicing_async._doc.document import Prepared
     from invoicing_async._durable.store import Claim, Store
-    from invoicing_async._obs import telemetry
+    from invoicing_async._obs.metrics import Pending
     from invoicing_async._send.batch import Batch
 
 __all__ = ["PUT_BACK", "Claims", "Hooks", "Rounds"]
@@ -144,7 +144,7 @@ class Claims:
         seconds: float,
         policy: RetryPolicy,
         hooks: Hooks | None = None,
-        pending: telemetry.Pending | None = None,
+        pending: Pending | None = None,
         documents: Documents | None = None,
     ) -> None:
         self._store = store

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
+from invoicing_async._core import calls
 from invoicing_async._core.errors import InvoicingError
 from invoicing_async._core.outcomes import OutcomeStatus
 from invoicing_async._core.retry import RetryPolicy, within
@@ -39,7 +40,7 @@ from invoicing_async._doc.prepare import Preparer
 from invoicing_async._io.channel import Channel
 from invoicing_async._io.tokencache import TokenCache
 from invoicing_async._io.transport import DEFAULT_MAX_RESPONSE_SIZE, Transport
-from invoicing_async._obs import telemetry
+from invoicing_async._obs.hooks import install as install_telemetry
 from invoicing_async._send.batch import Batch
 from invoicing_async._send.delivery import Delivery
 
@@ -151,6 +152,8 @@ class Engine:
         self._cache = cache
         self._channels = channels
         self._owns_transport = owns_transport
+        # Its calls' spans and metrics: the OpenTelemetry hook, installed once per process.
+        install_telemetry()
 
     @classmethod
     def of(
@@ -276,8 +279,8 @@ class Engine:
             (key, identity), refused = describe(document), exc
         if issuer is not None:
             identity = identity._replace(issuer=issuer)
-        fields = telemetry.document_fields(key, identity.issuer)
-        with telemetry.calling("invoicing.submit", "document", fields):
+        fields = calls.document_fields(key, identity.issuer)
+        with calls.calling("invoicing.submit", "document", fields):
             if refused is not None:
                 raise refused
             self.ensure_usable()

@@ -70,7 +70,7 @@ from invoicing_async._core.outcomes import OutcomeStatus
 from invoicing_async._core.retry import Backoff, pause
 from invoicing_async._core.table import needs_operator
 from invoicing_async._io.issuers import Issuers
-from invoicing_async._obs import telemetry
+from invoicing_async._obs.metrics import Pending
 from invoicing_async._send.batch import BatchOptions
 
 from ._claims import Claims, Hooks
@@ -138,7 +138,7 @@ async def run_worker(
     orphaned: list[str] = []  # leases held when the database went away
     unconfirmed = 0  # outcomes whose write the database's going away left unknown
     # Observed while this function runs (closed after); counted for the progress too.
-    pending = telemetry.Pending(name, wanted=documents.wanted)
+    pending = Pending(name, wanted=documents.wanted)
     blocked = _Blocked(engine)
     try:
         while not stop.is_set():

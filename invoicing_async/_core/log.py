@@ -33,7 +33,7 @@ __all__ = [
 
 #: The call being made in this task, if any: an object whose ``fields`` (a mapping of
 #: ``invoicing.*`` names to values) every record logged meanwhile carries (see
-#: :mod:`._telemetry`, which sets it).
+#: :mod:`.calls`, whose calls set it).
 current: contextvars.ContextVar[Any] = contextvars.ContextVar("invoicing_call", default=None)
 
 

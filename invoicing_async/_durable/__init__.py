@@ -7,6 +7,6 @@ machine's outbox (:mod:`.sqlite`), PostgreSQL (:mod:`.postgres`: the only import
 asyncpg), the claims' side of a store (:mod:`.store`), documents made ready for an
 outbox (:mod:`.enqueue`) and deferred sales as rows beside entries (:mod:`.deferrals`).
 
-May import: the folders below it (``_core``, ``_doc``, ``_obs``, ``_io``, ``_send``),
+May import: the folders below it but ``_obs`` (``_core``, ``_doc``, ``_io``, ``_send``),
 sqlite3, asyncpg.
 """

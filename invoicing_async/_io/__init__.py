@@ -6,5 +6,6 @@ stores (:mod:`.tokencache`, :mod:`.tokenstore`, :mod:`._sharedtoken`, Redis in
 an operation's, a token grant's), the channel of one issuer (:mod:`.channel`: its
 credentials, its tokens, one request) and the channels of many (:mod:`.issuers`).
 
-May import: the folders below it (``_core``, ``_doc``, ``_obs``), aiohttp, redis.
+May import: ``_core`` and ``_doc``, aiohttp, redis; never ``_obs``: what telemetry sees
+is told as events (:mod:`invoicing_async._core.calls`).
 """

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from invoicing_async._core import calls
 from invoicing_async._core import protocol as proto
 from invoicing_async._core.errors import (
     AuthenticationError,
@@ -33,7 +34,6 @@ from invoicing_async._core.redact import found_in, needles, redact_error, redact
 from invoicing_async._core.retry import within
 from invoicing_async._core.safety import Safety
 from invoicing_async._core.unauthorized import TokenRetries
-from invoicing_async._obs import telemetry
 
 from .loop import Named, drive
 from .tokencache import CredentialsKey, TokenCache, Tokens
@@ -280,7 +280,7 @@ class Channel:
             if offered is None or not retries.again(token.value, offered.value, forced=forced):
                 break
             auth_log.debug("401: retrying with an access token")
-            telemetry.retried("token refused")
+            calls.retried("token refused")
             token = offered
             if leaving is not None:
                 leaving()
@@ -385,7 +385,7 @@ class Channel:
         )
         grant = "client_credentials" if refresh_with is None else "refresh_token"
         fields = {"invoicing.issuer": self._client_id, "invoicing.grant": grant}
-        with telemetry.calling("invoicing.token", "token", fields) as call:
+        with calls.calling("invoicing.token", "token", fields) as call:
             end = await drive(
                 attempts,
                 attempt,

@@ -10,8 +10,8 @@ that no worker sleeps. What to send, and what the answer is, are the caller's
 :mod:`invoicing_async._send.operations` for the other operations, :mod:`.channel` for
 token grants); *whether* to go on is the core's alone. It lives with the wire, below the
 sending folder, because a token grant runs it too. Every retry and every ending is
-logged here, once, with its fields as ``extra``; every retry is also counted and marked
-on the call's span (:mod:`invoicing_async._obs.telemetry`).
+logged here, once, with its fields as ``extra``; every retry is also told to the call's
+observers (:func:`invoicing_async._core.calls.waited`: counted, marked on its span).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from invoicing_async._core import calls
 from invoicing_async._core.errors import InvoicingError
 from invoicing_async._core.machine import End, Wait
 from invoicing_async._core.outcomes import OutcomeStatus
-from invoicing_async._obs import telemetry
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -94,7 +94,7 @@ async def step(
                 decision.seconds,
                 extra={**subject.fields, "invoicing.attempt": attempts.attempts},
             )
-        telemetry.waited(decision)
+        calls.waited(decision)
     return decision
 
 

@@ -6,7 +6,7 @@ head, one request per connection, so that a flood of the port costs the worker n
 its descriptors, threads or sending):
 
 * ``/metrics``: the process's metrics in Prometheus' text format (``prometheus_client``
-  reading the OpenTelemetry SDK's meter provider, which :mod:`._telemetry` configures);
+  reading the OpenTelemetry SDK's meter provider, which :mod:`.metrics` configures);
 * ``/healthz``: liveness, whether the worker can still do its job: ``200`` while the
   event loop it was started from answers (a call scheduled on the loop runs within
   :data:`LIVENESS_TIMEOUT`) and the process has descriptors to spare (at least
@@ -51,8 +51,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from invoicing_async._obs import telemetry as _telemetry
-
+from . import hooks as _hooks
+from . import metrics as _metrics
 from ._http import BACKLOG, Answer, HttpPort, Request, check_limits, plain
 
 if TYPE_CHECKING:
@@ -189,8 +189,9 @@ def serve_metrics(
     try:
         import prometheus_client  # noqa: PLC0415  (the prometheus extra)
     except ImportError as exc:
-        raise ImportError(_telemetry.PROMETHEUS_MISSING.format(exc.name)) from None
-    _telemetry.export_for_prometheus()
+        raise ImportError(_metrics.PROMETHEUS_MISSING.format(exc.name)) from None
+    _metrics.export_for_prometheus()
+    _hooks.install()  # the library's calls are measured from now on
     try:
         loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:

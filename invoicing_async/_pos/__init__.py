@@ -5,5 +5,6 @@ sale that never left (:mod:`._stamp`), the outbox as a till uses it (:mod:`._out
 whether the provider is down (:mod:`._provider`), the drainer (:mod:`._drainer`) and
 what the application is told (:mod:`.records`).
 
-May import: every folder below it.
+May import: every folder below it but ``_obs``: what telemetry sees is told as events
+(:mod:`invoicing_async._core.calls`), the backlog's gauges too.
 """

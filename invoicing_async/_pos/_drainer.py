@@ -17,11 +17,11 @@ import time
 from typing import TYPE_CHECKING
 
 from invoicing_async._client.worker import run_worker
+from invoicing_async._core import calls
 from invoicing_async._core.errors import InvoicingError, LedgerError
 from invoicing_async._core.log import deferral as log
 from invoicing_async._core.outcomes import OutcomeStatus
 from invoicing_async._core.table import deferral as deferral_reason
-from invoicing_async._obs import telemetry
 from invoicing_async._send.journal import Ref
 
 from ._provider import wait_for
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
     from invoicing_async._client.engine import Engine
+    from invoicing_async._core.events import Watch
     from invoicing_async._core.outcomes import Outcome
     from invoicing_async._core.retry import RetryPolicy
     from invoicing_async._durable.deferrals import DeferralRecord
@@ -86,7 +87,7 @@ class Drainer:
         self._locked = False
         #: ``(count, oldest deferral's epoch seconds, parked)`` as last counted.
         self.backlog: tuple[int, float | None, int] = (0, None, 0)
-        self._gauges: telemetry.BacklogGauges | None = None
+        self._gauges: Watch | None = None
 
     # --- life ------------------------------------------------------------------------------
 
@@ -96,7 +97,7 @@ class Drainer:
             return
         self._tasks = [asyncio.ensure_future(self._drain())]
         if self._gauges is None:  # the backlog's gauges, while the drainer runs
-            self._gauges = telemetry.watch_backlog(repr(self._outbox), lambda: self.backlog[:2])
+            self._gauges = calls.watch_backlog(repr(self._outbox), lambda: self.backlog[:2])
         if self._on_outcome is not None:
             self._tasks.append(asyncio.ensure_future(self._deliver()))
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from invoicing_async._client.outbox import _till
 from invoicing_async._client.surface import engine_of
+from invoicing_async._core import calls
 from invoicing_async._core.errors import InvoicingError
 from invoicing_async._core.log import deferral as log
 from invoicing_async._core.outcomes import OutcomeStatus
@@ -43,7 +44,6 @@ from invoicing_async._doc.document import Prepared, SendOptions, identify
 from invoicing_async._doc.qr import _signed_url
 from invoicing_async._durable.deferrals import DeferralRecord
 from invoicing_async._durable.enqueue import Ready
-from invoicing_async._obs import telemetry
 
 from ._drainer import Drainer
 from ._provider import ProviderState
@@ -247,7 +247,7 @@ class Deferral:
 
     # --- the sale ------------------------------------------------------------------------
 
-    @telemetry.traced("invoicing.sale")
+    @calls.traced("invoicing.sale")
     async def submit_or_defer(
         self, document: Document, *, encrypted: bool = True, budget: float | None = None
     ) -> DocumentResult | DeferredReceipt:
@@ -287,7 +287,7 @@ class Deferral:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + budget
         key, identity = identify(document)  # an ambiguous sale: refused, before any receipt
-        telemetry.describe(key, identity)
+        calls.describe(key, identity.issuer)
         # Prepared even when it will not be sent now: a document that cannot be read or
         # encrypted (no usable provider key) is refused here, never deferred.
         body = await engine.prepare(document, encrypted=encrypted)
@@ -365,7 +365,7 @@ class Deferral:
         stored = await self._outbox.deferrals.defer(ready, deferred)
         if stored.final is not None:
             return _final(stored.final)
-        telemetry.deferred(reason.value)
+        calls.deferred(reason.value)
         if stored.fresh:
             log.info(
                 "invoice %s: deferred (%s)",

@@ -5,5 +5,6 @@ Owns: one document's delivery (:mod:`.delivery`), the provider's other operation
 and in-flight limit :mod:`._limiter`) and what a batch asks of a durable record
 (:mod:`.journal`). The loop every request runs is the wire's (:mod:`invoicing_async._io.loop`).
 
-May import: the folders below it (``_core``, ``_doc``, ``_obs``, ``_io``).
+May import: the folders below it but ``_obs`` (``_core``, ``_doc``, ``_io``): what
+telemetry sees is told as events (:mod:`invoicing_async._core.calls`).
 """

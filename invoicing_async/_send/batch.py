@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from invoicing_async._core import calls
 from invoicing_async._core.errors import InvoicingError, ValidationError
 from invoicing_async._core.log import delivery as log
 from invoicing_async._core.machine import End
@@ -58,7 +59,6 @@ from invoicing_async._doc.document import (
     send_options,
 )
 from invoicing_async._doc.pacer import Pacer
-from invoicing_async._obs import telemetry
 
 from ._lanes import Lane, Lanes, OneLane
 from .delivery import Delivery, Route
@@ -352,9 +352,7 @@ class Batch:
         self._lanes = self._new_lanes()
         self._outbox: asyncio.Queue[Any] = asyncio.Queue(self._workers * 2)
         reader, preparers = self._readers(documents)
-        self._telemetry = telemetry.BatchCall(
-            "invoicing.batch" if self._options.trace else None, {}
-        )
+        self._telemetry = calls.Batch("invoicing.batch" if self._options.trace else None, {})
         workers = [asyncio.ensure_future(self._work()) for _ in range(self._workers)]
         supervisor = asyncio.ensure_future(self._supervise(reader, preparers, workers))
         tasks = [reader, *preparers, *workers, supervisor]
@@ -828,7 +826,7 @@ class _Item:
     __slots__ = ("call", "delivery", "failure", "pending", "prepared", "started")
 
     def __init__(
-        self, pending: _Pending, prepared: Prepared, delivery: Delivery, call: telemetry.Call
+        self, pending: _Pending, prepared: Prepared, delivery: Delivery, call: calls.Call
     ) -> None:
         self.pending = pending
         self.prepared = prepared

@@ -25,6 +25,7 @@ from urllib.parse import quote
 
 import attrs
 
+from invoicing_async._core import calls
 from invoicing_async._core import protocol as proto
 from invoicing_async._core.errors import DuplicateDocumentError, ValidationError
 from invoicing_async._core.log import operations as log
@@ -34,7 +35,6 @@ from invoicing_async._core.redact import redact_json, redact_record
 from invoicing_async._core.safety import OPERATIONS, Safety, default_safety, operation_for, tighten
 from invoicing_async._doc.document import dumps
 from invoicing_async._io.loop import Named, drive
-from invoicing_async._obs import telemetry
 
 if TYPE_CHECKING:
     import os
@@ -230,7 +230,7 @@ async def ending(
         return _Answered(status, answer)
 
     fields = {"invoicing.operation": call.name, "invoicing.safety": call.safety.name.lower()}
-    with telemetry.calling(f"invoicing.{call.name}", "operation", fields) as made:
+    with calls.calling(f"invoicing.{call.name}", "operation", fields) as made:
         end = await drive(
             attempts, attempt, subject=Named(call.what, {"invoicing.operation": call.what}), log=log
         )

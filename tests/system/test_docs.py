@@ -53,6 +53,7 @@ EXECUTED = {
     "json_logging.py",
     "many_issuers.py",
     "documents.py",
+    "hooks.py",
 }
 
 
@@ -148,6 +149,13 @@ def test_operating_traces_run_as_a_script():
 def _without_ids(text: str) -> str:
     """Text with the run's own identities and errors left out (the port, the key)."""
     return re.sub(r"id:\S+|error\.type=\S+", "", text)
+
+
+async def test_a_hook_of_the_applications_counts_retries_outcomes_and_requests():
+    """The hooks guide's ``Stats``: a retry after a 503 counted by reason, each call's
+    outcome by call (a batch's documents through the batch's observer), each request's
+    status; the token request it chose not to observe told it nothing."""
+    await load("hooks").main()
 
 
 async def test_json_logging_records_carry_their_fields():

@@ -30,7 +30,7 @@ OWNERS = {
     "asyncpg": {"invoicing_async._durable.postgres"},
     "psycopg": {"invoicing_async._durable.postgres"},
     "segno": {"invoicing_async._doc.qr"},
-    "opentelemetry": {"invoicing_async._obs.telemetry"},
+    "opentelemetry": {"invoicing_async._obs.spans", "invoicing_async._obs.metrics"},
     "prometheus_client": {"invoicing_async._obs.server"},
 }
 
@@ -379,6 +379,24 @@ def test_no_arrow_climbs_the_order_of_the_folders():
         and ((theirs := _folder(imported)) is None or ORDER.index(theirs) > ORDER.index(mine))
     )
     assert climbing == []
+
+
+#: Folders that tell what telemetry sees as events (``invoicing_async._core.calls``): the
+#: client installs the hook that turns them into spans and metrics, they never import it.
+TELLING = ("_io", "_send", "_durable", "_pos")
+
+
+def test_the_wire_the_sending_the_records_and_the_sales_import_no_telemetry():
+    """``_io``, ``_send``, ``_durable`` and ``_pos`` import no ``_obs`` module (at run
+    time or for type checking): telemetry is hooked onto their events, not woven in."""
+    reaching = sorted(
+        f"{importer} -> {imported}"
+        for importer, targets in CLIENT_GRAPH.items()
+        if _folder(importer) in TELLING
+        for imported in targets
+        if _folder(imported) == "_obs"
+    )
+    assert reaching == []
 
 
 def test_no_folder_imports_another_folders_private_module():
