@@ -46,8 +46,7 @@ from ._core.problems import Problem, Severity
 from ._doc import amounts as _amounts
 from ._doc import checked as _checked
 from ._doc import typedjson as _docjson
-from ._doc.checked import Checked
-from ._doc.document import checked
+from ._doc.checked import Checked, checked
 from ._doc.types import (
     Address,
     Classification,

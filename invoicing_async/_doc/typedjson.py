@@ -20,11 +20,12 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from invoicing_async._core.convert import causes, structure_str_or_int
-from invoicing_async._core.errors import AmbiguousDocumentError
+from invoicing_async._core.errors import AmbiguousDocumentError, ValidationError
 from invoicing_async._doc import types as _doctypes
 
 from .binding import Repeated, same, suspect, twins
-from .fields import field, first
+from .document import Identity, Kind, keyed, register_kind
+from .fields import field, first, tin
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -484,3 +485,21 @@ def document_from_json(
         raise ValueError(f"not a {cls.__name__}: {exc}") from None
     except cattrs.BaseValidationError as exc:
         raise ValueError(f"not a {cls.__name__}: {'; '.join(causes(exc))}") from None
+
+
+def _plain(document: _doctypes.DocumentBase, _subject: str) -> dict[str, Any]:
+    """What is sent of a typed document: its JSON."""
+    try:
+        return document_to_json(document)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"the document cannot be written as JSON: {exc}") from None
+
+
+def _described(document: _doctypes.DocumentBase) -> tuple[str, Identity]:
+    """A typed document's key and identity: its fields'."""
+    issuer = document.issuer
+    vat = tin(issuer.vat) if isinstance(issuer, _doctypes.Party) else None
+    return keyed(document.series, document.number, document.internal_id, vat, document)
+
+
+register_kind(_doctypes.DocumentBase, Kind(_plain, _described))
