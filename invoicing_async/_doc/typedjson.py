@@ -30,19 +30,7 @@ from .fields import field, first, tin
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["document_from_json", "document_to_json", "refuse_twins"]
-
-#: The typed documents' converter: amounts read as the fields read them (a float by its
-#: shortest text), written as JSON numbers.
-_documents = cattrs.Converter(forbid_extra_keys=False)
-_documents.register_structure_hook(decimal.Decimal, lambda value, _: _doctypes.decimal_of(value))
-_documents.register_unstructure_hook(decimal.Decimal, float)
-_documents.register_unstructure_hook(dt.date, dt.date.isoformat)
-_documents.register_unstructure_hook(dt.datetime, dt.datetime.isoformat)
-_documents.register_structure_hook_func(
-    lambda kind: kind == Mapping[str, Any],
-    lambda value, _: value if value.__class__ is Written else dict(value),
-)
+__all__ = ["Written", "document_from_json", "document_to_json", "make_converter", "refuse_twins"]
 
 #: Members of a document that sit in objects the model has no class for: the field, the
 #: object and the member (``DistributionDetails.InternalDocumentId``).
@@ -63,10 +51,6 @@ def _structure_issued(value: Any, _: Any) -> dt.datetime | dt.date | str:
     if not isinstance(value, str):
         raise TypeError(f"expected an ISO 8601 date or date-time, got {type(value).__name__}")
     return _doctypes.issued_of(value)
-
-
-_documents.register_structure_hook(dt.datetime | dt.date | str, _structure_issued)
-_documents.register_structure_hook(str | int, structure_str_or_int)
 
 
 def _wire_names(cls: type) -> dict[str, str]:
@@ -105,7 +89,7 @@ class Written(dict):  # type: ignore[type-arg]
 _TYPE, _PARENT = "#type", "#parent"
 
 
-def _unstructure_factory(cls: type) -> Callable[[Any], dict[str, Any]]:
+def _unstructure_factory(cls: type, converter: cattrs.Converter) -> Callable[[Any], dict[str, Any]]:
     """Write ``cls`` by its wire names; ``None`` fields left out, ``extra`` merged in."""
     overrides: dict[str, Any] = {
         attribute.name: override(
@@ -115,7 +99,7 @@ def _unstructure_factory(cls: type) -> Callable[[Any], dict[str, Any]]:
         )
         for attribute in attrs.fields(cls)
     }
-    write: Callable[[Any], dict[str, Any]] = make_dict_unstructure_fn(cls, _documents, **overrides)
+    write: Callable[[Any], dict[str, Any]] = make_dict_unstructure_fn(cls, converter, **overrides)
     nested = issubclass(cls, _doctypes.DocumentBase)
     wires = _wire_names(cls)
 
@@ -343,7 +327,7 @@ def _write_document(document: _doctypes.DocumentBase, out: dict[str, Any]) -> se
     return parents
 
 
-def _structure_factory(cls: type) -> Callable[[Any, Any], Any]:
+def _structure_factory(cls: type, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
     """Read ``cls`` from its wire names in any case; other members kept in ``extra``.
 
     How the object was written is kept beside (:class:`Written`). A document's nested
@@ -352,7 +336,7 @@ def _structure_factory(cls: type) -> Callable[[Any, Any], Any]:
     the class's own.
     """
     names = {wire.lower(): name for name, wire in _wire_names(cls).items() if "." not in wire}
-    read: Callable[[Mapping[str, Any], Any], Any] = make_dict_structure_fn(cls, _documents)
+    read: Callable[[Mapping[str, Any], Any], Any] = make_dict_structure_fn(cls, converter)
     document = issubclass(cls, _doctypes.DocumentBase)
 
     def structure(data: Any, _: Any) -> Any:
@@ -429,10 +413,39 @@ _WIRES = {
     for wire in _wire_names(cls).values()
     for part in (wire, *wire.split("."))
 } | {"InvoiceTypeCode"}
-_documents.register_unstructure_hook_factory(
-    lambda cls: cls in _DOCUMENT_CLASSES, _unstructure_factory
-)
-_documents.register_structure_hook_factory(lambda cls: cls in _DOCUMENT_CLASSES, _structure_factory)
+
+
+def make_converter() -> cattrs.Converter:
+    """The typed documents' JSON: each class of :mod:`.types` by its fields' wire names.
+
+    Amounts read as the fields read them (a float by its shortest text) and written as
+    JSON numbers; names read in any case; unknown members kept in each object's
+    ``extra``, and how each object was written (:class:`Written`), written back so. The
+    classes are found in :mod:`.types` when it is made: a class added there is read
+    and written so too.
+    """
+    converter = cattrs.Converter(forbid_extra_keys=False)
+    converter.register_structure_hook(decimal.Decimal, lambda value, _: _doctypes.decimal_of(value))
+    converter.register_unstructure_hook(decimal.Decimal, float)
+    converter.register_unstructure_hook(dt.date, dt.date.isoformat)
+    converter.register_unstructure_hook(dt.datetime, dt.datetime.isoformat)
+    converter.register_structure_hook_func(
+        lambda kind: kind == Mapping[str, Any],
+        lambda value, _: value if value.__class__ is Written else dict(value),
+    )
+    converter.register_structure_hook(dt.datetime | dt.date | str, _structure_issued)
+    converter.register_structure_hook(str | int, structure_str_or_int)
+    converter.register_unstructure_hook_factory(
+        lambda cls: cls in _DOCUMENT_CLASSES, lambda cls: _unstructure_factory(cls, converter)
+    )
+    converter.register_structure_hook_factory(
+        lambda cls: cls in _DOCUMENT_CLASSES, lambda cls: _structure_factory(cls, converter)
+    )
+    return converter
+
+
+#: The typed documents' converter (:func:`make_converter`).
+_documents = make_converter()
 
 
 def document_to_json(document: _doctypes.DocumentBase) -> dict[str, Any]:
