@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -102,14 +103,16 @@ def _unstructure_factory(cls: type, converter: cattrs.Converter) -> Callable[[An
     write: Callable[[Any], dict[str, Any]] = make_dict_unstructure_fn(cls, converter, **overrides)
     nested = issubclass(cls, _doctypes.DocumentBase)
     wires = _wire_names(cls)
+    models = _models(cls)
 
     def unstructure(value: Any) -> dict[str, Any]:
         out = write(value)
         extra = value.extra
         if extra.__class__ is Written:
-            return _as_written(value, out, extra, wires, document=nested)
+            return _as_written(value, out, extra, (wires, models), document=nested)
         if nested:  # a document: its type first, as the samples write it
-            _number(value, out["Details"], camel=False)
+            for position, line in enumerate(out["Details"], 1):
+                line.setdefault("LineNo", position)
             parents = _write_document(value, out)
             head = {"InvoiceTypeCode": value.type_code}
             out = _merged(head, {k: v for k, v in extra.items() if k not in parents}, out)
@@ -120,8 +123,24 @@ def _unstructure_factory(cls: type, converter: cattrs.Converter) -> Callable[[An
     return unstructure
 
 
+def _models(cls: type) -> frozenset[str]:
+    """The fields of ``cls`` whose values are typed objects (written by their own hooks)."""
+    names = "|".join(kind.__name__ for kind in _DOCUMENT_CLASSES)
+    classes = re.compile(rf"\b({names})\b")
+    return frozenset(
+        attribute.name
+        for attribute in attrs.fields(cls)
+        if classes.search(str(getattr(attribute.type, "__name__", attribute.type)))
+    )
+
+
 def _as_written(
-    value: Any, out: dict[str, Any], written: Written, wires: dict[str, str], *, document: bool
+    value: Any,
+    out: dict[str, Any],
+    written: Written,
+    fields: tuple[dict[str, str], frozenset[str]],
+    *,
+    document: bool,
 ) -> dict[str, Any]:
     """``value`` as the JSON it was read from (:class:`Written`), ``out`` its model's JSON.
 
@@ -130,37 +149,53 @@ def _as_written(
     JSON did not have: members of ``extra`` added since, the model's computed members
     (in camelCase if the object's names were).
     """
+    wires, models = fields
     result: dict[str, Any] = {}
     used: set[str] = set()
     camel = written.camel
+    loaded = written.loaded
     for key, name, raw in written.order:
         if name is None:
             if key in written:
                 result[key] = written[key]
+        elif name in wires:
+            wire = wires[name]
+            used.add(wire)
+            current = getattr(value, name)
+            was = loaded.get(name)
+            if (  # the common case, inline: a value as read, written as it was
+                current is not None
+                and name not in models
+                and current.__class__ is was.__class__
+                and current == was
+            ):
+                result[key] = list(raw) if raw.__class__ is list else raw
+            else:
+                _put(result, key, current, loaded=was, raw=raw, new=out.get(wire))
         elif name == _TYPE:
             result[key] = raw
         elif name == _PARENT:
             result[key] = _parent_as_written(value, written, raw, camel=camel)
             used.add(raw[0])
-        else:
-            wire = wires[name]
-            used.add(wire)
-            _put(
-                result,
-                key,
-                getattr(value, name),
-                loaded=written.loaded.get(name),
-                raw=raw,
-                new=out.get(wire),
-            )
     if document:
         result = _document_as_written(value, result, written, wires["lines"], used)
-    for key in written.keys() - result.keys() - used:
-        result[key] = written[key]  # put in extra since it was read
+    _added(result, out, written, used)
+    return result
+
+
+def _added(result: dict[str, Any], out: dict[str, Any], written: Written, used: set[str]) -> None:
+    """What the JSON read did not have, after what it had.
+
+    Members put in ``extra`` since, then the model's computed members (or given since),
+    spelled as the object's names are.
+    """
+    camel = written.camel
+    if written:
+        for key in written.keys() - result.keys() - used:
+            result[key] = written[key]  # put in extra since it was read
     for wire, item in out.items():
         if wire not in used:  # computed, or given since
             result[_spelled(wire, camel=camel)] = _camelled(item) if camel else item
-    return result
 
 
 def _document_as_written(
@@ -185,7 +220,10 @@ def _document_as_written(
 def _put(
     result: dict[str, Any], key: Any, current: Any, *, loaded: Any, raw: Any, new: Any
 ) -> None:
-    """Member ``key`` of a field: as written (``raw``) if its value is as read (``loaded``)."""
+    """Member ``key`` of a field: as written (``raw``) if its value is as read (``loaded``).
+
+    (:func:`_as_written` writes the common case itself.)
+    """
     if current is None:
         if raw is None:
             result[key] = None  # null kept
@@ -262,14 +300,16 @@ def _number(document: Any, lines: Any, *, camel: bool) -> None:
     for position, (line, out) in enumerate(zip(document.lines, lines, strict=False), 1):
         if line.line_no is not None or not isinstance(out, dict):
             continue
-        extra = line.extra
-        key = _spelled("LineNo", camel=camel)
-        if extra.__class__ is Written:
-            key = next(
-                (k for k, name, _raw in extra.order if name == "line_no"),
-                _spelled("LineNo", camel=extra.camel),
-            )
-        if str(out.get(key)) != str(position):
+        key = "LineNo" if "LineNo" in out else "lineNo" if "lineNo" in out else None
+        if key is None:  # another spelling, or none
+            extra = line.extra
+            spelled = _spelled("LineNo", camel=camel)
+            if extra.__class__ is Written:
+                spelled = _spelled("LineNo", camel=extra.camel)
+                spelled = next((k for k, n, _raw in extra.order if n == "line_no"), spelled)
+            key = spelled
+        number = out.get(key)
+        if (number != position or number.__class__ is not int) and str(number) != str(position):
             out[key] = position
 
 
