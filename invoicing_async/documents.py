@@ -51,8 +51,7 @@ from ._core.problems import Problem, Severity
 from ._doc import amounts as _amounts
 from ._doc import checked as _checked
 from ._doc import typedjson as _docjson
-from ._doc.checked import Checked
-from ._doc.document import checked
+from ._doc.checked import Checked, checked
 from ._doc.types import (
     Address,
     Classification,
@@ -153,11 +152,22 @@ def to_json(document: DocumentBase) -> dict[str, Any]:
     ``LineNo`` its position unless given), ``None`` fields left out, and each object's
     ``extra`` members written as they are.
 
+    A document read by :func:`from_json` is written as it was read: ``to_json(from_json(x))``
+    is ``x``, its members' names as spelled (PascalCase, camelCase, in any case), in
+    their order, each value the model still holds in the JSON type it was written in
+    (``"NetTotal": "197.03"`` stays text, ``1`` and ``589`` integers), ``null`` members
+    kept; only what the model computed where ``x`` had none is added, at the end of its
+    object, spelled as the object's names are (``vatAnalysis`` in a camelCase
+    document). How a document was written is no part of what it is (its equality, its
+    key); a copy (``attrs.evolve``) keeps it, a changed value written in its place, as
+    text or an integer where it was.
+
     :raises ~invoicing_async.AmbiguousDocumentError: an ``extra`` that holds a member
         the model writes (or another spelling of it: ``{"series": "B"}``) with another
         value; the document would say it twice.
 
     .. versionadded:: 0.5.0
+    .. versionchanged:: 0.5.0 a document read from JSON is written as it was read.
     """
     written = _docjson.document_to_json(document)
     _docjson.refuse_twins(written)

@@ -25,7 +25,8 @@ from invoicing_async._core.errors import (
 )
 from invoicing_async._core.outcomes import Outcome, OutcomeStatus
 from invoicing_async._core.retry import RetryPolicy
-from invoicing_async._doc.document import DEFAULT_MAX_DOCUMENT_SIZE, checked, document_key
+from invoicing_async._doc.checked import checked
+from invoicing_async._doc.document import DEFAULT_MAX_DOCUMENT_SIZE, document_key
 from invoicing_async._durable.ledger import Ledger
 
 from ._checking import add_check, report

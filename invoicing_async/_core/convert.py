@@ -1,16 +1,17 @@
-"""Conversion between plain JSON and the library's records.
+"""The formats of the library's records: one converter per format, as cattrs' ``preconf``.
 
-One private :class:`cattrs.Converter`, customised per type, so the rules live in one
-place: strict booleans (``"false"`` is not true), integers from ints or digit strings,
-timestamps in ISO 8601 with or without milliseconds and offset, statuses kept as text,
-unknown keys kept in ``extra``.
+* the provider's JSON (:func:`make_converter`, :data:`JSON`): its result records, read
+  with strict booleans, integers from ints or digit strings, timestamps in ISO 8601 with
+  or without milliseconds and offset, statuses kept as text, unknown keys in ``extra``;
+* stored dicts (:func:`make_stored_converter`, :data:`STORED`): what users, the command
+  line, the ledger and the outbox write and read (:func:`result_to_dict`,
+  :func:`error_to_dict`, :func:`outcome_to_dict` and their readers): plain JSON-able
+  dicts, stable across releases.
 
-The public functions (:func:`result_to_dict`, :func:`result_from_dict`,
-:func:`outcome_to_dict`, :func:`outcome_from_dict`) are what users, the command line and
-the journal write and read: plain JSON-able dicts, stable across releases.
-
-The typed documents' converter is :mod:`._docjson` (imported when a typed document is
-first used).
+Each converter registers its hooks per type; the hooks are this module's functions,
+which the package calls directly where it writes or reads one per document (a
+converter's dispatch would cost a call each). The third format, the typed documents'
+JSON, is :mod:`invoicing_async._doc.typedjson`'s: the core imports nothing optional.
 """
 
 from __future__ import annotations
@@ -31,11 +32,15 @@ from .outcomes import Outcome, OutcomeStatus
 from .problems import Problem, Severity
 
 __all__ = [
+    "JSON",
     "RECORDED_PROBLEMS",
+    "STORED",
     "causes",
     "error_from_dict",
     "error_to_dict",
     "format_timestamp",
+    "make_converter",
+    "make_stored_converter",
     "outcome_from_dict",
     "outcome_to_dict",
     "parse_timestamp",
@@ -142,14 +147,6 @@ def _structure_datetime(value: Any, _: Any) -> dt.datetime:
     return parse_timestamp(value)
 
 
-_converter = cattrs.Converter(forbid_extra_keys=False)
-_converter.register_structure_hook(bool, _structure_bool)
-_converter.register_structure_hook(int, _structure_int)
-_converter.register_structure_hook(str, _structure_str)
-_converter.register_structure_hook(str | int | None, structure_str_or_int)
-_converter.register_structure_hook(dt.datetime, _structure_datetime)
-_converter.register_unstructure_hook(dt.datetime, format_timestamp)
-
 # Fields the provider sends, with their wire names; raw_status and extra are ours.
 _WIRE = {
     field.name: _camel(field.name)
@@ -159,8 +156,26 @@ _WIRE = {
 _WIRE_LOWER = {wire.lower(): name for name, wire in _WIRE.items()}
 _AUTHORITY = "authority_data_response"
 
-# Keys are matched and renamed by result_from_json before the generated function runs.
-_structure_record = make_dict_structure_fn(DocumentResult, _converter)
+
+def make_converter() -> cattrs.Converter:
+    """The provider's JSON: its records (:class:`DocumentResult`) and their values.
+
+    Strict booleans (``"false"`` is not true), integers from ints or digit strings,
+    timestamps in ISO 8601 with or without milliseconds and offset (written as the
+    provider writes them), statuses kept as text, unknown keys kept in ``extra``; names
+    matched in any case. :func:`result_from_json` and :func:`result_to_json` are its
+    record's hooks, called directly where a record is read or written per document.
+    """
+    converter = cattrs.Converter(forbid_extra_keys=False)
+    converter.register_structure_hook(bool, _structure_bool)
+    converter.register_structure_hook(int, _structure_int)
+    converter.register_structure_hook(str, _structure_str)
+    converter.register_structure_hook(str | int | None, structure_str_or_int)
+    converter.register_structure_hook(dt.datetime, _structure_datetime)
+    converter.register_unstructure_hook(dt.datetime, format_timestamp)
+    converter.register_structure_hook(DocumentResult, lambda data, _: result_from_json(data))
+    converter.register_unstructure_hook(DocumentResult, result_to_json)
+    return converter
 
 
 def result_from_json(data: dict[str, Any]) -> DocumentResult:
@@ -199,7 +214,7 @@ def result_from_json(data: dict[str, Any]) -> DocumentResult:
     fields["status"] = status
     fields["raw_status"] = raw_status
     fields["extra"] = extra
-    return _structure_record(fields, DocumentResult)
+    return _record(fields, DocumentResult)
 
 
 # Read directly rather than through a generated function: several times faster, and the
@@ -216,13 +231,19 @@ def result_to_json(result: DocumentResult) -> dict[str, Any]:
     if result.date_issued is not None:
         out[_WIRE["date_issued"]] = format_timestamp(result.date_issued)
     if result.authority_data_response is not None:
-        out[_WIRE[_AUTHORITY]] = _converter.unstructure(result.authority_data_response)
+        out[_WIRE[_AUTHORITY]] = JSON.unstructure(result.authority_data_response)
     if result.raw_status is not None:
         out["status"] = result.raw_status
     elif result.status is not None:
         out["status"] = result.status.value
     out.update(result.extra)
     return out
+
+
+#: The provider's JSON (:func:`make_converter`).
+JSON = make_converter()
+# Keys are matched and renamed by result_from_json before the generated function runs.
+_record = make_dict_structure_fn(DocumentResult, JSON)
 
 
 def result_to_dict(result: DocumentResult) -> dict[str, Any]:
@@ -445,3 +466,34 @@ def outcome_from_dict(data: Mapping[str, Any]) -> Outcome:
         attempts=int(data.get("attempts") or 0),
         replayed=data.get("replayed") is True,
     )
+
+
+def make_stored_converter() -> cattrs.Converter:
+    """Stored dicts: what users, the command line, the ledger and the outbox write and read.
+
+    Plain JSON-able dicts, stable across releases (files written by earlier versions
+    read): a record as the provider's own (:func:`result_to_dict`), an error as its
+    class name and data (:func:`error_to_dict`), an outcome (:func:`outcome_to_dict`);
+    each type's hooks are the functions of this module, called directly where a row is
+    written per document.
+    """
+    converter = cattrs.Converter()
+    converter.register_unstructure_hook(DocumentResult, result_to_dict)
+    converter.register_structure_hook(DocumentResult, lambda data, _: result_from_dict(data))
+    converter.register_unstructure_hook_func(_is_error, error_to_dict)
+    converter.register_structure_hook_func(_is_error, lambda data, _: error_from_dict(data))
+    # By a predicate: registering the class would resolve its annotations, which name
+    # types it imports only to be checked.
+    converter.register_unstructure_hook_func(lambda cls: cls is Outcome, outcome_to_dict)
+    converter.register_structure_hook_func(
+        lambda cls: cls is Outcome, lambda data, _: outcome_from_dict(data)
+    )
+    return converter
+
+
+def _is_error(cls: Any) -> bool:
+    return isinstance(cls, type) and issubclass(cls, _errors.InvoicingError)
+
+
+#: Stored dicts (:func:`make_stored_converter`).
+STORED = make_stored_converter()

@@ -15,7 +15,6 @@ field: for JSON given to :func:`problems_of`, and to the command's readers.
 from __future__ import annotations
 
 import json
-import math
 import operator
 import sys
 from collections.abc import Mapping
@@ -28,12 +27,14 @@ from invoicing_async._core.problems import SOURCES, Problem, twin_problem
 
 from .binding import loads, suspect, twins
 from .checks import check_document, errors_of
-from .fields import text_of
+from .document import Checked, Kind, Submission, describe, register_kind
+from .fields import Digits, too_long_in
 from .types import DocumentBase, Line, Party, Summaries
 
 __all__ = [
     "Checked",
     "ambiguities",
+    "checked",
     "hostile_json",
     "problems_of",
     "readable",
@@ -42,15 +43,31 @@ __all__ = [
 ]
 
 
-@attrs.frozen(slots=True)
-class Checked:
-    """A document checked before it is sent (see :func:`invoicing_async.documents.checked`).
+def checked(document: Any) -> Any:
+    """``document`` marked to be checked where it is sent (a ``Submission``'s too).
 
-    Its identity is the document's; serialising it raises
-    :class:`~invoicing_async.InvalidDocumentError` when the provider would refuse it.
+    Its identity is the document's. When it is serialised to be sent (a single call,
+    a batch, a deferred sale), a document the provider would refuse raises
+    :class:`~invoicing_async.InvalidDocumentError` instead: in a batch, its outcome is
+    refused and nothing is sent; the other documents go on. ``map(checked, documents)``
+    checks a batch.
+
+    .. versionadded:: 0.5.0
     """
+    if isinstance(document, Submission):
+        return attrs.evolve(document, document=checked(document.document))
+    if isinstance(document, Checked):
+        return document
+    return Checked(document)
 
-    document: Any = attrs.field(repr=False)
+
+def _plain(document: Checked, subject: str) -> Any:
+    """What is sent of a checked document: the document, if the provider would take it."""
+    require_valid(document.document, subject=subject)
+    return document.document
+
+
+register_kind(Checked, Kind(_plain, lambda document: describe(document.document)))
 
 
 _NOT_AN_OBJECT = Problem("", "the document must be a JSON object", source=SOURCES["shape"])
@@ -127,51 +144,11 @@ def hostile_json(text: str | bytes, error: ValueError | RecursionError) -> Probl
     return Problem(field, message if field else f"the document {message}", source=_SHAPE)
 
 
-class _Digits(int):
-    """A number too long to be read as an integer, as the count of its digits."""
-
-    __slots__ = ()
-
-
 def _integer(digits: str) -> int:
     try:
         return int(digits)
     except ValueError:
-        return _Digits(len(digits.lstrip("-")))
-
-
-def too_long_in(value: Any) -> tuple[str, int] | None:
-    """The first integer in ``value`` of more digits than Python writes: its path, digits.
-
-    ``Details[0].NetTotal`` and ``1,000,001``; an int that is a :class:`_Digits` stands
-    for one that was not read. Looked for without recursion, the path made only for
-    the one found: time linear in ``value``, however deep.
-    """
-    limit = sys.get_int_max_str_digits()
-    stack: list[tuple[Any, Any]] = [(value, None)]  # (value, (parent's step, its key))
-    while stack:
-        item, step = stack.pop()
-        kind = item.__class__
-        if kind is _Digits:
-            return _path(step), int(item)
-        if kind is int and limit and item.bit_length() > limit * 3:  # 3.32 bits a digit
-            digits = math.floor(math.log10(abs(item))) + 1
-            if digits > limit:
-                return _path(step), digits
-        elif isinstance(item, Mapping):
-            stack.extend((inner, (step, key)) for key, inner in reversed(list(item.items())))
-        elif isinstance(item, (list, tuple)):
-            stack.extend((inner, (step, index)) for index, inner in reversed(list(enumerate(item))))
-    return None
-
-
-def _path(step: Any) -> str:
-    """``Details[0].NetTotal`` of the chain of (parent's step, key or index) ``step``."""
-    names: list[str] = []
-    while step is not None:
-        step, key = step
-        names.append(f"[{key}]" if key.__class__ is int else f".{text_of(key)[:100]}")
-    return "".join(reversed(names)).removeprefix(".")
+        return Digits(len(digits.lstrip("-")))
 
 
 _SHAPE = SOURCES["shape"]

@@ -1,9 +1,10 @@
 """A document's bytes and its identity.
 
 The library imposes no schema: a document is any JSON-serialisable mapping, a typed
-document (:mod:`invoicing_async.documents`, turned into its JSON here), or the exact
-bytes to send; a document marked :class:`~._checked.Checked` is checked here too, where
-it is serialised. Two questions are asked of it, and answered here only:
+document (:mod:`invoicing_async.documents`, turned into its JSON by the :class:`Kind`
+its module registers), or the exact bytes to send; a document marked
+:class:`~._checked.Checked` is checked here too, where it is serialised. Two questions
+are asked of it, and answered here only:
 
 * :func:`serialize_document`: which bytes go on the wire (compact UTF-8 JSON, or the
   caller's own bytes unchanged);
@@ -29,9 +30,9 @@ the sandbox's replies).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -45,31 +46,35 @@ from invoicing_async._core.errors import (
 )
 
 from .binding import suspect, twins, twins_of_text
-from .fields import folded, tin
+from .fields import folded, tin, too_long_in
 
 if TYPE_CHECKING:
     import datetime as dt
+    from collections.abc import Callable
     from typing import TypeAlias
 
     from invoicing_async._core.models import DocumentResult
 
-    from .checked import Checked
     from .types import DocumentBase
 
 __all__ = [
     "DEFAULT_MAX_DOCUMENT_SIZE",
+    "Checked",
     "Document",
     "Identity",
+    "Kind",
     "Prepared",
     "SendOptions",
     "Submission",
     "check_size",
-    "checked",
     "describe",
     "document_key",
     "dumps",
     "foreign_fields",
     "identify",
+    "keyed",
+    "kind_of",
+    "register_kind",
     "send_options",
     "serialize_document",
     "size_limit",
@@ -81,6 +86,53 @@ __all__ = [
 Document: TypeAlias = (
     "Mapping[str, Any] | DocumentBase | Checked | bytes | bytearray | memoryview | str"
 )
+
+
+@attrs.frozen(slots=True)
+class Checked:
+    """A document checked before it is sent (see :func:`invoicing_async.documents.checked`).
+
+    Its identity is the document's; serialising it raises
+    :class:`~invoicing_async.InvalidDocumentError` when the provider would refuse it.
+    """
+
+    document: Any = attrs.field(repr=False)
+
+
+@attrs.frozen(slots=True)
+class Kind:
+    """What is written and identified of a kind of document that is no mapping.
+
+    The modules that make such documents register theirs when they are loaded
+    (:func:`register_kind`: the typed documents' :mod:`.typedjson`, :mod:`.checked`):
+    this module imports none of them, and a client that sends dicts never loads them.
+    """
+
+    #: ``plain(document, subject)``: what is serialised (a mapping, bytes, or another
+    #: document of a registered kind). :raises InvoicingError: it is no document to send.
+    plain: Callable[[Any, str], Any]
+    #: ``describe(document)``: its key and identity (:func:`describe`).
+    describe: Callable[[Any], tuple[str, Identity]]
+
+
+#: The registered kinds, by class (a subclass found by its bases, then kept).
+_KINDS: dict[type, Kind] = {}
+
+
+def register_kind(cls: type, kind: Kind) -> None:
+    """Make documents of ``cls`` (and its subclasses) documents of ``kind``."""
+    _KINDS[cls] = kind
+
+
+def kind_of(document: Any) -> Kind | None:
+    """The registered kind of ``document``, ``None`` if it is of none."""
+    cls = document.__class__
+    kind = _KINDS.get(cls)
+    if kind is None:
+        kind = next((_KINDS[base] for base in cls.__mro__ if base in _KINDS), None)
+        if kind is not None:
+            _KINDS[cls] = kind
+    return kind
 
 
 def dumps(value: Any) -> bytes:
@@ -157,8 +209,6 @@ def serialize_document(
 
 def _too_long(document: Any) -> str | None:
     """Which field of ``document`` is an int of more digits than Python writes, if one is."""
-    from .checked import too_long_in  # noqa: PLC0415  (see _plain: only for a failure)
-
     found = too_long_in(document)
     if found is None:
         return None
@@ -195,22 +245,9 @@ def _plain(document: Any, subject: str) -> Any:
     :raises InvalidDocumentError: a checked document the provider would refuse.
     :raises ValidationError: anything else that is not a document.
     """
-    # Loaded with the first document that is no mapping: a client that sends dicts never
-    # imports the typed models.
-    from .checked import Checked, require_valid  # noqa: PLC0415
-    from .typedjson import document_to_json  # noqa: PLC0415
-    from .types import DocumentBase  # noqa: PLC0415
-
-    if isinstance(document, Checked):
-        document = document.document
-        require_valid(document, subject=subject)
-        if not isinstance(document, DocumentBase):
-            return document
-    if isinstance(document, DocumentBase):
-        try:
-            return document_to_json(document)
-        except (TypeError, ValueError) as exc:
-            raise ValidationError(f"the document cannot be written as JSON: {exc}") from None
+    kind = kind_of(document)
+    if kind is not None:
+        return kind.plain(document, subject)
     raise ValidationError(
         f"a document must be a mapping, a typed document or bytes, not {type(document).__name__}"
     )
@@ -384,24 +421,18 @@ def _describe(document: Any) -> tuple[str, Identity]:  # noqa: C901  (one hot pa
             vat = folded(issuer, "Vat")
         if not (vat.__class__ is str and vat.isdigit()):
             vat = tin(vat)
-    return _keyed(series, number, internal, vat, data)
+    return keyed(series, number, internal, vat, data)
 
 
 def _described_other(data: Any) -> tuple[str, Identity]:
     """A document that is not a mapping: checked, typed, or no object at all."""
-    from .checked import Checked  # noqa: PLC0415  (see _plain)
-    from .types import DocumentBase, Party  # noqa: PLC0415
-
-    if isinstance(data, Checked):
-        return _describe(data.document)
-    if isinstance(data, DocumentBase):
-        issuer = data.issuer
-        vat = tin(issuer.vat) if isinstance(issuer, Party) else None
-        return _keyed(data.series, data.number, data.internal_id, vat, data)
+    kind = kind_of(data)
+    if kind is not None:
+        return kind.describe(data)
     return _content_key(data), _NO_IDENTITY
 
 
-def _keyed(
+def keyed(
     series: Any, number: Any, internal: Any, vat: str | None, data: Any
 ) -> tuple[str, Identity]:
     """The key and identity of a document whose fields these are (``data``: the document)."""
@@ -419,12 +450,10 @@ def _keyed(
 
 
 def _content_key(data: Any) -> str:
-    # A typed document exists only once its module is loaded (see _plain).
-    doctypes = sys.modules.get(f"{__package__}.types")
-    if doctypes is not None and isinstance(data, doctypes.DocumentBase):
-        from .typedjson import document_to_json  # noqa: PLC0415
-
-        data = document_to_json(data)
+    kind = None if isinstance(data, Mapping) else kind_of(data)
+    if kind is not None:  # a typed document: its JSON's
+        with contextlib.suppress(InvoicingError, TypeError, ValueError):
+            data = kind.plain(data, "the document")
     try:
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
@@ -542,23 +571,3 @@ class Prepared:
         if self._digest is None:
             self._digest = hashlib.sha256(self._plain).hexdigest()
         return self._digest
-
-
-def checked(document: Any) -> Any:
-    """``document`` marked to be checked where it is sent (a ``Submission``'s too).
-
-    Its identity is the document's. When it is serialised to be sent (a single call,
-    a batch, a deferred sale), a document the provider would refuse raises
-    :class:`~invoicing_async.InvalidDocumentError` instead: in a batch, its outcome is
-    refused and nothing is sent; the other documents go on. ``map(checked, documents)``
-    checks a batch.
-
-    .. versionadded:: 0.5.0
-    """
-    from .checked import Checked  # noqa: PLC0415  (typed documents load with the first)
-
-    if isinstance(document, Submission):
-        return attrs.evolve(document, document=checked(document.document))
-    if isinstance(document, Checked):
-        return document
-    return Checked(document)

@@ -17,16 +17,32 @@ Reading is cheap for the canonical PascalCase document: the exact name is tried 
 That the exact name wins is sound because no document with two writings of one member
 holding different values is sent (:mod:`._binding`: refused where it is serialised or
 its text read).
+
+A number too long for Python to write as text is found where it is (:func:`too_long_in`),
+for the errors that name it.
 """
 
 from __future__ import annotations
 
 import decimal
+import math
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["field", "first", "first_named", "folded", "number", "path", "text_of", "tin"]
+__all__ = [
+    "Digits",
+    "field",
+    "first",
+    "first_named",
+    "folded",
+    "number",
+    "path",
+    "text_of",
+    "tin",
+    "too_long_in",
+]
 
 
 def field(mapping: Mapping[str, Any], name: str) -> Any:
@@ -166,3 +182,43 @@ def text_of(value: Any) -> str:
         if not isinstance(value, int):
             raise
         return f"<an integer of {value.bit_length():,} bits>"
+
+
+class Digits(int):
+    """A number too long to be read as an integer, as the count of its digits."""
+
+    __slots__ = ()
+
+
+def too_long_in(value: Any) -> tuple[str, int] | None:
+    """The first integer in ``value`` of more digits than Python writes: its path, digits.
+
+    ``Details[0].NetTotal`` and ``1,000,001``; an int that is a :class:`Digits` stands
+    for one that was not read. Looked for without recursion, the path made only for
+    the one found: time linear in ``value``, however deep.
+    """
+    limit = sys.get_int_max_str_digits()
+    stack: list[tuple[Any, Any]] = [(value, None)]  # (value, (parent's step, its key))
+    while stack:
+        item, step = stack.pop()
+        kind = item.__class__
+        if kind is Digits:
+            return _path(step), int(item)
+        if kind is int and limit and item.bit_length() > limit * 3:  # 3.32 bits a digit
+            digits = math.floor(math.log10(abs(item))) + 1
+            if digits > limit:
+                return _path(step), digits
+        elif isinstance(item, Mapping):
+            stack.extend((inner, (step, key)) for key, inner in reversed(list(item.items())))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((inner, (step, index)) for index, inner in reversed(list(enumerate(item))))
+    return None
+
+
+def _path(step: Any) -> str:
+    """``Details[0].NetTotal`` of the chain of (parent's step, key or index) ``step``."""
+    names: list[str] = []
+    while step is not None:
+        step, key = step
+        names.append(f"[{key}]" if key.__class__ is int else f".{text_of(key)[:100]}")
+    return "".join(reversed(names)).removeprefix(".")

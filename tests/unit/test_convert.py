@@ -252,3 +252,47 @@ def test_outcome_from_dict_refuses_what_is_not_an_outcome():
                  "status": "accepted"}):  # fmt: skip
         with pytest.raises(ValueError, match="not an outcome"):
             outcome_from_dict(data)
+
+
+# --- one converter per format -------------------------------------------------------------
+
+
+def test_each_format_has_one_converter_whose_hooks_are_its_functions():
+    """The provider's JSON and the stored dicts each have a converter (cattrs' preconf
+    shape: make_converter), registered per type: it writes and reads what the format's
+    functions do, an error by its own class."""
+    from invoicing_async import (  # noqa: PLC0415
+        DuplicateDocumentError,
+        Outcome,
+        OutcomeStatus,
+        TransportError,
+    )
+    from invoicing_async._core.convert import (  # noqa: PLC0415
+        JSON,
+        STORED,
+        error_from_dict,
+        error_to_dict,
+        make_converter,
+        make_stored_converter,
+        outcome_to_dict,
+        result_to_dict,
+    )
+
+    sent = {"mark": "400001000000001", "Status": "ACCEPTED", "dateIssued": "2026-11-22T09:15:30Z"}
+    record = result_from_json(sent)
+    for provider in (JSON, make_converter()):
+        assert provider.structure(sent, DocumentResult) == record
+        assert provider.unstructure(record) == result_to_json(record)
+    error = DuplicateDocumentError("a repeat", status=409, result=record)
+    outcome = Outcome(index=1, key="id:9", status=OutcomeStatus.DUPLICATE, error=error)
+    for stored in (STORED, make_stored_converter()):
+        assert stored.unstructure(record) == result_to_dict(record)
+        assert stored.unstructure(outcome) == outcome_to_dict(outcome)
+        back_outcome = stored.structure(outcome_to_dict(outcome), Outcome)
+        assert outcome_to_dict(back_outcome) == outcome_to_dict(outcome)  # errors: no ==
+        written = stored.unstructure(TransportError("reset", maybe_sent=False))
+        assert written == error_to_dict(TransportError("reset", maybe_sent=False))
+        back = stored.structure(written, TransportError)
+        assert type(back) is TransportError
+        assert back.maybe_sent is False
+        assert type(error_from_dict(stored.unstructure(error))) is DuplicateDocumentError
