@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from .common import Commands
 
-__all__ = ["DEPRECATED_COMMANDS", "register"]
+__all__ = ["DEPRECATED_COMMANDS", "register", "register_outbox"]
 
 _STATUSES = [*STATES, *(status.value for status in OutcomeStatus)]
 #: Old names of commands: they work, are not listed, and print a deprecation note.
@@ -260,8 +260,8 @@ def _add_ledger_command(commands: Commands, name: str) -> None:
         marker.set_defaults(handler=_mark)
 
 
-def register(commands: Commands) -> None:
-    """Add ``outbox`` (enqueue, status) and ``ledger`` (show, retry, forget)."""
+def register_outbox(commands: Commands) -> None:
+    """Add ``outbox`` (enqueue, status)."""
     outbox = commands.add_parser(
         "outbox",
         help="add documents to an outbox, or look one up",
@@ -299,6 +299,9 @@ def register(commands: Commands) -> None:
     add_ledger(status)
     status.set_defaults(handler=_status)
 
+
+def register(commands: Commands) -> None:
+    """Add ``ledger`` (show, retry, forget), and its old names hidden."""
     _add_ledger_command(commands, "ledger")
     for old in DEPRECATED_COMMANDS:
         _add_ledger_command(commands, old)
