@@ -38,8 +38,8 @@ if TYPE_CHECKING:
         UnknownOutcomeError,
         ValidationError,
     )
-    from ._core.models import AccessToken, DocumentResult, DocumentStatus
-    from ._core.outcomes import BatchProgress, Outcome, OutcomeStatus
+    from ._core.models import AccessToken, DocumentResult, DocumentStatus, OutcomeStatus
+    from ._core.outcomes import BatchProgress, Outcome
     from ._core.retry import RetryPolicy
     from ._core.safety import Safety
     from ._doc.document import Submission, document_key
@@ -136,7 +136,7 @@ _HOMES = {
     "MemoryTokenStore": "._io.tokenstore",
     "OperationResult": "._send.operations",
     "Outcome": "._core.outcomes",
-    "OutcomeStatus": "._core.outcomes",
+    "OutcomeStatus": "._core.models",
     "ProviderKey": "._doc.pgp",
     "ProviderKeyError": "._core.errors",
     "ProviderTimeoutError": "._core.errors",

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from ._main import main
+from .command import main
 
 __all__ = ["main"]

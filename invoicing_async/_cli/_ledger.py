@@ -1,11 +1,10 @@
-"""The ledger and outbox subcommands: ``outbox enqueue|status``, ``ledger``; ``worker``.
+"""The ledger and outbox subcommands: ``outbox enqueue|status``, ``ledger``.
 
 ``--ledger`` (or ``$INVOICING_LEDGER``) names a SQLite file or a ``postgresql://`` URL.
 Everything goes through the public API (:mod:`invoicing_async.outbox`,
-:class:`~invoicing_async.Ledger`); ``worker`` is :mod:`._worker`'s, listed here. Commands
-that read or mark entries never create a ledger: a mistyped path is an error, not an
-empty ledger. ``journal`` is the old name of ``ledger``, kept working (hidden) with a
-deprecation note.
+:class:`~invoicing_async.Ledger`); ``worker`` is :mod:`._worker`'s. Commands that read
+or mark entries never create a ledger: a mistyped path is an error, not an empty ledger.
+``journal`` is the old name of ``ledger``, kept working (hidden) with a deprecation note.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from invoicing_async._cli import _worker
 from invoicing_async._client.outbox import LedgerEntry, PostgresOutbox, open_outbox
 from invoicing_async._core.convert import outcome_to_dict
 from invoicing_async._core.errors import LedgerError
@@ -34,7 +32,7 @@ if TYPE_CHECKING:
 
     from .common import Commands
 
-__all__ = ["DEPRECATED_COMMANDS", "register"]
+__all__ = ["DEPRECATED_COMMANDS", "register", "register_outbox"]
 
 _STATUSES = [*STATES, *(status.value for status in OutcomeStatus)]
 #: Old names of commands: they work, are not listed, and print a deprecation note.
@@ -262,8 +260,8 @@ def _add_ledger_command(commands: Commands, name: str) -> None:
         marker.set_defaults(handler=_mark)
 
 
-def register(commands: Commands) -> None:
-    """Add ``outbox`` (enqueue, status), ``worker`` and ``ledger`` (show, retry, forget)."""
+def register_outbox(commands: Commands) -> None:
+    """Add ``outbox`` (enqueue, status)."""
     outbox = commands.add_parser(
         "outbox",
         help="add documents to an outbox, or look one up",
@@ -301,8 +299,9 @@ def register(commands: Commands) -> None:
     add_ledger(status)
     status.set_defaults(handler=_status)
 
-    _worker.register(commands)
 
+def register(commands: Commands) -> None:
+    """Add ``ledger`` (show, retry, forget), and its old names hidden."""
     _add_ledger_command(commands, "ledger")
     for old in DEPRECATED_COMMANDS:
         _add_ledger_command(commands, old)

@@ -3,7 +3,7 @@
 A module of subcommands exposes ``register(commands)``: it adds its parsers to
 ``commands`` (the ``add_subparsers`` object) and gives each a ``handler`` default, a
 function of the parsed arguments returning the exit status (a coroutine function is run
-with :func:`asyncio.run`). :mod:`._main` lists the modules; adding one is one line.
+with :func:`asyncio.run`). :mod:`.command` lists the modules; adding one is one line.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ methods written once (:mod:`.surface`), :class:`~invoicing_async.InvoicingClient
 (:mod:`.client`), :class:`~invoicing_async.IssuerPool` (:mod:`.pool`) with its
 credentials (:mod:`.credentials`, :mod:`.credfile`), the environment's configuration
 (:mod:`.env`), the blocking twins (:mod:`.blocking`), the outbox as an application uses
-it (:mod:`.outbox`), the worker that drains it (:mod:`.worker`, its claims
-:mod:`._claims`, its counts :mod:`.progress`).
+it (:mod:`.outbox`, and as a till uses it), the worker that drains it (:mod:`.worker`,
+its claims :mod:`._claims`, the issuers whose documents wait :mod:`._blocked`, its counts
+:mod:`.progress`).
 
 May import: every folder below it; the engine installs ``_obs``'s telemetry hook.
 """

@@ -51,7 +51,9 @@ if TYPE_CHECKING:
     from invoicing_async._obs.metrics import Pending
     from invoicing_async._send.batch import Batch
 
-__all__ = ["PUT_BACK", "Claims", "Hooks", "Rounds"]
+    from ._blocked import Blocked
+
+__all__ = ["PUT_BACK", "Claims", "Hooks"]
 
 #: Seconds a stopping worker gives its last writes (a claim it was making, the outcomes
 #: it knows, the entries it puts back) once its grace is over. A database that does not
@@ -61,7 +63,11 @@ PUT_BACK = 5.0
 
 
 class Hooks(Protocol):
-    """What the owner of a worker (the client's drainer of deferred sales) is told and asked."""
+    """What the owner of a worker (the client's drainer of deferred sales) is told and asked.
+
+    A protocol with one implementation, ``invoicing_async._pos._drainer.Drainer``: it
+    lives in ``_pos``, above this folder, which an import of it would climb to.
+    """
 
     async def before_send(self, ref: Ref) -> None:
         """A claimed entry is about to be sent: return when it may be."""
@@ -74,25 +80,6 @@ class Hooks(Protocol):
 
         Final, or parked until an explicit retry.
         """
-
-
-class Rounds(Protocol):
-    """What the feed asks the worker between claims (see ``_worker._Blocked``)."""
-
-    def observe(self, batch: Batch) -> None:
-        """Look at what the batch stopped (issuers whose documents now wait)."""
-
-    def outcome(self, outcome: Outcome) -> None:
-        """An entry's outcome, told as it is settled (before it is written back)."""
-
-    def skipped(self) -> Sequence[str]:
-        """The issuers whose entries are not claimed now."""
-
-    async def retry(self, batch: Batch) -> None:
-        """Have ``batch`` send again the issuers to try again now (their wait is over)."""
-
-    def woken(self) -> asyncio.Future[None] | None:
-        """Done when an issuer waiting may be tried again (its credentials changed)."""
 
 
 class _Pump:
@@ -162,7 +149,7 @@ class Claims:
         self._settling = _Pump(store.settle)
         self._settles: list[asyncio.Future[bool]] = []
         #: Told of every outcome as it settles (the worker's issuers that wait).
-        self._rounds: Rounds | None = None
+        self._rounds: Blocked | None = None
         #: Outcomes whose write failed as the database went away: written or not.
         self.unconfirmed = 0
         #: Entries marked sending in the outbox and not settled.
@@ -403,7 +390,7 @@ class Claims:
             raise self._failure
 
     async def feed(
-        self, batch: Batch, *, size: int, poll: float, stop_when_empty: bool, rounds: Rounds
+        self, batch: Batch, *, size: int, poll: float, stop_when_empty: bool, rounds: Blocked
     ) -> AsyncIterator[Submission]:
         """Claimed documents, as the batch asks for them.
 

@@ -13,10 +13,10 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from invoicing_async._core import protocol as proto
-from invoicing_async._io.channel import Channel
+from invoicing_async._io.channel import Channel, OneIssuer
 from invoicing_async._send import operations as ops
 
-from .engine import Engine, OneIssuer
+from .engine import Engine
 from .env import client_arguments
 from .surface import Submitter, bind
 

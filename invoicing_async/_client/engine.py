@@ -1,15 +1,17 @@
-"""The sending machinery behind a client or a pool: what the layers above them use.
+"""The sending machinery behind a client or a pool: the one place that builds its parts.
 
 An :class:`Engine` is what an :class:`~invoicing_async.InvoicingClient` (one issuer) or
 an :class:`~invoicing_async.IssuerPool` (many) is made of besides its typed methods
-(:mod:`._surface`): the transport, the :class:`~._prepare.Preparer` (the provider key,
-and where encryption runs), the default :class:`~invoicing_async.RetryPolicy` of single
-calls, the shared :class:`~invoicing_async.TokenCache`, and the issuers' channels
-(:class:`Channels`: one for a client, a resolver's for a pool). A
-:class:`~invoicing_async.Deferral`, an outbox worker and the command reach it with
-:func:`~._surface.engine_of` and use only the methods below:
+(:mod:`.surface`). :meth:`Engine.of` builds the parts and the engine holds them, as
+attributes the callers take what they need from: the :attr:`~Engine.transport`, the
+:attr:`~Engine.preparer` (the provider key, and where encryption runs), the shared
+:attr:`~Engine.cache` of tokens, and the issuers' :attr:`~Engine.channels` (a
+:class:`~invoicing_async._io.channel.Channels`: one issuer for a client, a resolver's
+for a pool); with them the default :class:`~invoicing_async.RetryPolicy` of single
+calls. A :class:`~invoicing_async.Deferral`, an outbox worker and the command reach it
+with :func:`~.surface.engine_of`; what it does with the parts:
 
-* :meth:`Engine.prepare`: a document's body, or why it cannot be sent;
+* :meth:`Engine.submit`: a single call, a document's record or its error raised;
 * :meth:`Engine.deliver`: send one prepared document to its issuer within a deadline and
   say its outcome (a single call, a sale);
 * :meth:`Engine.batch`: a batch of documents over a journal (a ledger's, opened by the
@@ -23,7 +25,7 @@ It knows no ledger and no outbox: what records a batch is handed to it as a jour
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from invoicing_async._core import calls
 from invoicing_async._core.errors import InvoicingError
@@ -37,7 +39,6 @@ from invoicing_async._doc.document import (
     size_limit,
 )
 from invoicing_async._doc.prepare import Preparer
-from invoicing_async._io.channel import Channel
 from invoicing_async._io.tokencache import TokenCache
 from invoicing_async._io.transport import DEFAULT_MAX_RESPONSE_SIZE, Transport
 from invoicing_async._obs.hooks import install as install_telemetry
@@ -53,13 +54,12 @@ if TYPE_CHECKING:
     from invoicing_async._core.outcomes import Outcome
     from invoicing_async._doc.document import Document, SendOptions
     from invoicing_async._doc.pgp import ProviderKey
-    from invoicing_async._doc.prepare import Body
+    from invoicing_async._io.channel import Channels
     from invoicing_async._io.transport import ClientSession
     from invoicing_async._send.batch import BatchOptions
-    from invoicing_async._send.delivery import Route
     from invoicing_async._send.journal import Journal
 
-__all__ = ["Channels", "ClientOptions", "Engine", "OneIssuer"]
+__all__ = ["ClientOptions", "Engine"]
 
 
 class ClientOptions(TypedDict, total=False):
@@ -91,46 +91,6 @@ class ClientOptions(TypedDict, total=False):
 _OPTIONS = ClientOptions.__optional_keys__
 
 
-class Channels(Protocol):
-    """Which channel sends a document of an issuer (see :mod:`._issuers`)."""
-
-    @property
-    def max_issuers(self) -> int:
-        """Idle issuers whose channel is kept at most (0: one issuer)."""
-
-    async def acquire(self, issuer: str | None) -> Channel:
-        """The channel of ``issuer``, kept until :meth:`release`.
-
-        ``None``: the document names no issuer.
-
-        :raises UnknownIssuerError: there are no credentials for it.
-        """
-
-    def release(self, channel: Channel) -> None:
-        """The caller is done with ``channel``."""
-
-
-class OneIssuer:
-    """A client's channels: its one channel, whatever issuer a document names.
-
-    A document of another issuer is sent with the client's credentials, as it always
-    was: the provider answers 401 when its VAT number does not match the API key.
-    """
-
-    #: One issuer: no idle ones are kept apart.
-    max_issuers = 0
-
-    def __init__(self, channel: Channel) -> None:
-        self.channel = channel
-
-    async def acquire(self, issuer: str | None) -> Channel:  # noqa: ARG002  (one issuer)
-        """The client's channel."""
-        return self.channel
-
-    def release(self, channel: Channel) -> None:
-        """Nothing to release."""
-
-
 class Engine:
     """The sending machinery of a client or a pool, as the layers above them use it."""
 
@@ -146,11 +106,15 @@ class Engine:
         owns_transport: bool = True,
     ) -> None:
         self.base_url = base_url
-        self._transport = transport
-        self._preparer = preparer
+        #: The connection pool every issuer shares.
+        self.transport = transport
+        #: Serialises and encrypts documents (the provider key, where encryption runs).
+        self.preparer = preparer
         self._retry = retry
-        self._cache = cache
-        self._channels = channels
+        #: The token cache every issuer shares.
+        self.cache = cache
+        #: Which channel sends a document of an issuer.
+        self.channels = channels
         self._owns_transport = owns_transport
         # Its calls' spans and metrics: the OpenTelemetry hook, installed once per process.
         install_telemetry()
@@ -199,7 +163,7 @@ class Engine:
         )
 
     def __repr__(self) -> str:
-        return f"<Engine {self._channels!r}>"
+        return f"<Engine {self.channels!r}>"
 
     def sharing(self, channels: Channels) -> Engine:
         """An engine of ``channels`` on this one's connections, cache and key.
@@ -208,10 +172,10 @@ class Engine:
         """
         return Engine(
             self.base_url,
-            self._transport,
-            self._preparer,
+            self.transport,
+            self.preparer,
             retry=self._retry,
-            cache=self._cache,
+            cache=self.cache,
             channels=channels,
             owns_transport=False,
         )
@@ -219,7 +183,7 @@ class Engine:
     async def close(self) -> None:
         """Close the connections, if this engine made them."""
         if self._owns_transport:
-            await self._transport.close()
+            await self.transport.close()
 
     def policy(self, retry: RetryPolicy | None, *, batch: bool) -> RetryPolicy:
         """The retry policy of a call: its own, else the default (one place decides).
@@ -230,34 +194,6 @@ class Engine:
         if retry is not None:
             return retry
         return RetryPolicy() if batch else self._retry
-
-    @property
-    def transport(self) -> Transport:
-        """The connection pool every issuer shares."""
-        return self._transport
-
-    @property
-    def cache(self) -> TokenCache:
-        """The token cache every issuer shares."""
-        return self._cache
-
-    @property
-    def channels(self) -> Channels:
-        """Which channel sends a document of an issuer."""
-        return self._channels
-
-    @property
-    def preparer(self) -> Preparer:
-        """Serialises and encrypts documents."""
-        return self._preparer
-
-    def ensure_usable(self) -> None:
-        """Raise :class:`~invoicing_async.ClientStateError` if nothing can be sent."""
-        self._transport.ensure_usable()
-
-    async def prepare(self, document: Any, *, encrypted: bool) -> Body:
-        """``(body, serialised document)``, or why the document cannot be sent."""
-        return await self._preparer.prepare_one(document, encrypted=encrypted)
 
     async def submit(
         self,
@@ -283,9 +219,9 @@ class Engine:
         with calls.calling("invoicing.submit", "document", fields):
             if refused is not None:
                 raise refused
-            self.ensure_usable()
+            self.transport.ensure_usable()
             deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
-            body = await self._preparer.prepare_one(document, encrypted=options.encrypted)
+            body = await self.preparer.prepare_one(document, encrypted=options.encrypted)
             if isinstance(body, InvoicingError):
                 raise body
             prepared = Prepared(key, identity, body[0], options, plain=body[1])
@@ -313,7 +249,7 @@ class Engine:
             bounds that hangs is cut off then, and the outcome is what it was.
         :raises UnknownIssuerError: no credentials for the document's issuer.
         """
-        channel = await self._channels.acquire(prepared.identity.issuer)
+        channel = await self.channels.acquire(prepared.identity.issuer)
         delivery = Delivery(
             prepared.key,
             0,
@@ -328,38 +264,14 @@ class Engine:
                 return await run
             return await _cut_off(delivery, run, deadline, grace)
         finally:
-            self._channels.release(channel)
-
-    @property
-    def limit(self) -> int:
-        """The connection pool size (0: unlimited)."""
-        return self._transport.limit
-
-    @property
-    def idle_routes(self) -> int:
-        """Idle issuers a batch keeps its lanes of (as many as the pool keeps idle)."""
-        return self._channels.max_issuers
-
-    @property
-    def per_issuer(self) -> bool:
-        """Whether documents go to the issuers they name (a pool), not one issuer."""
-        return not isinstance(self._channels, OneIssuer)
-
-    async def acquire(self, issuer: str | None) -> Channel:
-        """The channel of ``issuer``'s documents (see :class:`Channels`)."""
-        return await self._channels.acquire(issuer)
-
-    def release(self, route: Route) -> None:
-        """A batch no longer sends through ``route`` (a channel of this engine)."""
-        assert isinstance(route, Channel)  # noqa: S101  (acquire gives channels)
-        self._channels.release(route)
+            self.channels.release(channel)
 
     def batch(self, options: BatchOptions, journal: Journal | None) -> Batch:
         """A batch of documents over ``journal`` (``None``: no journal)."""
-        preparer, limit = self._preparer, options.max_document_size
+        preparer, limit = self.preparer, options.max_document_size
         if limit is not None and limit != preparer.max_document_size:  # the batch's own
             preparer = Preparer(preparer.provider_key, preparer.executor, size_limit(limit))
-        return Batch(preparer, self, options, journal)
+        return Batch(preparer, self.transport, self.channels, options, journal)
 
     async def signer(self, issuer: str | None) -> Callable[[str], str]:
         """What signs an offline QR url with ``issuer``'s API key (see :mod:`~invoicing_async.qr`).
@@ -368,8 +280,8 @@ class Engine:
 
         :raises UnknownIssuerError: no credentials for ``issuer``.
         """
-        channel = await self._channels.acquire(issuer)
-        self._channels.release(channel)
+        channel = await self.channels.acquire(issuer)
+        self.channels.release(channel)
         return channel.offline_signature
 
 

@@ -461,11 +461,12 @@ class SqliteOutbox(_Outbox):
         return await self.ledger.forget(keys, issuer=issuer)
 
 
-class _Till:
+class Till:
     """An outbox as a till uses it: the deferrals beside its entries, and its worker.
 
-    What a :class:`~invoicing_async.Deferral` and its drainer need of an outbox
-    (:class:`~invoicing_async._deferred.TillOutbox`); made by :func:`_till`.
+    What a :class:`~invoicing_async.Deferral` and its drainer need of an outbox (a
+    :class:`SqliteOutbox`, a :class:`PostgresOutbox`, or a SQLite file path): this
+    module alone knows its classes' storage. Made by :func:`_till`.
     """
 
     def __init__(self, outbox: SqliteOutbox | PostgresOutbox, *, owned: bool) -> None:
@@ -508,15 +509,15 @@ class _Till:
         await self._outbox._unlock()  # noqa: SLF001  (this module's class)
 
 
-def _till(outbox: SqliteOutbox | PostgresOutbox | str | os.PathLike[str]) -> _Till:
+def _till(outbox: SqliteOutbox | PostgresOutbox | str | os.PathLike[str]) -> Till:
     """The till's view of ``outbox`` (an outbox object, or a SQLite file path).
 
     :raises TypeError: ``outbox`` is none of these.
     """
     if isinstance(outbox, (str, os.PathLike)):
-        return _Till(SqliteOutbox(outbox), owned=True)
+        return Till(SqliteOutbox(outbox), owned=True)
     if isinstance(outbox, (SqliteOutbox, PostgresOutbox)):
-        return _Till(outbox, owned=False)
+        return Till(outbox, owned=False)
     raise TypeError(
         f"outbox must be a SqliteOutbox, a PostgresOutbox or a file path, not {outbox!r}"
     )

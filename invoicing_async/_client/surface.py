@@ -302,7 +302,7 @@ class Submitter:
         async with contextlib.AsyncExitStack() as stack:
             journal: Journal | None = None
             if ledger is not None:  # opened here: the engine knows no ledger
-                engine.ensure_usable()  # before the ledger is locked
+                engine.transport.ensure_usable()  # before the ledger is locked
                 resend = options.retry.resend_ambiguous
                 journal = await stack.enter_async_context(
                     ledger_journal(ledger, resend_ambiguous=resend)

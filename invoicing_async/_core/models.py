@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["AccessToken", "DocumentResult", "DocumentStatus"]
+__all__ = ["AccessToken", "DocumentResult", "DocumentStatus", "OutcomeStatus"]
 
 
 class DocumentStatus(enum.Enum):
@@ -34,6 +34,28 @@ class DocumentStatus(enum.Enum):
 
     #: The specification's only value: "no processing status given", not "not committed".
     UNKNOWN = "UNKNOWN"
+
+
+class OutcomeStatus(enum.Enum):
+    """How one document of a batch ended.
+
+    ``ACCEPTED`` and ``DUPLICATE`` mean the provider holds the document (``Outcome.ok``).
+    """
+
+    #: 201, or a 409 answering this batch's own earlier attempt whose response was lost.
+    ACCEPTED = "accepted"
+    #: 409 on the first attempt: the document was sent before this batch.
+    DUPLICATE = "duplicate"
+    #: A definite refusal of the document (400, 413, 422, a document that cannot be
+    #: serialised). Never a 401 or 403: credentials are not the document's fault.
+    REJECTED = "rejected"
+    #: It may or may not have been committed: retries were exhausted on an ambiguous failure.
+    UNKNOWN = "unknown"
+    #: Certainly not committed, but not refused either: every attempt failed before reaching
+    #: the provider (connection refused, rate limited), the provider refused the
+    #: credentials rather than the document (401/403), or the deadline or retry budget ran
+    #: out before it was sent. Safe to submit again later.
+    NOT_SENT = "not_sent"
 
 
 @attrs.frozen(kw_only=True)

@@ -1,15 +1,19 @@
 """What the library tells about a document: its one truthful :class:`Outcome`.
 
+Its five endings, :class:`~.models.OutcomeStatus`, are a record of their own (the
+decision table names them without the outcome), and are imported from here too.
+
 How it retries to get one is :mod:`._retry` (the policy) and :mod:`._decision` (the
 rules).
 """
 
 from __future__ import annotations
 
-import enum
 from typing import TYPE_CHECKING
 
 import attrs
+
+from .models import OutcomeStatus
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -18,28 +22,6 @@ if TYPE_CHECKING:
     from .models import DocumentResult
 
 __all__ = ["BatchProgress", "Outcome", "OutcomeStatus"]
-
-
-class OutcomeStatus(enum.Enum):
-    """How one document of a batch ended.
-
-    ``ACCEPTED`` and ``DUPLICATE`` mean the provider holds the document (``Outcome.ok``).
-    """
-
-    #: 201, or a 409 answering this batch's own earlier attempt whose response was lost.
-    ACCEPTED = "accepted"
-    #: 409 on the first attempt: the document was sent before this batch.
-    DUPLICATE = "duplicate"
-    #: A definite refusal of the document (400, 413, 422, a document that cannot be
-    #: serialised). Never a 401 or 403: credentials are not the document's fault.
-    REJECTED = "rejected"
-    #: It may or may not have been committed: retries were exhausted on an ambiguous failure.
-    UNKNOWN = "unknown"
-    #: Certainly not committed, but not refused either: every attempt failed before reaching
-    #: the provider (connection refused, rate limited), the provider refused the
-    #: credentials rather than the document (401/403), or the deadline or retry budget ran
-    #: out before it was sent. Safe to submit again later.
-    NOT_SENT = "not_sent"
 
 
 @attrs.frozen(kw_only=True)

@@ -55,7 +55,7 @@ from .errors import (
     UnknownIssuerError,
     UnknownOutcomeError,
 )
-from .outcomes import OutcomeStatus
+from .models import OutcomeStatus
 from .safety import Safety
 
 if TYPE_CHECKING:

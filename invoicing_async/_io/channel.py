@@ -8,6 +8,9 @@ recovers from a 401 caused by the token, and turns the response into a record or
 typed error with the issuer's secrets scrubbed from any provider text. It makes one
 attempt per call; whether to try again is the decision core's (:mod:`._decision`), for
 its token grants too.
+
+Which channel sends a document of an issuer is a :class:`Channels`' choice: a client's
+:class:`OneIssuer`, or a pool's :class:`~.issuers.Issuers` (a resolver's channels).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -48,7 +51,7 @@ if TYPE_CHECKING:
 
     from .transport import Transport
 
-__all__ = ["Channel"]
+__all__ = ["Channel", "Channels", "OneIssuer"]
 
 
 class Channel:
@@ -441,6 +444,69 @@ class Channel:
             if token.refresh_token:
                 secrets.append(token.refresh_token)
         return secrets
+
+
+class Channels(Protocol):
+    """Which channel sends a document of an issuer: a client's, or a pool's.
+
+    :class:`OneIssuer` or :class:`~.issuers.Issuers`: what a batch, a single call and
+    an outbox worker take a document's channel from.
+    """
+
+    @property
+    def max_issuers(self) -> int:
+        """Idle issuers whose channel is kept at most (0: one issuer).
+
+        A batch keeps as many idle issuers' lanes: a lane holds the issuer's limit,
+        pause, breaker and budget while it holds no document, so that its documents
+        coming again find it as it was.
+        """
+
+    @property
+    def per_issuer(self) -> bool:
+        """Whether documents go to the issuer they name (a pool), not one issuer.
+
+        Each issuer then has its own breaker, retry budget, re-authentication waits and
+        in-flight limit, and issuers take turns. ``False``: one issuer sends them all (a
+        client).
+        """
+
+    async def acquire(self, issuer: str | None) -> Channel:
+        """The channel of ``issuer``, kept until :meth:`release`.
+
+        ``None``: the document names no issuer.
+
+        :raises UnknownIssuerError: there are no credentials for it.
+        """
+
+    def release(self, channel: Channel) -> None:
+        """The caller is done with ``channel``."""
+
+
+class OneIssuer:
+    """A client's channels: its one channel, whatever issuer a document names.
+
+    A document of another issuer is sent with the client's credentials, as it always
+    was: the provider answers 401 when its VAT number does not match the API key.
+    """
+
+    #: One issuer: no idle ones are kept apart.
+    max_issuers = 0
+    #: Every document goes to the one issuer.
+    per_issuer = False
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+
+    def __repr__(self) -> str:
+        return f"<OneIssuer {self.channel!r}>"
+
+    async def acquire(self, issuer: str | None) -> Channel:  # noqa: ARG002  (one issuer)
+        """The client's channel."""
+        return self.channel
+
+    def release(self, channel: Channel) -> None:
+        """Nothing to release."""
 
 
 def _answer(end: End) -> AccessToken:

@@ -79,7 +79,11 @@ Refusal = Union[UnknownIssuerError, CredentialsError]  # noqa: UP007  (a runtime
 
 @runtime_checkable
 class Reloadable(Protocol):
-    """A resolver that reads a source it can read again (a credentials file), off the loop."""
+    """A resolver that reads a source it can read again (a credentials file), off the loop.
+
+    A protocol with one implementation, :class:`~invoicing_async.CredentialsFile`: it
+    lives in ``_client``, above this folder, which an import of it would climb to.
+    """
 
     #: How many times the credentials it holds changed (read again, and different).
     revision: int
@@ -168,6 +172,9 @@ class Issuers:
         )
         #: Done at the next change of the credentials (see :meth:`changed`).
         self._change: asyncio.Future[None] | None = None
+
+    #: Documents go to the issuer they name (see :class:`~.channel.Channels`).
+    per_issuer = True
 
     def __repr__(self) -> str:
         return f"<Issuers {self._base_url} in use={len(self._slots)}>"

@@ -31,12 +31,12 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
     from invoicing_async._client.engine import Engine
+    from invoicing_async._client.outbox import Till
     from invoicing_async._core.events import Watch
     from invoicing_async._core.outcomes import Outcome
     from invoicing_async._core.retry import RetryPolicy
     from invoicing_async._durable.deferrals import DeferralRecord
 
-    from ._outbox import TillOutbox
     from ._provider import ProviderState
 
 __all__ = ["Drainer"]
@@ -57,7 +57,7 @@ class Drainer:
     def __init__(
         self,
         engine: Engine,
-        outbox: TillOutbox,
+        outbox: Till,
         state: ProviderState,
         *,
         check: Callable[[], None],

@@ -181,7 +181,7 @@ class Deferral:
             engine,
             self._outbox,
             self._state,
-            check=engine.ensure_usable,  # a closed client stops it
+            check=engine.transport.ensure_usable,  # a closed client stops it
             origin=self._origin,
             on_outcome=on_outcome,
             warn_after=warn_after,
@@ -276,7 +276,7 @@ class Deferral:
            given, and the receipt's ``stamp_error`` says why.
         """
         engine = self._engine
-        engine.ensure_usable()
+        engine.transport.ensure_usable()
         # A sale the provider would refuse is refused here, at the till: before any
         # receipt, never queued (the rules live in _checked, the client's one set).
         require_valid(document)
@@ -290,7 +290,7 @@ class Deferral:
         calls.describe(key, identity.issuer)
         # Prepared even when it will not be sent now: a document that cannot be read or
         # encrypted (no usable provider key) is refused here, never deferred.
-        body = await engine.prepare(document, encrypted=encrypted)
+        body = await engine.preparer.prepare_one(document, encrypted=encrypted)
         if isinstance(body, InvoicingError):
             raise body
         down = self._state.down

@@ -37,7 +37,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -61,7 +61,7 @@ from invoicing_async._doc.document import (
 from invoicing_async._doc.pacer import Pacer
 
 from ._lanes import Lane, Lanes, OneLane
-from .delivery import Delivery, Route
+from .delivery import Delivery
 from .journal import SEND, Ref, Verdict, Withdrawn
 
 if TYPE_CHECKING:
@@ -69,47 +69,12 @@ if TYPE_CHECKING:
 
     from invoicing_async._doc.checked import Checked
     from invoicing_async._doc.prepare import Body, Preparer
+    from invoicing_async._io.channel import Channel, Channels
+    from invoicing_async._io.transport import Transport
 
     from .journal import Journal
 
-__all__ = ["Batch", "BatchOptions", "Sender"]
-
-
-class Sender(Protocol):
-    """What a batch needs of its client or pool: a route to each document's issuer."""
-
-    def ensure_usable(self) -> None:
-        """Raise :class:`~invoicing_async.ClientStateError` if nothing can be sent."""
-
-    @property
-    def limit(self) -> int:
-        """Connection pool size (0: unlimited)."""
-
-    @property
-    def idle_routes(self) -> int:
-        """Idle issuers a batch keeps the lane and route of: as many as the pool keeps.
-
-        A lane holds the issuer's limit, pause, breaker and budget while it holds no
-        document, so that its documents coming again find it as it was.
-        """
-
-    @property
-    def per_issuer(self) -> bool:
-        """Whether documents go to the issuer they name (a pool).
-
-        Each issuer then has its own breaker, retry budget, re-authentication waits and
-        in-flight limit, and issuers take turns. ``False``: one issuer sends them all (a
-        client).
-        """
-
-    async def acquire(self, issuer: str | None) -> Route:
-        """The route of ``issuer``'s documents, kept until :meth:`release`.
-
-        :raises UnknownIssuerError: there are no credentials for it.
-        """
-
-    def release(self, route: Route) -> None:
-        """The batch no longer sends through ``route``."""
+__all__ = ["Batch", "BatchOptions"]
 
 
 @attrs.frozen(kw_only=True)
@@ -196,18 +161,19 @@ class Batch:
     def __init__(
         self,
         preparer: Preparer,
-        sender: Sender,
+        transport: Transport,
+        channels: Channels,
         options: BatchOptions,
         journal: Journal | None,
     ) -> None:
         if options.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
-        sender.ensure_usable()
+        transport.ensure_usable()
         self._preparer = preparer
-        self._sender = sender
+        self._channels = channels
         # More workers than pooled connections would only wait for a slot inside the
         # request's timeout; keep them within the pool.
-        pool = sender.limit  # 0: a caller's session without a connection limit
+        pool = transport.limit  # 0: a caller's session without a connection limit
         concurrency = options.concurrency
         self._workers = min(concurrency, pool) if pool > 0 else concurrency
         self._options = options
@@ -218,7 +184,7 @@ class Batch:
 
             self._checked = Checked
         self._journal = journal
-        self._per_issuer = sender.per_issuer
+        self._per_issuer = channels.per_issuer
         #: What the documents share: the batch's (one issuer), else each issuer its own.
         self._shared = self._new_shared()
         #: Why nothing more is sent by anyone (no provider key, the client closed).
@@ -275,9 +241,9 @@ class Batch:
 
         Each of them stopped (its breaker opened: its credentials refused, say) and its
         credentials may have changed: its breaker closes, and its lane sends through
-        the route the sender gives now (a pool resolves the issuer again: a new key
-        gives a new channel); documents still in its lane go with it. If the sender
-        has no route for it now, its lane stays stopped, with that reason.
+        the channel its channels give now (a pool resolves the issuer again: a new key
+        gives a new channel); documents still in its lane go with it. If there is
+        no channel for it now, its lane stays stopped, with that reason.
         """
         if not self._per_issuer:
             return
@@ -288,17 +254,17 @@ class Batch:
                 continue
             old: _Issuer = lane.context
             try:
-                route = await self._sender.acquire(issuer)
+                route = await self._channels.acquire(issuer)
             except InvoicingError as exc:  # still none: its documents stop, saying why
                 old.shared.breaker.reset()
                 old.shared.breaker.trip(exc)
                 continue
             if lane.context is not old or self._lanes.peek(issuer) is not lane:
-                self._sender.release(route)  # the lane changed meanwhile
+                self._channels.release(route)  # the lane changed meanwhile
                 continue
             lane.context = _Issuer(issuer, route, old.shared)
             old.shared.breaker.reset()
-            self._sender.release(old.route)
+            self._channels.release(old.route)
 
     def halt(self) -> None:
         """Let no request leave from now on; those out go on (a graceful stop).
@@ -379,7 +345,7 @@ class Batch:
                 max(self._workers * 16, _LOOKAHEAD),
                 limit=self._workers,
                 on_empty=self._lane_done,
-                keep_idle=self._sender.idle_routes,
+                keep_idle=self._channels.max_issuers,
             )
         return OneLane(2 * self._workers, limit=self._workers)  # a document ready for each
 
@@ -685,12 +651,12 @@ class Batch:
         """The lane of ``issuer``'s documents, opened with its route; or why there is none."""
         key = issuer if self._per_issuer else None
         try:
-            route = await self._sender.acquire(issuer)
+            route = await self._channels.acquire(issuer)
         except InvoicingError as exc:  # no credentials for it: the core says what follows
             return exc
         lane = self._lanes.find(key)
         if lane is not None:  # opened meanwhile by another preparer
-            self._sender.release(route)
+            self._channels.release(route)
             return lane
         shared = self._new_shared() if self._per_issuer else self._shared
         return self._lanes.open(key, _Issuer(issuer, route, shared))
@@ -698,7 +664,7 @@ class Batch:
     def _lane_done(self, lane: Lane[_Item]) -> None:
         """An issuer's lane holds nothing any more: its route is let go."""
         issuer: _Issuer = lane.context
-        self._sender.release(issuer.route)
+        self._channels.release(issuer.route)
 
     async def _attempt(self, lane: Lane[_Item], item: _Item, slot: int) -> None:
         """One turn of a document: at most one attempt, then settled or back in its lane."""
@@ -844,7 +810,7 @@ class _Issuer:
     """What a batch keeps for one issuer: its route, and what its documents share."""
 
     key: str | None
-    route: Route
+    route: Channel
     shared: Shared
 
 

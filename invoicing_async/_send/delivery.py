@@ -11,7 +11,7 @@ the core's (:mod:`._decision`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from invoicing_async._core.errors import DuplicateDocumentError, ForeignRecordError, InvoicingError
 from invoicing_async._core.log import delivery as log
@@ -31,23 +31,10 @@ if TYPE_CHECKING:
     from invoicing_async._core.retry import RetryPolicy
     from invoicing_async._core.shared import Shared
     from invoicing_async._doc.document import Identity, Prepared
+    from invoicing_async._io.channel import Channel
 
 
-__all__ = ["Delivery", "Route"]
-
-
-class Route(Protocol):
-    """What a batch sends a document of one issuer through (its channel)."""
-
-    def send(
-        self, prepared: Prepared, *, timeout: float | None, leaving: Callable[[], object]
-    ) -> Awaitable[DocumentResult]:
-        """One attempt; the record, or the typed error.
-
-        ``leaving()`` is called just before each request of the attempt leaves (after
-        its token is in hand), and may raise: then nothing leaves. An attempt cut off
-        before it is called was certainly not sent.
-        """
+__all__ = ["Delivery"]
 
 
 class Delivery:
@@ -120,14 +107,14 @@ class Delivery:
         """What its log lines carry as ``extra``."""
         return {"invoicing.document_key": self.key, "invoicing.issuer": self.identity.issuer}
 
-    async def run(self, route: Route, prepared: Prepared) -> Outcome:
+    async def run(self, route: Channel, prepared: Prepared) -> Outcome:
         """Send ``prepared`` through ``route`` until the outcome is known (a single call)."""
         self._route = route
         self._prepared = prepared
         end = await drive(self._attempts, self._attempt_on_route, subject=self, log=log)
         return self.outcome(end)
 
-    def step(self, route: Route, prepared: Prepared) -> Awaitable[End | Wait]:
+    def step(self, route: Channel, prepared: Prepared) -> Awaitable[End | Wait]:
         """At most one attempt through ``route``, as the core says (a batch's worker).
 
         No closure and no partial for the attempt: it is a method of the delivery.

@@ -287,7 +287,7 @@ def test_every_option_has_help_and_the_key_variable_holds_the_key():
     says that $INVOICING_API_KEY holds the key itself (not a path)."""
     import argparse  # noqa: PLC0415
 
-    from invoicing_async._cli._main import _parser  # noqa: PLC0415
+    from invoicing_async._cli.command import _parser  # noqa: PLC0415
 
     parser = _parser()
     [subparsers] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]

@@ -27,7 +27,7 @@ from helpers import script_with_ctrl_c
 
 import invoicing_async
 from invoicing_async import InvoicingError, OutcomeStatus, ProviderKeyError, document_key
-from invoicing_async._cli._main import _build
+from invoicing_async._cli.command import _build
 from invoicing_async.testing import instant_retries
 from invoicing_sandbox import Fault, Sandbox, sample_invoice
 

@@ -118,7 +118,7 @@ async def stream(provider, documents, options, ledger=None):
             journal = await stack.enter_async_context(
                 ledger_journal(ledger, resend_ambiguous=resend)
             )
-        batch = Batch(provider, provider, options, journal)
+        batch = Batch(provider, provider, provider, options, journal)
         outcomes = await stack.enter_async_context(contextlib.aclosing(batch.run(documents)))
         async for outcome in outcomes:
             yield outcome
@@ -203,7 +203,7 @@ async def test_a_journal_is_asked_about_many_documents_of_a_plain_iterable_at_on
     """Documents from a list are looked up in the journal hundreds at a time (a lookup
     waits for the ledger's writer), whether workers or a preparing stage prepare them."""
     provider, journal = provider_class(), CountingJournal()
-    batch = Batch(provider, provider, BatchOptions(concurrency=8, retry=FAST), journal)
+    batch = Batch(provider, provider, provider, BatchOptions(concurrency=8, retry=FAST), journal)
     outcomes = await collect(batch, [doc(n) for n in range(300)])
     assert len(outcomes) == 300
     assert journal.lookups == [300]
@@ -567,7 +567,7 @@ async def test_a_journal_that_waits_for_a_retrying_document_does_not_stall_the_b
                 self.free = asyncio.Event()
 
     provider = FakeProvider({key(0): ["429"]})  # and the limit is halved: 1 in flight
-    batch = Batch(provider, provider, BatchOptions(concurrency=3, retry=FAST), Probing())
+    batch = Batch(provider, provider, provider, BatchOptions(concurrency=3, retry=FAST), Probing())
     outcomes = await asyncio.wait_for(collect(batch, [doc(n) for n in range(6)]), 30)
     assert [o.status for o in outcomes] == [OutcomeStatus.ACCEPTED] * 6
     assert provider.requests.count(key(0)) == 2
@@ -592,7 +592,7 @@ class ManyIssuers(FakeProvider):
     """A sender of many issuers: each route made when a lane opens, with the key of now."""
 
     per_issuer = True
-    idle_routes = 8
+    max_issuers = 8
 
     def __init__(self) -> None:
         super().__init__()
@@ -620,7 +620,7 @@ async def test_an_issuer_stopped_is_sent_again_by_the_same_batch_once_resumed():
         while (document := await queue.get()) is not None:
             yield document
 
-    batch = Batch(sender, sender, BatchOptions(concurrency=2, retry=FAST), None)
+    batch = Batch(sender, sender, sender, BatchOptions(concurrency=2, retry=FAST), None)
     async with contextlib.aclosing(batch.run(documents())) as outcomes:
         queue.put_nowait(doc(1))
         first = await anext(outcomes)
@@ -662,7 +662,7 @@ async def test_a_halted_batch_lets_no_request_leave_and_waits_only_for_those_out
             return await super().send(prepared, timeout=timeout, leaving=leaving)
 
     provider = Tokens()
-    batch = Batch(provider, provider, BatchOptions(retry=FAST, concurrency=2), None)
+    batch = Batch(provider, provider, provider, BatchOptions(retry=FAST, concurrency=2), None)
     outcomes = []
 
     async def consume():

@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from invoicing_async._cli import _main
-from invoicing_async._cli._main import main
+from invoicing_async._cli import command as _main
+from invoicing_async._cli.command import main
 
 
 @pytest.fixture

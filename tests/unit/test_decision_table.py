@@ -188,7 +188,7 @@ async def whole_batch(answers, safety):
         return None  # a batch sends documents: deduplicated writes only
     sender = _Sender(answers)
     options = BatchOptions(retry=POLICY, deadline=60, concurrency=2)
-    [outcome] = await collect(Batch(sender, sender, options, None), [DOCUMENT])
+    [outcome] = await collect(Batch(sender, sender, sender, options, None), [DOCUMENT])
     return outcome.status, outcome.attempts
 
 

@@ -59,7 +59,7 @@ def test_public_errors_present_their_public_module():
 def test_the_command_and_the_library_have_one_default_concurrency():
     """`submit --concurrency` and `worker --concurrency` default to the library's own
     default (32), which `submit_stream`, `submit_many` and `run_worker` share."""
-    from invoicing_async._cli._main import _parser  # noqa: PLC0415
+    from invoicing_async._cli.command import _parser  # noqa: PLC0415
 
     library = {
         inspect.signature(function).parameters["concurrency"].default

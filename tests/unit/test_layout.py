@@ -464,3 +464,108 @@ def test_the_architecture_page_names_every_class_that_crosses_a_boundary():
         if isinstance(node, ast.ClassDef)
     }
     assert sorted(listed - everywhere) == []
+
+
+def _is_protocol(node: ast.ClassDef) -> bool:
+    """``class X(Protocol)``, ``class X(typing.Protocol)``, ``class X(Protocol[T])``
+    (not ``asyncio.Protocol``, a base class of its own)."""
+    for base in node.bases:
+        target = base.value if isinstance(base, ast.Subscript) else base
+        if (isinstance(target, ast.Name) and target.id == "Protocol") or (
+            isinstance(target, ast.Attribute)
+            and target.attr == "Protocol"
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "typing"
+        ):
+            return True
+    return False
+
+
+def _members(node: ast.ClassDef) -> set[str]:
+    """What a class defines: its methods, its class attributes (annotated or assigned,
+    ``__slots__``) and what its methods assign to ``self``; dunders left out."""
+    found: set[str] = set()
+    for item in node.body:
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.add(item.name)
+            for sub in ast.walk(item):
+                if (
+                    isinstance(sub, ast.Attribute)
+                    and isinstance(sub.ctx, ast.Store)
+                    and isinstance(sub.value, ast.Name)
+                    and sub.value.id == "self"
+                ):
+                    found.add(sub.attr)
+        elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+            found.add(item.target.id)
+        elif isinstance(item, ast.Assign):
+            for target in item.targets:
+                if isinstance(target, ast.Name):
+                    found.add(target.id)
+                    if target.id == "__slots__" and isinstance(item.value, (ast.Tuple, ast.List)):
+                        found.update(
+                            e.value for e in item.value.elts if isinstance(e, ast.Constant)
+                        )
+    return {name for name in found if not name.startswith("__")}
+
+
+#: Protocols with fewer than two implementations in the package, and why each stays. A
+#: user-facing extension point (a protocol users implement, as they may a token store)
+#: would be one; ``TokenStore`` has two of the package's own (memory, Redis), so it needs
+#: no place here.
+SINGLE_PROTOCOLS = {
+    # Its one implementation (CredentialsFile) lives in _client, above _io: naming the
+    # class would climb the order of the folders.
+    "invoicing_async._io.issuers.Reloadable",
+    # Its one implementation (the drainer of deferred sales) lives in _pos, above
+    # _client: naming the class would climb the order of the folders.
+    "invoicing_async._client._claims.Hooks",
+    # Public (invoicing_async.telemetry): what a hook is given of a call. Its one
+    # implementation, the private _core.calls.Call, imports the events: naming it would
+    # be a circle, and would make a private class public.
+    "invoicing_async._core.events.Observed",
+}
+
+
+def _protocols_and_classes() -> tuple[dict[str, ast.ClassDef], dict[str, ast.ClassDef]]:
+    protocols: dict[str, ast.ClassDef] = {}
+    classes: dict[str, ast.ClassDef] = {}
+    for name, path in MODULES.items():
+        if not name.startswith("invoicing_async"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                (protocols if _is_protocol(node) else classes)[f"{name}.{node.name}"] = node
+    return protocols, classes
+
+
+def _implementations(protocol: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> list[str]:
+    """The package's classes that name ``protocol`` as a base or define all its members."""
+    wanted = _members(protocol)
+    return sorted(
+        name
+        for name, node in classes.items()
+        if any(isinstance(b, ast.Name) and b.id == protocol.name for b in node.bases)
+        or (wanted and wanted <= _members(node))
+    )
+
+
+def test_a_protocol_has_two_implementations():
+    """A ``typing.Protocol`` is for a seam two classes of the package fill (the
+    journal: a ledger and an outbox's claims; the channels: a client's and a pool's);
+    one with a single implementation names its class instead. The exceptions are
+    listed in :data:`SINGLE_PROTOCOLS`, each with its reason (an extension point users
+    implement, or a class an import would climb the folders to)."""
+    protocols, classes = _protocols_and_classes()
+    single = sorted(
+        f"{name}: {', '.join(_implementations(node, classes)) or 'none'}"
+        for name, node in protocols.items()
+        if name not in SINGLE_PROTOCOLS and len(_implementations(node, classes)) < 2
+    )
+    assert single == []
+    stale = sorted(
+        name
+        for name in SINGLE_PROTOCOLS
+        if name not in protocols or len(_implementations(protocols[name], classes)) >= 2
+    )
+    assert stale == []  # an exception that no longer is one leaves the list

@@ -11,10 +11,11 @@ pipe was closed (``| head``), quietly. ``worker`` and ``submit`` add theirs for 
 configuration, 128 + the signal when a signal stopped them.
 
 Subcommands live in modules that expose ``register(commands)`` (see :mod:`.common`);
-:data:`MODULES` lists this package's. Other distributions add theirs through the
-``invoicing_async.commands`` entry point group: the sandbox distribution
-(``invoicing-async-sandbox``) adds ``demo`` and ``sandbox`` when it is installed; without
-it, those commands say how to install it (:mod:`._missing`).
+:data:`REGISTERS` lists this package's, each module imported here (none through
+another). Other distributions add theirs through the ``invoicing_async.commands`` entry
+point group: the sandbox distribution (``invoicing-async-sandbox``) adds ``demo`` and
+``sandbox`` when it is installed; without it, those commands say how to install it
+(:mod:`._missing`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from invoicing_async._cli import _ledger, _missing, _operations, _pos, _submit
+from invoicing_async._cli import _ledger, _missing, _operations, _pos, _submit, _worker
 from invoicing_async._client.client import InvoicingClient
 from invoicing_async._client.env import ssl_context
 from invoicing_async._core.errors import InvoicingError, ProviderKeyError, ValidationError
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 
     from .common import Commands
 
-__all__ = ["MODULES", "PLUGINS", "main"]
+__all__ = ["PLUGINS", "REGISTERS", "main"]
 
 #: The exit status of a command whose output pipe was closed (128 + SIGPIPE).
 _BROKEN_PIPE = 141
@@ -140,8 +141,16 @@ def register(commands: Commands) -> None:
 
 # --- entry point ---------------------------------------------------------------------
 
-#: Modules whose ``register(commands)`` adds subcommands, in the order --help lists them.
-MODULES = (_submit, sys.modules[__name__], _ledger, _operations, _pos)
+#: What adds subcommands (``register(commands)``), in the order --help lists them.
+REGISTERS = (
+    _submit.register,
+    register,
+    _ledger.register_outbox,
+    _worker.register,
+    _ledger.register,
+    _operations.register,
+    _pos.register,
+)
 #: The entry point group of other distributions' subcommands (``register(commands)``).
 PLUGINS = "invoicing_async.commands"
 
@@ -179,8 +188,8 @@ def _build() -> tuple[argparse.ArgumentParser, Commands]:
     commands = parser.add_subparsers(dest="command", required=True)
     for register in _plugins():  # first: the sandbox's demo is where to start
         register(commands)
-    for module in MODULES:
-        module.register(commands)
+    for adding in REGISTERS:
+        adding(commands)
     commands.metavar = "{" + ",".join(_offered(commands)) + "}"
     start = "Start with 'invoicing-async demo'"
     if "demo" not in commands.choices:
