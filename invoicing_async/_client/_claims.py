@@ -32,11 +32,11 @@ from invoicing_async._core.errors import LedgerError
 from invoicing_async._core.log import ledger as log
 from invoicing_async._core.machine import sent_nothing
 from invoicing_async._core.outcomes import OutcomeStatus
-from invoicing_async._core.retry import pause, within
 from invoicing_async._doc.document import Submission
 from invoicing_async._durable.entry import PARKED, PENDING, outcome_json
 from invoicing_async._durable.rules import charged, decide, digest_of, is_final, requeue
 from invoicing_async._durable.store import Settlement
+from invoicing_async._io.waits import pause, within
 from invoicing_async._send.journal import Ref, Verdict, Withdrawn
 
 from .progress import Documents

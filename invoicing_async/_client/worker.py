@@ -67,9 +67,10 @@ from typing import TYPE_CHECKING, Any
 from invoicing_async._core.errors import LedgerError
 from invoicing_async._core.log import ledger as log
 from invoicing_async._core.outcomes import OutcomeStatus
-from invoicing_async._core.retry import Backoff, pause
+from invoicing_async._core.retry import Backoff
 from invoicing_async._core.table import needs_operator
 from invoicing_async._io.issuers import Issuers
+from invoicing_async._io.waits import pause
 from invoicing_async._obs import telemetry
 from invoicing_async._send.batch import BatchOptions
 

@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from invoicing_async._core.errors import LedgerError
 from invoicing_async._core.outcomes import OutcomeStatus
-from invoicing_async._core.retry import backoff, within
+from invoicing_async._core.retry import backoff
+from invoicing_async._io.waits import within
 from invoicing_async._send.journal import Ref
 
 from ._identity import adopt_postgres, match, one_of

@@ -4,7 +4,8 @@ Owns: the transport (:mod:`.transport`: the only importer of aiohttp), tokens an
 stores (:mod:`.tokencache`, :mod:`.tokenstore`, :mod:`._sharedtoken`, Redis in
 :mod:`.redisstore`), the loop of attempts every request runs (:mod:`.loop`: a document's,
 an operation's, a token grant's), the channel of one issuer (:mod:`.channel`: its
-credentials, its tokens, one request) and the channels of many (:mod:`.issuers`).
+credentials, its tokens, one request) and the channels of many (:mod:`.issuers`), and
+the library's asyncio waits (:mod:`.waits`: :func:`~.waits.pause`, :func:`~.waits.within`).
 
 May import: the folders below it (``_core``, ``_doc``, ``_obs``), aiohttp, redis.
 """

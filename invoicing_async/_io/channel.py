@@ -30,13 +30,13 @@ from invoicing_async._core.log import auth as auth_log
 from invoicing_async._core.machine import Attempts, End
 from invoicing_async._core.outcomes import OutcomeStatus
 from invoicing_async._core.redact import found_in, needles, redact_error, redact_record
-from invoicing_async._core.retry import within
 from invoicing_async._core.safety import Safety
 from invoicing_async._core.unauthorized import TokenRetries
 from invoicing_async._obs import telemetry
 
 from .loop import Named, drive
 from .tokencache import CredentialsKey, TokenCache, Tokens
+from .waits import within
 
 if TYPE_CHECKING:
     import datetime as dt
