@@ -52,7 +52,7 @@ across rounds, workers and restarts: the wait is stored with the entry as
 ``available_at``; a round the provider certainly never processed, an outage, waits the
 first round's delay however long the outage lasts), and once
 ``RetryPolicy.max_rounds`` rounds have failed against its budget (``unknown``
-outcomes: :func:`~._ledger._rules.charged`) the entry is *parked*: kept with its last
+outcomes: :func:`~invoicing_async._core.entries.charged`) the entry is *parked*: kept with its last
 outcome, including whether a request for it may have been committed, and claimed
 again only after an explicit retry.
 """
@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 
 from invoicing_async._core.errors import LedgerError
 from invoicing_async._core.log import ledger as log
-from invoicing_async._core.outcomes import OutcomeStatus
+from invoicing_async._core.outcomes import ANSWERED, OutcomeStatus
 from invoicing_async._core.retry import Backoff
 from invoicing_async._core.table import needs_operator
 from invoicing_async._io.issuers import Issuers
@@ -100,8 +100,6 @@ _MAX_BACKOFF = 5.0
 _MAX_PAUSE = 60.0
 #: The longest wait before an issuer whose credentials stay refused is tried again.
 _MAX_RECHECK = 600.0
-#: Answers that say an issuer's credentials work.
-_ANSWERED = frozenset({OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE, OutcomeStatus.REJECTED})
 
 
 async def run_worker(
@@ -498,7 +496,7 @@ class _Blocked:
             if issuer not in self._seen:
                 self._seen.add(issuer)
                 self._stopped(issuer, error)
-        elif outcome.status in _ANSWERED and (wait := self._waiting.pop(issuer, None)) is not None:
+        elif outcome.status in ANSWERED and (wait := self._waiting.pop(issuer, None)) is not None:
             log.info(
                 "outbox worker: issuer %s's %s: its documents are sent again",
                 issuer,

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .errors import InvoicingError
     from .models import DocumentResult
 
-__all__ = ["BatchProgress", "Outcome", "OutcomeStatus"]
+__all__ = ["ANSWERED", "HELD", "BatchProgress", "Outcome", "OutcomeStatus"]
 
 
 class OutcomeStatus(enum.Enum):
@@ -40,6 +40,17 @@ class OutcomeStatus(enum.Enum):
     #: credentials rather than the document (401/403), or the deadline or retry budget ran
     #: out before it was sent. Safe to submit again later.
     NOT_SENT = "not_sent"
+
+
+# Tuples, not sets: ``in`` compares the members by identity, and never calls
+# ``Enum.__hash__`` (a Python function) for the status looked up.
+
+#: The endings that say the provider holds the document (:attr:`Outcome.ok`).
+HELD = (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE)
+#: The endings that say the provider answered the request (and took the credentials it
+#: was sent with): it holds the document, or refused it. An outbox worker's issuer
+#: whose credentials were refused works again; a till's provider is up.
+ANSWERED = (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE, OutcomeStatus.REJECTED)
 
 
 @attrs.frozen(kw_only=True)
@@ -72,7 +83,7 @@ class Outcome:
     @property
     def ok(self) -> bool:
         """True exactly when the provider holds the document."""
-        return self.status in (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE)
+        return self.status in HELD
 
 
 @attrs.frozen

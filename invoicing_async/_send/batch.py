@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from invoicing_async._core.entries import SEND, Verdict
 from invoicing_async._core.errors import InvoicingError, ValidationError
 from invoicing_async._core.log import delivery as log
 from invoicing_async._core.machine import End
@@ -62,7 +63,7 @@ from invoicing_async._obs import telemetry
 
 from ._lanes import Lane, Lanes, OneLane
 from .delivery import Delivery, Route
-from .journal import SEND, Ref, Verdict, Withdrawn
+from .journal import Ref, Withdrawn
 
 if TYPE_CHECKING:
     from collections.abc import Callable
