@@ -41,7 +41,6 @@ from invoicing_async import (
 from invoicing_async._core.shared import Breaker, Budget, ReauthWaits, Shared
 from invoicing_async._doc.document import Identity
 from invoicing_async._doc.prepare import _serialized
-from invoicing_async._send._limiter import Limiter
 from invoicing_async._send.batch import Batch, BatchOptions
 from invoicing_async._send.delivery import Delivery
 from invoicing_async._send.operations import Operation, ending
@@ -152,7 +151,7 @@ async def in_a_batch(answers, safety):
         deadline=asyncio.get_running_loop().time() + 60,
         safety=safety,
     )
-    outcome = await delivery.run(_Sender(answers), prepared=None, limiter=Limiter(4))
+    outcome = await delivery.run(_Sender(answers), prepared=None)
     return outcome.status, outcome.attempts
 
 
