@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ._client.engine import ClientOptions
     from ._client.pool import IssuerPool
     from ._core.convert import outcome_from_dict, outcome_to_dict, result_from_dict, result_to_dict
+    from ._core.entries import LedgerEntry
     from ._core.errors import (
         AmbiguousDocumentError,
         AuthenticationError,
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     from ._core.safety import Safety
     from ._doc.document import Submission, document_key
     from ._doc.pgp import ProviderKey
-    from ._durable.entry import LedgerEntry
     from ._durable.ledger import Ledger
     from ._io.tokencache import TokenCache
     from ._io.tokenstore import CredentialsKey, MemoryTokenStore, TokenStore
@@ -130,7 +130,7 @@ _HOMES = {
     "InvoicingError": "._core.errors",
     "IssuerPool": "._client.pool",
     "Ledger": "._durable.ledger",
-    "LedgerEntry": "._durable.entry",
+    "LedgerEntry": "._core.entries",
     "LedgerError": "._core.errors",
     "MalformedResponseError": "._core.errors",
     "MemoryTokenStore": "._io.tokenstore",

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from invoicing_async._client.outbox import LedgerEntry, PostgresOutbox, open_outbox
 from invoicing_async._core.convert import outcome_to_dict
+from invoicing_async._core.entries import PARKED, PENDING, STATES
 from invoicing_async._core.errors import LedgerError
 from invoicing_async._core.outcomes import OutcomeStatus
-from invoicing_async._durable.entry import PARKED, PENDING, STATES
 from invoicing_async._durable.ledger import Ledger
 
 from ._checking import add_check, report

@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from invoicing_async._client.outbox import open_outbox
 from invoicing_async._client.pool import IssuerPool
+from invoicing_async._core.entries import IN_FLIGHT, PARKED, PENDING
 from invoicing_async._core.errors import LedgerError
 from invoicing_async._core.retry import RetryPolicy
-from invoicing_async._durable.entry import IN_FLIGHT, PARKED, PENDING
 from invoicing_async._durable.postgres import described
 from invoicing_async._obs.server import serve_metrics
 

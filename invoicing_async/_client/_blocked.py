@@ -20,7 +20,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from invoicing_async._core.log import ledger as log
-from invoicing_async._core.outcomes import OutcomeStatus
+from invoicing_async._core.outcomes import ANSWERED
 from invoicing_async._core.retry import Backoff
 from invoicing_async._core.table import needs_operator
 from invoicing_async._io.issuers import Issuers
@@ -37,8 +37,6 @@ __all__ = ["Blocked"]
 
 #: The longest wait before an issuer whose credentials stay refused is tried again.
 _MAX_RECHECK = 600.0
-#: Answers that say an issuer's credentials work.
-_ANSWERED = frozenset({OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE, OutcomeStatus.REJECTED})
 
 
 class _Wait:
@@ -99,7 +97,7 @@ class Blocked:
             if issuer not in self._seen:
                 self._seen.add(issuer)
                 self._stopped(issuer, error)
-        elif outcome.status in _ANSWERED and (wait := self._waiting.pop(issuer, None)) is not None:
+        elif outcome.status in ANSWERED and (wait := self._waiting.pop(issuer, None)) is not None:
             log.info(
                 "outbox worker: issuer %s's %s: its documents are sent again",
                 issuer,

@@ -28,16 +28,27 @@ import functools
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
+from invoicing_async._core.entries import (
+    PARKED,
+    PENDING,
+    Verdict,
+    charged,
+    decide,
+    is_final,
+    needs_fingerprint,
+    parks,
+    requeue,
+    wait_after_round,
+)
 from invoicing_async._core.errors import LedgerError
 from invoicing_async._core.log import ledger as log
 from invoicing_async._core.machine import sent_nothing
 from invoicing_async._core.outcomes import OutcomeStatus
-from invoicing_async._core.retry import pause, within
 from invoicing_async._doc.document import Submission
-from invoicing_async._durable.entry import PARKED, PENDING, outcome_json
-from invoicing_async._durable.rules import charged, decide, digest_of, is_final, requeue
+from invoicing_async._durable.entry import outcome_json
 from invoicing_async._durable.store import Settlement
-from invoicing_async._send.journal import Ref, Verdict, Withdrawn
+from invoicing_async._io.waits import pause, within
+from invoicing_async._send.journal import Ref, Withdrawn
 
 from .progress import Documents
 
@@ -272,13 +283,15 @@ class Claims:
         if claim is None:
             return
         self._drop(claim.lease)
-        fingerprint = digest_of(outcome, prepared)
+        fingerprint = (
+            prepared.digest if prepared is not None and needs_fingerprint(outcome) else None
+        )
         final = is_final(outcome, fingerprint)
         policy = self._policy
         again = requeue(outcome, final=final, resend_ambiguous=policy.resend_ambiguous)
         counted = again and charged(outcome)
         failures = claim.entry.failures + int(counted)
-        park = again and policy.max_rounds is not None and failures >= policy.max_rounds
+        park = again and parks(failures, policy)
         state = PARKED if park else PENDING if again else "done"
         settlement = Settlement(
             claim.id,
@@ -290,10 +303,7 @@ class Claims:
             fingerprint if final else None,
             outcome.attempts,
             outcome_json(outcome),
-            # The wait grows with the rounds that counted against the document; one that
-            # did not (an outage, a 429) waits the first round's: the provider's trouble
-            # must not hold the backlog back for minutes once it answers again.
-            policy.delay_after_round(failures if counted else 1) if state == PENDING else 0.0,
+            wait_after_round(policy, failures, counted=counted) if state == PENDING else 0.0,
             failures,
             claim.content,
         )

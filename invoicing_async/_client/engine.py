@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, TypedDict
 from invoicing_async._core import calls
 from invoicing_async._core.errors import InvoicingError
 from invoicing_async._core.outcomes import OutcomeStatus
-from invoicing_async._core.retry import RetryPolicy, within
+from invoicing_async._core.retry import RetryPolicy
 from invoicing_async._doc.document import (
     DEFAULT_MAX_DOCUMENT_SIZE,
     Prepared,
@@ -41,6 +41,7 @@ from invoicing_async._doc.document import (
 from invoicing_async._doc.prepare import Preparer
 from invoicing_async._io.tokencache import TokenCache
 from invoicing_async._io.transport import DEFAULT_MAX_RESPONSE_SIZE, Transport
+from invoicing_async._io.waits import within
 from invoicing_async._obs.hooks import install as install_telemetry
 from invoicing_async._send.batch import Batch
 from invoicing_async._send.delivery import Delivery

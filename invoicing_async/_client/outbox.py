@@ -41,11 +41,11 @@ import os
 import typing
 from pathlib import Path
 
+from invoicing_async._core.entries import IN_FLIGHT, PARKED, PENDING, LedgerEntry
 from invoicing_async._core.retry import RetryPolicy as _RetryPolicy
 from invoicing_async._durable.deferrals import PostgresDeferrals as _PostgresDeferrals
 from invoicing_async._durable.deferrals import SqliteDeferrals as _SqliteDeferrals
 from invoicing_async._durable.enqueue import ready as _ready
-from invoicing_async._durable.entry import IN_FLIGHT, PARKED, PENDING, LedgerEntry
 from invoicing_async._durable.ledger import Ledger as _Ledger
 from invoicing_async._durable.ledger import file_of as _file_of
 from invoicing_async._durable.ledger import let_go as _let_go

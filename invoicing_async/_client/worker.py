@@ -47,7 +47,7 @@ across rounds, workers and restarts: the wait is stored with the entry as
 ``available_at``; a round the provider certainly never processed, an outage, waits the
 first round's delay however long the outage lasts), and once
 ``RetryPolicy.max_rounds`` rounds have failed against its budget (``unknown``
-outcomes: :func:`~._ledger._rules.charged`) the entry is *parked*: kept with its last
+outcomes: :func:`~invoicing_async._core.entries.charged`) the entry is *parked*: kept with its last
 outcome, including whether a request for it may have been committed, and claimed
 again only after an explicit retry.
 """
@@ -60,7 +60,8 @@ from typing import TYPE_CHECKING, Any
 
 from invoicing_async._core.errors import LedgerError
 from invoicing_async._core.log import ledger as log
-from invoicing_async._core.retry import Backoff, pause
+from invoicing_async._core.retry import Backoff
+from invoicing_async._io.waits import pause
 from invoicing_async._obs.metrics import Pending
 from invoicing_async._send.batch import BatchOptions
 

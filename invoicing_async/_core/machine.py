@@ -113,6 +113,9 @@ class End(NamedTuple):
         :class:`~invoicing_async.UnknownOutcomeError`); the 409 of a duplicate.
     :ivar last: the last failed attempt's error (what ended a sale at once).
     :ivar reason: why it stopped trying, in words, when it gave up.
+    :ivar commit: the 409 that ended it ``ACCEPTED``: the provider's answer to a re-send
+        of a deduplicated write whose earlier attempt may have been processed is that
+        attempt's commit (``None``: a 2xx ended it, or it did not end accepted).
     """
 
     status: OutcomeStatus
@@ -121,6 +124,7 @@ class End(NamedTuple):
     error: InvoicingError | None = None
     last: InvoicingError | None = None
     reason: str | None = None
+    commit: DuplicateDocumentError | None = None
 
 
 #: Past the end of a re-authentication cooldown: the token cache's clock and the loop's
@@ -310,7 +314,9 @@ class Attempts:
         status, first = self._held or (_A if ours else _D, error)
         readable = kind is Kind.HELD or not self.needs_record
         if readable or self._spent >= self.policy.max_attempts:
-            return self._end(status, result=error.result, error=_kept(status, error, first))
+            kept = _kept(status, error, first)
+            commit = error if status is _A else None
+            return End(status, self.attempts, error.result, kept, error, None, commit)
         self._held = status, first
         return self._retry(error, now, RULES[kind].reason)
 

@@ -21,7 +21,18 @@ if TYPE_CHECKING:
     from .errors import InvoicingError
     from .models import DocumentResult
 
-__all__ = ["BatchProgress", "Outcome", "OutcomeStatus"]
+__all__ = ["ANSWERED", "HELD", "BatchProgress", "Outcome", "OutcomeStatus"]
+
+
+# Tuples, not sets: ``in`` compares the members by identity, and never calls
+# ``Enum.__hash__`` (a Python function) for the status looked up.
+
+#: The endings that say the provider holds the document (:attr:`Outcome.ok`).
+HELD = (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE)
+#: The endings that say the provider answered the request (and took the credentials it
+#: was sent with): it holds the document, or refused it. An outbox worker's issuer
+#: whose credentials were refused works again; a till's provider is up.
+ANSWERED = (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE, OutcomeStatus.REJECTED)
 
 
 @attrs.frozen(kw_only=True)
@@ -54,7 +65,7 @@ class Outcome:
     @property
     def ok(self) -> bool:
         """True exactly when the provider holds the document."""
-        return self.status in (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE)
+        return self.status in HELD
 
 
 @attrs.frozen

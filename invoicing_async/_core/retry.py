@@ -6,16 +6,15 @@ operations and token grants), :meth:`RetryPolicy.delay_after_round` (an outbox e
 between rounds) and :class:`Backoff`, the waits of a loop that tries again until
 something answers (a probe of a provider that is down, a database or Redis that went
 away, a worker whose batch stopped). *Whether* to retry is the decision core's
-(:mod:`._decision`). :func:`set_instant_retries` is the switch behind
+(:mod:`.table`, :mod:`.machine`). :func:`set_instant_retries` is the switch behind
 :mod:`invoicing_async.testing`: with it on, every delay of a :class:`RetryPolicy` is zero.
+Pure: it says how long; the waiting itself is :mod:`invoicing_async._io.waits`'.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import random
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Literal
 
 import attrs
 
@@ -24,16 +23,9 @@ __all__ = [
     "Jitter",
     "RetryPolicy",
     "backoff",
-    "pause",
     "retries_are_instant",
     "set_instant_retries",
-    "within",
 ]
-
-if TYPE_CHECKING:
-    from collections.abc import Awaitable
-
-T = TypeVar("T")
 
 #: How a wait is drawn below its ceiling: ``"full"`` uniform in ``[0, ceiling]`` (the
 #: attempts of one request: AWS's "full jitter"), ``"equal"`` in ``[ceiling/2, ceiling]``
@@ -199,45 +191,3 @@ class RetryPolicy:
         return backoff(
             rounds, base=self.round_delay, cap=self.max_round_delay, jitter="equal", rng=rng
         )
-
-
-async def pause(
-    seconds: float | None,
-    until: asyncio.Event | None = None,
-    woken: asyncio.Future[Any] | None = None,
-) -> None:
-    """Wait ``seconds``, or until ``until`` is set or ``woken`` done if that comes first.
-
-    ``seconds`` ``None``: until then (with neither: no wait). ``woken`` is left as it is
-    (others may wait for it too).
-    """
-    if until is None and woken is None:
-        await asyncio.sleep(seconds or 0.0)
-        return
-    waiter = asyncio.ensure_future(until.wait()) if until is not None else None
-    waited = {future for future in (waiter, woken) if future is not None}
-    try:
-        await asyncio.wait(waited, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if waiter is not None:
-            waiter.cancel()
-
-
-async def within(work: Awaitable[T], seconds: float | None) -> asyncio.Future[T] | None:
-    """``work`` run as a task for ``seconds`` at most: the task, done; or ``None``.
-
-    ``None``: the time ran out, and the task was cancelled and waited for as it ended (a
-    connection it held closed). A cancellation of the caller cancels the task too.
-    """
-    task = asyncio.ensure_future(work)
-    try:
-        done, _ = await asyncio.wait({task}, timeout=seconds)
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-    if done:
-        return task
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-    return None

@@ -26,9 +26,9 @@ for each kind, everything the library does about it, in one row:
   credentials refused or missing): an outbox worker leaves them waiting.
 
 The questions other modules ask (:func:`maybe_processed`, :func:`deferral`,
-:func:`refused_by_provider`, :func:`ending_of`, :func:`unauthorized_wait` …) are answered
+:func:`refused_by_provider`, :func:`ending_of`, :func:`held_record` …) are answered
 from the table here, so that no other module looks at an error's class or status to
-decide anything (``tests/unit/test_layout.py`` checks it).
+decide anything (``tests/unit/test_layout_decisions.py`` checks it).
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ from .safety import Safety
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from .models import DocumentResult
+
 __all__ = [
     "RULES",
     "WHY",
@@ -71,8 +73,11 @@ __all__ = [
     "certainly_not_processed",
     "classify",
     "deferral",
+    "done_before",
     "duplicate_means_success",
     "ending_of",
+    "foreign_record",
+    "held_record",
     "last_answer",
     "may_resend",
     "maybe_processed",
@@ -403,3 +408,50 @@ def deferral(error: InvoicingError | None, *, out_of_time: bool) -> str | None:
     if out_of_time and reason == "unreachable":
         return "timed_out"
     return reason
+
+
+# --- a record answered: this document's, or another's ------------------------------------
+
+
+def held_record(error: InvoicingError) -> DocumentResult | None:
+    """The record a 409 answered with, to be checked against the document sent.
+
+    A 409 says the provider holds *a* document: this one, or (its record says so)
+    another, which is a :func:`foreign_record`, never a duplicate. ``None`` for every
+    other failure, and for a 409 whose record cannot be read.
+    """
+    return error.result if isinstance(error, DuplicateDocumentError) else None
+
+
+def foreign_record(
+    record: DocumentResult, mismatches: tuple[str, ...], *, held: bool
+) -> ForeignRecordError:
+    """The error an answer with another document's record is (``Kind.FOREIGN``).
+
+    The provider may or may not hold the document sent.
+
+    :param mismatches: the fields in which ``record`` differs from the document sent.
+    :param held: it came with a 409 (:func:`held_record`), else with a 201.
+    """
+    return ForeignRecordError(
+        f"the provider answered with the record of another document "
+        f"(differs in {', '.join(mismatches)})",
+        status=409 if held else 201,
+        result=record,
+        mismatches=mismatches,
+    )
+
+
+def done_before(error: InvoicingError, what: str) -> None:
+    """An operation's 409 (not a document's) says what was done before, in its message.
+
+    The provider's own words, from the body's ``message`` (at most 500 characters).
+
+    :param what: the request, ``METHOD /path``.
+    """
+    if not isinstance(error, DuplicateDocumentError):
+        return
+    detail = error.body.get("message") if error.body is not None else None
+    if isinstance(detail, str) and detail:
+        error.message = f"{what}: done before this call: {detail[:500]}"
+        error.args = (error.message,)

@@ -1,4 +1,4 @@
-"""The 401 rule: when one request is sent again with another token, and what a 401 is.
+"""The 401 rule: a request sent again with another token, a 401, a failed token request.
 
 A 401 may be the token's fault (a replaced token, one a node of the provider does not
 know yet, a revoked one) or the request's answer (the API key, the issuer's VAT number).
@@ -15,12 +15,32 @@ with that token, and what the 401 it is finally left with means:
   waits for the next token, once the cooldown allows one (``REAUTH``, with the seconds
   until then).
 
+A token request that fails is told apart here too (:func:`without_token`,
+:func:`refusal_kept`, :func:`after_refresh`): the cache and the channel only do what
+these say.
+
 Tokens are named by their values, held here only for the life of one request.
 """
 
 from __future__ import annotations
 
-__all__ = ["MAX_TOKEN_RETRIES", "TokenRetries"]
+from typing import Literal, TypeGuard
+
+from .errors import (
+    AuthenticationError,
+    ClientStateError,
+    CredentialsError,
+    InvoicingError,
+    TransportError,
+)
+
+__all__ = [
+    "MAX_TOKEN_RETRIES",
+    "TokenRetries",
+    "after_refresh",
+    "refusal_kept",
+    "without_token",
+]
 
 #: Re-sends of one request after 401s (a replaced token, a young one waited for, a forced
 #: new one, that one waited for).
@@ -66,3 +86,39 @@ class TokenRetries:
         if token in self._forced or not accepted_before:
             return None
         return reauth_in
+
+
+def without_token(error: InvoicingError) -> InvoicingError:
+    """What a call failed with when it could not get a token for its request.
+
+    Refused credentials (or a 401 to the token request) and a closed client stay what
+    they are; any other failure of the token request (the token endpoint unreachable,
+    overloaded, unreadable) means the call was certainly not sent: a
+    :class:`~invoicing_async.TransportError` with ``maybe_sent=False``, so that a batch
+    neither rejects the document nor calls it possibly committed.
+    """
+    if isinstance(error, (AuthenticationError, ClientStateError)):
+        return error
+    return TransportError(f"no access token, nothing sent: {error}", maybe_sent=False)
+
+
+def refusal_kept(error: BaseException) -> TypeGuard[CredentialsError]:
+    """Whether a token request's failure is kept for the re-authentication cooldown.
+
+    Refused credentials stay refused for a while: the callers that meet a 401 after the
+    refusal (or whose documents come later) get it again without a token request each.
+    """
+    return isinstance(error, CredentialsError)
+
+
+def after_refresh(error: BaseException) -> Literal["stop", "refused", "failed"]:
+    """What follows a failed refresh grant.
+
+    ``"stop"``: nothing more can be sent (a closed client): raised as it is;
+    ``"refused"``: the refresh token was refused (``invalid_grant``): maybe a sibling
+    rotated it, so the store is read again before falling back to client credentials;
+    ``"failed"``: anything else: client credentials at once.
+    """
+    if isinstance(error, ClientStateError):
+        return "stop"
+    return "refused" if isinstance(error, CredentialsError) else "failed"

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Callable, Iterable, Sequence
 
-    from .entry import LedgerEntry
+    from invoicing_async._core.entries import LedgerEntry
 
 __all__ = ["adopt_postgres", "adopt_sqlite", "match", "one_of", "who"]
 

@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from invoicing_async._core.entries import IN_FLIGHT
 from invoicing_async._send.journal import Ref
 
 from ._identity import adopt_postgres, adopt_sqlite
 from ._schema import DEFERRALS
-from .entry import IN_FLIGHT
 from .ledger import COLUMNS, row_entry
 from .postgres import _COLUMNS, TABLE, _entry
 from .sqlite import insert
@@ -42,9 +42,10 @@ if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Sequence
 
+    from invoicing_async._core.entries import LedgerEntry
+
     from ._sqlitefile import LedgerFile
     from .enqueue import Ready
-    from .entry import LedgerEntry
     from .postgres import PostgresStore
 
 __all__ = ["DeferralRecord", "Deferrals", "PostgresDeferrals", "SqliteDeferrals", "Stored"]

@@ -19,14 +19,21 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from invoicing_async._core.entries import (
+    STATES,
+    LedgerEntry,
+    Verdict,
+    decide,
+    is_final,
+    needs_fingerprint,
+)
 from invoicing_async._core.errors import LedgerError
 from invoicing_async._core.outcomes import OutcomeStatus
 from invoicing_async._send.journal import Ref
 
 from ._identity import adopt_sqlite, match, one_of, who
 from ._sqlitefile import Insert, LedgerFile
-from .entry import STATES, LedgerEntry, entry_from_row, outcome_json
-from .rules import decide, digest_of, is_final
+from .entry import entry_from_row, outcome_json
 
 if TYPE_CHECKING:
     import sqlite3
@@ -35,7 +42,6 @@ if TYPE_CHECKING:
 
     from invoicing_async._core.outcomes import Outcome
     from invoicing_async._doc.document import Prepared
-    from invoicing_async._send.journal import Verdict
 
 __all__ = ["COLUMNS", "Ledger", "file_of", "hold", "ledger_journal", "let_go", "row_entry"]
 
@@ -340,7 +346,10 @@ class _LedgerJournal:
         await self._ledger._sending(ref)  # noqa: SLF001
 
     def after_outcome(self, outcome: Outcome, prepared: Prepared | None) -> None:
-        self._ledger._settled(outcome, digest_of(outcome, prepared))  # noqa: SLF001
+        fingerprint = (
+            prepared.digest if prepared is not None and needs_fingerprint(outcome) else None
+        )
+        self._ledger._settled(outcome, fingerprint)  # noqa: SLF001
 
 
 @contextlib.asynccontextmanager

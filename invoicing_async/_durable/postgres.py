@@ -46,15 +46,17 @@ import re
 import urllib.parse
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from invoicing_async._core.entries import PARKED, STATES, LedgerEntry
 from invoicing_async._core.errors import LedgerError
 from invoicing_async._core.outcomes import OutcomeStatus
-from invoicing_async._core.retry import backoff, within
+from invoicing_async._core.retry import backoff
+from invoicing_async._io.waits import within
 from invoicing_async._send.journal import Ref
 
 from ._identity import adopt_postgres, match, one_of
 from ._schema import POSTGRES_VERSION, TABLE, postgres_version, upgrade_postgres
 from .enqueue import UPSERT_SET
-from .entry import PARKED, STATES, LedgerEntry, entry_from_row
+from .entry import entry_from_row
 from .store import Claim, Settlement, make_claim
 
 if TYPE_CHECKING:

@@ -14,9 +14,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from invoicing_async._core.entries import PARKED
+
 from ._identity import adopt_sqlite
 from .enqueue import UPSERT_SET
-from .entry import PARKED
 from .ledger import file_of, hold
 from .store import Claim, Settlement, make_claim
 

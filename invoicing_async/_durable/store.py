@@ -12,15 +12,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from invoicing_async._core.entries import PENDING
 from invoicing_async._doc.document import describe
 from invoicing_async._send.journal import Ref
 
-from .entry import PENDING, entry_from_row
+from .entry import entry_from_row
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .entry import LedgerEntry
+    from invoicing_async._core.entries import LedgerEntry
 
 __all__ = ["Claim", "Settlement", "Store", "make_claim"]
 

@@ -24,22 +24,17 @@ import attrs
 
 from invoicing_async._core import calls
 from invoicing_async._core import protocol as proto
-from invoicing_async._core.errors import (
-    AuthenticationError,
-    ClientStateError,
-    InvoicingError,
-    TransportError,
-)
+from invoicing_async._core.errors import AuthenticationError, InvoicingError, TransportError
 from invoicing_async._core.log import auth as auth_log
 from invoicing_async._core.machine import Attempts, End
 from invoicing_async._core.outcomes import OutcomeStatus
 from invoicing_async._core.redact import found_in, needles, redact_error, redact_record
-from invoicing_async._core.retry import within
 from invoicing_async._core.safety import Safety
-from invoicing_async._core.unauthorized import TokenRetries
+from invoicing_async._core.unauthorized import TokenRetries, without_token
 
 from .loop import Named, drive
 from .tokencache import CredentialsKey, TokenCache, Tokens
+from .waits import within
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -342,10 +337,11 @@ class Channel:
             )
         try:
             return fetch.result()
-        except (AuthenticationError, ClientStateError):
-            raise
         except InvoicingError as exc:
-            raise TransportError(f"no access token, nothing sent: {exc}", maybe_sent=False) from exc
+            error = without_token(exc)  # the core says what the call failed with
+            if error is exc:
+                raise
+            raise error from exc
 
     async def _token_request(self, refresh_with: AccessToken | None) -> AccessToken:
         """One grant for the cache: a refresh of ``refresh_with``, or client credentials.

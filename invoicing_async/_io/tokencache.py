@@ -41,9 +41,10 @@ from collections.abc import Awaitable, Callable
 
 import attrs
 
-from invoicing_async._core.errors import ClientStateError, CredentialsError, InvoicingError
+from invoicing_async._core.errors import CredentialsError, InvoicingError
 from invoicing_async._core.log import auth as log
 from invoicing_async._core.models import AccessToken
+from invoicing_async._core.unauthorized import after_refresh, refusal_kept
 
 from .tokenstore import CredentialsKey, MemoryTokenStore, TokenStore
 
@@ -397,7 +398,7 @@ class TokenCache:
             future.cancel()
             raise
         except BaseException as exc:
-            if isinstance(exc, CredentialsError):
+            if refusal_kept(exc):
                 # Refused credentials stay refused for a while: the callers that meet a
                 # 401 after the refusal (or whose documents come later) get it again
                 # without a token request each.
@@ -425,23 +426,26 @@ class TokenCache:
         if freshest is not None and freshest.refresh_token:
             try:
                 return await self._grant(key, entry, freshest, fetch)
-            except ClientStateError:
-                raise
-            except CredentialsError as exc:
-                # invalid_grant: maybe a sibling rotated the refresh token; take its token.
-                stored = await self._store.load(key, clock=self._clock)
-                if (
-                    stored is not None
-                    and stored.value != freshest.value
-                    and self._clock() < stored.unusable_at
-                ):
-                    log.debug("refresh refused; a newer token is stored: using it")
-                    return stored
-                log.debug(
-                    "the refresh token was refused (%s): falling back to client credentials", exc
-                )
             except InvoicingError as exc:
-                log.warning("refresh failed (%s): falling back to client credentials", exc)
+                after = after_refresh(exc)
+                if after == "stop":
+                    raise
+                if after == "failed":
+                    log.warning("refresh failed (%s): falling back to client credentials", exc)
+                else:
+                    # invalid_grant: maybe a sibling rotated the refresh token; take its token.
+                    stored = await self._store.load(key, clock=self._clock)
+                    if (
+                        stored is not None
+                        and stored.value != freshest.value
+                        and self._clock() < stored.unusable_at
+                    ):
+                        log.debug("refresh refused; a newer token is stored: using it")
+                        return stored
+                    log.debug(
+                        "the refresh token was refused (%s): falling back to client credentials",
+                        exc,
+                    )
         return await self._grant(key, entry, None, fetch)
 
     async def _grant(

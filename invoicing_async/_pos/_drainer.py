@@ -20,7 +20,7 @@ from invoicing_async._client.worker import run_worker
 from invoicing_async._core import calls
 from invoicing_async._core.errors import InvoicingError, LedgerError
 from invoicing_async._core.log import deferral as log
-from invoicing_async._core.outcomes import OutcomeStatus
+from invoicing_async._core.outcomes import ANSWERED
 from invoicing_async._core.table import deferral as deferral_reason
 from invoicing_async._send.journal import Ref
 
@@ -41,8 +41,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Drainer"]
 
-#: Outcomes that say the provider answered: it is up.
-_ANSWERED = frozenset({OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE, OutcomeStatus.REJECTED})
 #: Seconds between warnings about an old backlog.
 _WARN_EVERY = 60.0
 #: Seconds a claim lasts without the worker's heartbeat (PostgreSQL).
@@ -134,7 +132,7 @@ class Drainer:
         """An outcome says whether the provider answers."""
         state = self._state
         failed = False
-        if outcome.status in _ANSWERED:
+        if outcome.status in ANSWERED:
             if state.mark_up("the drainer's request was answered"):
                 self._rewind_soon()
         else:

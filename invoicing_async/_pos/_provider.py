@@ -13,7 +13,8 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from invoicing_async._core.log import deferral as log
-from invoicing_async._core.retry import Backoff, pause
+from invoicing_async._core.retry import Backoff
+from invoicing_async._io.waits import pause
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -58,10 +58,10 @@ if TYPE_CHECKING:
     from invoicing_async._client.client import InvoicingClient
     from invoicing_async._client.outbox import PostgresOutbox, SqliteOutbox
     from invoicing_async._client.pool import IssuerPool
+    from invoicing_async._core.entries import LedgerEntry
     from invoicing_async._core.models import DocumentResult
     from invoicing_async._core.outcomes import Outcome
     from invoicing_async._doc.document import Document, Identity
-    from invoicing_async._durable.entry import LedgerEntry
 
     from .records import DeferredOutcome, DeferredReceipt
 

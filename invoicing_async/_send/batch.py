@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from invoicing_async._core import calls
+from invoicing_async._core.entries import SEND, Verdict
 from invoicing_async._core.errors import InvoicingError, ValidationError
 from invoicing_async._core.log import delivery as log
 from invoicing_async._core.machine import End
@@ -62,7 +63,7 @@ from invoicing_async._doc.pacer import Pacer
 
 from ._lanes import Lane, Lanes, OneLane
 from .delivery import Delivery
-from .journal import SEND, Ref, Verdict, Withdrawn
+from .journal import Ref, Withdrawn
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from invoicing_async._core.errors import DuplicateDocumentError, ForeignRecordError, InvoicingError
+from invoicing_async._core.errors import InvoicingError
 from invoicing_async._core.log import delivery as log
 from invoicing_async._core.machine import Attempts
 from invoicing_async._core.outcomes import Outcome, OutcomeStatus
 from invoicing_async._core.safety import Safety
 from invoicing_async._core.shared import SINGLE
+from invoicing_async._core.table import foreign_record, held_record
 from invoicing_async._doc.document import foreign_fields
 from invoicing_async._io.loop import drive, log_ending, step
 
@@ -137,13 +138,14 @@ class Delivery:
         """The record ``sending`` answers, checked against the document's identity."""
         try:
             record = await sending
-        except DuplicateDocumentError as exc:
+        except InvoicingError as exc:
             # A 409's record of another document is a foreign record, not a duplicate.
-            foreign = None if exc.result is None else self._foreign(exc.result, 409)
+            held = held_record(exc)
+            foreign = None if held is None else self._foreign(held, held=True)
             if foreign is not None:
                 raise foreign from None
             raise
-        mismatch = self._foreign(record, 201)
+        mismatch = self._foreign(record, held=False)
         if mismatch is not None:
             raise mismatch
         return record
@@ -189,14 +191,6 @@ class Delivery:
             attempts=end.attempts,
         )
 
-    def _foreign(self, record: DocumentResult, status: int) -> ForeignRecordError | None:
+    def _foreign(self, record: DocumentResult, *, held: bool) -> InvoicingError | None:
         mismatches = foreign_fields(self.identity, record)
-        if not mismatches:
-            return None
-        return ForeignRecordError(
-            f"the provider answered with the record of another document "
-            f"(differs in {', '.join(mismatches)})",
-            status=status,
-            result=record,
-            mismatches=mismatches,
-        )
+        return foreign_record(record, mismatches, held=held) if mismatches else None

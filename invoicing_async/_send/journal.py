@@ -13,25 +13,25 @@ worker's claims) calls, for every document:
 A document is named by its :class:`Ref`: its issuer and its key (two issuers'
 ``A/1`` are two documents).
 
-The journal alone decides finality: which outcomes end a document for good, and
-whether a definite refusal still applies to the content read again (it compares the
-:attr:`~._documents.Prepared.digest` of what was refused with what is about to be
-sent). The batch only follows its verdicts.
+The journal applies the core's entry rules (:mod:`invoicing_async._core.entries`):
+which outcomes end a document for good, and whether a definite refusal still applies
+to the content read again (its :class:`~invoicing_async._core.entries.Verdict` holds
+the digest of what was refused, compared with what is about to be sent). The batch
+only follows its verdicts.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-import attrs
-
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from invoicing_async._core.entries import Verdict
     from invoicing_async._core.outcomes import Outcome
     from invoicing_async._doc.document import Prepared
 
-__all__ = ["SEND", "Journal", "Ref", "Verdict", "Withdrawn"]
+__all__ = ["Journal", "Ref", "Withdrawn"]
 
 
 class Ref(NamedTuple):
@@ -53,24 +53,6 @@ class Ref(NamedTuple):
     def of_outcome(cls, outcome: Outcome) -> Ref:
         """The document an outcome is about."""
         return cls(outcome.issuer or "", outcome.key)
-
-
-@attrs.frozen
-class Verdict:
-    """What to do with a document read (again): send it, or report ``replay``."""
-
-    #: The recorded outcome, final: report it without sending.
-    replay: Outcome | None = None
-    #: An earlier request may have been committed: a 409 is the document's own commit.
-    maybe_committed: bool = False
-    #: A final refusal of content with this digest: report ``refused`` instead of
-    #: sending if the document's content is still the same.
-    refused_digest: str | None = None
-    refused: Outcome | None = None
-
-
-#: The verdict for a document the journal has never seen: send it.
-SEND = Verdict()
 
 
 class Withdrawn(Exception):  # noqa: N818  (a signal, not an error: the journal took it back)

@@ -27,12 +27,12 @@ import attrs
 
 from invoicing_async._core import calls
 from invoicing_async._core import protocol as proto
-from invoicing_async._core.errors import DuplicateDocumentError, ValidationError
+from invoicing_async._core.errors import InvoicingError, ValidationError
 from invoicing_async._core.log import operations as log
 from invoicing_async._core.machine import Attempts, End
-from invoicing_async._core.outcomes import OutcomeStatus
 from invoicing_async._core.redact import redact_json, redact_record
 from invoicing_async._core.safety import OPERATIONS, Safety, default_safety, operation_for, tighten
+from invoicing_async._core.table import done_before
 from invoicing_async._doc.document import dumps
 from invoicing_async._io.loop import Named, drive
 
@@ -140,12 +140,8 @@ async def perform_answer(
         status, body, attempts = await _perform(
             channel, call, ok, policy=policy, timeout=timeout, needs_record=False
         )
-    except DuplicateDocumentError as exc:
-        # Not a document: the provider's own words say what was done before.
-        detail = exc.body.get("message") if exc.body is not None else None
-        if isinstance(detail, str) and detail:
-            exc.message = f"{call.what}: done before this call: {detail[:500]}"
-            exc.args = (exc.message,)
+    except InvoicingError as exc:
+        done_before(exc, call.what)  # not a document: the provider's own words say what
         raise
     return answered(status, body, attempts)
 
@@ -183,15 +179,15 @@ async def _perform(
     other ending raises its error.
     """
     end = await ending(channel, call, ok, policy=policy, timeout=timeout, needs_record=needs_record)
-    if end.status is OutcomeStatus.ACCEPTED:
-        if isinstance(end.result, _Answered):
-            return end.result.status, end.result.value, end.attempts
-        # A 409 the core took for this call's own earlier attempt: what it left.
-        held = end.last
-        if end.result is not None and needs_record:
-            return 409, end.result, end.attempts
-        if isinstance(held, DuplicateDocumentError) and not needs_record:
-            return 409, held.body, end.attempts  # type: ignore[return-value]
+    result = end.result
+    if isinstance(result, _Answered):  # only a 2xx ends with one
+        return result.status, result.value, end.attempts
+    # A 409 the core took for this call's own earlier attempt: what it left.
+    commit = end.commit
+    if commit is not None and needs_record and result is not None:
+        return 409, result, end.attempts
+    if commit is not None and not needs_record:
+        return 409, commit.body, end.attempts  # type: ignore[return-value]
     assert end.error is not None  # noqa: S101  (every other ending carries one)
     raise end.error
 

@@ -184,7 +184,7 @@ class CountingJournal:
         self.lookups: list[int] = []
 
     async def lookup(self, keys):
-        from invoicing_async._send.journal import SEND  # noqa: PLC0415
+        from invoicing_async._core.entries import SEND  # noqa: PLC0415
 
         self.lookups.append(len(keys))
         return [SEND] * len(keys)
@@ -541,7 +541,7 @@ async def test_a_journal_that_waits_for_a_retrying_document_does_not_stall_the_b
     earlier one, in its retry wait after a 429, still gets room to be sent while later
     documents wait in ``before_send`` (they held the room the halved limit left: the
     batch stalled)."""
-    from invoicing_async._send.journal import SEND  # noqa: PLC0415
+    from invoicing_async._core.entries import SEND  # noqa: PLC0415
 
     class Probing:
         """Sends one document at a time until the first is settled, as a probe gate."""

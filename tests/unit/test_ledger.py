@@ -17,7 +17,7 @@ from invoicing_async import (
     UnknownOutcomeError,
     ValidationError,
 )
-from invoicing_async._durable.rules import decide, is_final, requeue
+from invoicing_async._core.entries import decide, is_final, requeue
 from invoicing_async._send.journal import Ref
 
 
