@@ -27,7 +27,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from invoicing_async._cli import _ledger, _missing, _operations, _pos, _submit
+from invoicing_async._cli import _day, _ledger, _missing, _operations, _pos, _submit
 from invoicing_async._client.client import InvoicingClient
 from invoicing_async._client.env import ssl_context
 from invoicing_async._core.errors import InvoicingError, ProviderKeyError, ValidationError
@@ -141,7 +141,7 @@ def register(commands: Commands) -> None:
 # --- entry point ---------------------------------------------------------------------
 
 #: Modules whose ``register(commands)`` adds subcommands, in the order --help lists them.
-MODULES = (_submit, sys.modules[__name__], _ledger, _operations, _pos)
+MODULES = (_submit, sys.modules[__name__], _ledger, _operations, _day, _pos)
 #: The entry point group of other distributions' subcommands (``register(commands)``).
 PLUGINS = "invoicing_async.commands"
 

@@ -28,12 +28,12 @@ from invoicing_async._core.errors import (
     TransportError,
 )
 from invoicing_async._core.log import transport as log
-from invoicing_async._core.protocol import Request, Response
+from invoicing_async._core.protocol import Request, Response, error_for_response
 from invoicing_async._obs import telemetry
 
 if TYPE_CHECKING:
     import ssl as _ssl
-    from collections.abc import AsyncGenerator
+    from collections.abc import AsyncGenerator, Callable
     from types import TracebackType
 
 __all__ = ["DEFAULT_MAX_RESPONSE_SIZE", "ClientSession", "Transport"]
@@ -260,6 +260,78 @@ class Transport:
             extra=_fields(request.method, path, exchange, error=cause),
         )
         raise error  # outside the except block: no __context__ pointing at aiohttp
+
+    async def download(
+        self,
+        url: str,
+        write: Callable[[bytes], object],
+        *,
+        limit: int,
+        timeout: float | None = None,
+    ) -> tuple[int, str | None]:
+        """``GET url`` without credentials, its body handed to ``write`` a chunk at a time.
+
+        For a public url (a document's PDF): no header of the client's is sent, no
+        redirect is followed, and no more than ``limit`` bytes are handed on. Returns the
+        bytes written and the answer's content type.
+
+        :raises MalformedResponseError: the body is over ``limit`` (declared or as it
+            arrives), was cut short, or the answer redirects.
+        :raises TransportError: no usable exchange.
+        :raises UnexpectedStatusError: (and the other typed errors of a status) the
+            answer is not a 2xx.
+        """
+        session = self._ensure_session()
+        if self._guard is None:
+            await self._guard_session()
+        client_timeout = self._timeout if timeout is None else self._timeout_for(timeout)
+        exchange = telemetry.exchange("GET", url)
+        try:
+            async with session.get(
+                url, allow_redirects=False, timeout=client_timeout, ssl=self._ssl
+            ) as response:
+                if not 200 <= response.status < 300:
+                    body = await self._read_body(response, response.status)
+                    refused = Response(response.status, response.headers, body)
+                else:
+                    refused = None
+                    size = await self._stream(response, write, limit)
+        except InvoicingError as exc:
+            exchange.failed(type(exc).__name__)
+            raise
+        except asyncio.CancelledError:
+            exchange.failed("cancelled")
+            raise
+        except aiohttp.ClientPayloadError:
+            exchange.failed("ClientPayloadError")
+            raise MalformedResponseError("the file was cut short") from None
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            exchange.failed(type(exc).__name__)
+            raise _classify(exc) from None
+        exchange.answered(response.status)
+        if refused is not None:
+            raise error_for_response(refused, f"GET {urlsplit(url).path}")
+        return size, response.content_type
+
+    async def _stream(
+        self, response: aiohttp.ClientResponse, write: Callable[[bytes], object], limit: int
+    ) -> int:
+        """Hand ``response``'s body to ``write``, a chunk at a time, up to ``limit`` bytes."""
+        declared = response.content_length
+        if declared is not None and declared > limit:
+            raise MalformedResponseError(
+                f"the file ({declared} bytes) is over the {limit}-byte cap",
+                status=response.status,
+            )
+        size = 0
+        while chunk := await response.content.read(_CHUNK):
+            size += len(chunk)
+            if size > limit:
+                raise MalformedResponseError(
+                    f"the file is over the {limit}-byte cap", status=response.status
+                )
+            write(chunk)
+        return size
 
     def _timeout_for(self, total: float) -> aiohttp.ClientTimeout:
         """The session's timeouts with another total; one object per distinct total."""
