@@ -39,7 +39,7 @@ def hold(sb: Sandbox, day: dt.date, count: int) -> None:
             "DistributionDetails": {"InternalDocumentId": f"{sb.client_id}-{number}"},
         }
         key = ("test", sb.client_id, document_identity(document))
-        sb._provider.commit(Submission(key, document, b"", encrypted=False), noon)  # noqa: SLF001
+        sb._provider.commit(Submission(key, document, b"", encrypted=False), noon)
 
 
 async def peak_while_listing(client, day: dt.date) -> tuple[int, int]:
