@@ -9,6 +9,7 @@ what the client's view is checked against.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import io
 
@@ -411,3 +412,30 @@ async def test_a_pdf_that_fails_once_is_read_again_and_an_unknown_one_is_typed(
     with pytest.raises(UnexpectedStatusError) as caught:
         await client.document_pdf(record.url + "x", tmp_path / "none.pdf")
     assert caught.value.status == 404
+
+
+async def test_a_blocking_client_credits_and_pays_from_a_thread(sb, tmp_path):
+    """The blocking twins: a credit, a payment later, an IRIS status and a PDF from a
+    thread of a synchronous application, the same typed results."""
+    from invoicing_async.blocking import BlockingClient  # noqa: PLC0415
+
+    async with client_for(sb) as client:
+        original = await invoice(client, sb)
+        payment = await signed_payment(client, sb, original)
+        started = await client.initiate_instant_payment(InstantPaymentRequest(amount=1))
+    blocking = BlockingClient(sb.base_url, sb.client_id, sb.client_secret, retry=FAST)
+
+    def day():
+        with blocking:
+            credit = blocking.credit(original, series="CR", number="1", internal_id="CR-1")
+            paid = blocking.update_payment(original.mark, payment)
+            status = blocking.instant_payment_status(started)
+            size = blocking.document_pdf(original, tmp_path / "r.pdf")
+            return credit, paid, status, size
+
+    credit, paid, status, size = await asyncio.to_thread(day)
+    assert (credit.original_mark, paid.payment_mark) == (
+        original.mark,
+        sb.payment_updates[0].payment_mark,
+    )
+    assert (status.status, size) == ("Pending", (tmp_path / "r.pdf").stat().st_size)
