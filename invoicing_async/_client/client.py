@@ -390,7 +390,7 @@ class InvoicingClient(Submitter):
         uncorrelated one (5.2). The credit carries the original's lines.
 
         Its safety class follows the provider's repeat rules
-        (:func:`~invoicing_async.Safety`, see :doc:`/operations`): a document may get
+        (:class:`~invoicing_async.Safety`, see :doc:`/operations`): a document may get
         many 5.2 and 11.4 credits, and the provider knows a credit by its
         ``internal_id``, so ``relate_credit=False`` is a ``DEDUPLICATED_WRITE`` (re-sent
         after a lost answer; the ``409`` that then answers is this call's own credit).
