@@ -265,14 +265,17 @@ async def test_an_unpaid_instant_payment_expires_within_its_validity(client, sb,
 async def test_the_wait_ends_pending_when_its_time_is_over(client, sb, clock):
     """A wait shorter than the validity ends with the last status read, Pending."""
     started = await client.initiate_instant_payment(InstantPaymentRequest(amount=3))
+    slept = []
 
     async def sleep(seconds):
+        slept.append(seconds)
         clock.now += seconds
 
     status = await client.wait_for_instant_payment(
         started.end_to_end_id, within=10, interval=4, clock=clock, sleep=sleep
     )
     assert (status.status, status.final) == ("Pending", False)
+    assert slept == [4, 4, 2]  # no sleep outlasts the time left
 
 
 async def test_instant_payment_safety_rules_and_refusals(client, sb):
@@ -335,6 +338,12 @@ async def hostile():
             headers["NextPage"] = state["next"][number]
         return web.json_response([{"mark": 100 + number}], headers=headers)
 
+    async def pdf(request):
+        if request.match_info["name"] == "moved":
+            raise web.HTTPFound("https://elsewhere.example/v/x/pdf")
+        return web.Response(text="<html>a login page</html>", content_type="text/html")
+
+    app.router.add_get("/v/{name}/pdf", pdf)
     app.router.add_post("/oauth/token", token)
     app.router.add_get("/api/invoice/getdocuments/{tin}/{page}/", page)
     runner = web.AppRunner(app)
@@ -439,3 +448,15 @@ async def test_a_blocking_client_credits_and_pays_from_a_thread(sb, tmp_path):
         sb.payment_updates[0].payment_mark,
     )
     assert (status.status, size) == ("Pending", (tmp_path / "r.pdf").stat().st_size)
+
+
+@pytest.mark.parametrize(
+    ("name", "words"), [("login", "came as 'text/html'"), ("moved", "redirect")]
+)
+async def test_a_pdf_url_that_answers_no_pdf_is_a_typed_error(hostile, tmp_path, name, words):
+    """A page that is not a PDF (a proxy's login page), or a redirect (not followed: the
+    url is the record's own): MalformedResponseError, and nothing written."""
+    async with InvoicingClient(hostile["url"], "094019245", "key", retry=FAST) as client:
+        with pytest.raises(MalformedResponseError, match=words):
+            await client.document_pdf(f"{hostile['url']}/v/{name}", tmp_path / "r.pdf")
+    assert list(tmp_path.iterdir()) == []
