@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from .common import Commands
 
-__all__ = ["DEPRECATED_COMMANDS", "register", "register_outbox"]
+__all__ = ["DEPRECATED_COMMANDS", "existing", "register", "register_outbox"]
 
 _STATUSES = [*STATES, *(status.value for status in OutcomeStatus)]
 #: Old names of commands: they work, are not listed, and print a deprecation note.
@@ -59,7 +59,7 @@ def _entry_json(entry: LedgerEntry) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _existing(args: argparse.Namespace) -> AsyncIterator[Ledger | PostgresOutbox]:
+async def existing(args: argparse.Namespace) -> AsyncIterator[Ledger | PostgresOutbox]:
     """The ledger or outbox ``--ledger`` names, which must exist (nothing is created)."""
     url = ledger_url(args)
     store = open_outbox(url)
@@ -116,7 +116,7 @@ async def _enqueue(args: argparse.Namespace) -> int:
 
 
 async def _status(args: argparse.Namespace) -> int:
-    async with _existing(args) as store:
+    async with existing(args) as store:
         get = store.get if isinstance(store, Ledger) else store.status
         entry = await get(args.key, issuer=args.issuer)
     if entry is None:
@@ -160,7 +160,7 @@ def _counts_line(where: str, counts: dict[str, int]) -> str:
 
 
 async def _show(args: argparse.Namespace) -> int:
-    async with _existing(args) as store:
+    async with existing(args) as store:
         counts = await store.counts()
         summary = _counts_line(f"ledger {shown_url(ledger_url(args))}", counts)
         if args.status:
@@ -178,7 +178,7 @@ async def _mark(args: argparse.Namespace) -> int:
     """``retry`` and ``forget``: the keys given, or every entry with ``--status``."""
     if bool(args.keys) == bool(args.status):
         raise UsageError(f"ledger {args.action}: give the keys of the entries, or --status")
-    async with _existing(args) as store:
+    async with existing(args) as store:
         mark = store.retry if args.action == "retry" else store.forget
         if args.keys:
             keys = list(args.keys)

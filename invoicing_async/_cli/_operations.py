@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from .common import Commands
 
-__all__ = ["register"]
+__all__ = ["configured_client", "outcome_of", "register"]
 
 _NOTES = ("delivery-note", "receiving-note")
 
@@ -138,16 +138,12 @@ async def _run(
     mark: int | None,
 ) -> int:
     """Make the call with the configured client; print its line; the exit status."""
-    found = settings(args)
-    _, context = key_and_tls(found, json_only=True)
     record: dict[str, Any]
-    async with InvoicingClient(
-        str(found.base_url), str(found.client_id), str(found.api_key), ssl=context
-    ) as client:
+    async with configured_client(args) as client:
         try:
             result = await call(client)
         except InvoicingError as exc:
-            record = {"outcome": _outcome(exc), "error": error_to_dict(exc)}
+            record = {"outcome": outcome_of(exc), "error": error_to_dict(exc)}
             if isinstance(exc, DuplicateDocumentError) and exc.result is not None:
                 record["cancellation_mark"] = exc.result.cancellation_mark
             if isinstance(exc, UnknownOutcomeError):
@@ -171,7 +167,16 @@ async def _run(
     return 0 if record["outcome"] == "done" else 1
 
 
-def _outcome(error: InvoicingError) -> str:
+def configured_client(args: argparse.Namespace) -> InvoicingClient:
+    """The client the options and the ``INVOICING_*`` variables configure (JSON only)."""
+    found = settings(args)
+    _, context = key_and_tls(found, json_only=True)
+    return InvoicingClient(
+        str(found.base_url), str(found.client_id), str(found.api_key), ssl=context
+    )
+
+
+def outcome_of(error: InvoicingError) -> str:
     """``unknown`` (may have taken effect), ``refused`` (a definite answer), ``failed``."""
     if isinstance(error, UnknownOutcomeError):
         return "unknown"

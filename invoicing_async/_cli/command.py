@@ -28,7 +28,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from invoicing_async._cli import _ledger, _missing, _operations, _pos, _submit, _worker
+from invoicing_async._cli import _day, _ledger, _missing, _operations, _pos, _submit, _worker
 from invoicing_async._client.client import InvoicingClient
 from invoicing_async._client.env import ssl_context
 from invoicing_async._core.errors import InvoicingError, ProviderKeyError, ValidationError
@@ -149,6 +149,7 @@ REGISTERS = (
     _worker.register,
     _ledger.register,
     _operations.register,
+    _day.register,
     _pos.register,
 )
 #: The entry point group of other distributions' subcommands (``register(commands)``).

@@ -320,6 +320,14 @@ class BlockingClient(_Blocking[_InvoicingClient]):
 
     request = _blocking(_InvoicingClient.request)
     token = _blocking(_InvoicingClient.token)
+    # The rest of a day (see docs/guides/tills-day.rst); documents_issued, an async
+    # iterator, is read with run().
+    credit = _blocking(_InvoicingClient.credit)
+    update_payment = _blocking(_InvoicingClient.update_payment)
+    initiate_instant_payment = _blocking(_InvoicingClient.initiate_instant_payment)
+    instant_payment_status = _blocking(_InvoicingClient.instant_payment_status)
+    wait_for_instant_payment = _blocking(_InvoicingClient.wait_for_instant_payment)
+    document_pdf = _blocking(_InvoicingClient.document_pdf)
 
 
 class BlockingPool(_Blocking[_IssuerPool]):

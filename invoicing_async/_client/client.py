@@ -9,11 +9,15 @@ one body (the decision core decides how often). This module only wires and docum
 
 from __future__ import annotations
 
+import asyncio
 import os
-from typing import TYPE_CHECKING, Any
+import time
+from typing import IO, TYPE_CHECKING, Any
 
 from invoicing_async._core import protocol as proto
+from invoicing_async._core.day import CardPayment, InstantPayment
 from invoicing_async._io.channel import Channel, OneIssuer
+from invoicing_async._send import day as dayops
 from invoicing_async._send import operations as ops
 
 from .engine import Engine
@@ -22,10 +26,17 @@ from .surface import Submitter, bind
 
 if TYPE_CHECKING:
     import concurrent.futures
-    from collections.abc import Mapping
+    import datetime as dt
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
     from typing_extensions import Unpack
 
+    from invoicing_async._core.day import (
+        CreditResult,
+        InstantPaymentRequest,
+        InstantPaymentStatus,
+        PaymentUpdateResult,
+    )
     from invoicing_async._core.models import AccessToken, DocumentResult
     from invoicing_async._core.retry import RetryPolicy
     from invoicing_async._core.safety import Safety
@@ -348,6 +359,268 @@ class InvoicingClient(Submitter):
         """,
     )
 
+    # --- the rest of a day: credits, payments, IRIS, the listing --------------------------
+    # Their requests and answers are typed (invoicing_async._core.day); they run as the
+    # other operations do (invoicing_async._send.day).
+
+    def _options(
+        self, safety: Safety | None, retry: RetryPolicy | None, timeout: float | None
+    ) -> ops.Options:
+        return ops.Options(safety, self._engine.policy(retry, batch=False), timeout)
+
+    async def credit(
+        self,
+        original: DocumentResult | None = None,
+        *,
+        series: str,
+        number: str,
+        internal_id: str,
+        mark: int | None = None,
+        authentication_code: str | None = None,
+        relate_credit: bool = False,
+        prevent_document_mapping: bool = False,
+        safety: Safety | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> CreditResult:
+        """``POST /Invoice/credit``: the provider issues a credit of a document it holds.
+
+        A return at the till: the credit of a retail receipt (11.1) is a credit receipt
+        (11.4); of an invoice, a correlated credit (5.1, ``relate_credit=True``) or an
+        uncorrelated one (5.2). The credit carries the original's lines.
+
+        Its safety class follows the provider's repeat rules
+        (:class:`~invoicing_async.Safety`, see :doc:`/operations`): a document may get
+        many 5.2 and 11.4 credits, and the provider knows a credit by its
+        ``internal_id``, so ``relate_credit=False`` is a ``DEDUPLICATED_WRITE`` (re-sent
+        after a lost answer; the ``409`` that then answers is this call's own credit).
+        A document gets one 5.1, so ``relate_credit=True`` is an ``AT_MOST_ONCE_WRITE``:
+        never re-sent after a lost answer.
+
+        :param original: the original's record (its ``mark`` and
+            ``authentication_code``), or give ``mark`` and ``authentication_code``.
+        :param series: the credit's series, ``number`` its number, ``internal_id`` its
+            unique internal id (what identifies it to the provider).
+        :param relate_credit: a correlated credit (5.1) of an invoice; ignored by the
+            provider for a retail receipt.
+        :returns: the credit issued; its ``mark`` when the provider answered its record.
+        :raises DocumentNotFoundError: the issuer has no document of this mark with this
+            authentication code.
+        :raises CreditRefusedError: the original cannot get this credit (``reason``:
+            ``correlated_already``, ``is_a_credit``, ``cancelled``, ``refused``).
+        :raises DuplicateDocumentError: a credit with this ``internal_id`` was issued
+            before this call.
+        :raises UnknownOutcomeError: a correlated credit's answer was lost: list the
+            day's documents (:meth:`documents_issued`) before sending it again.
+        :raises ValueError: the original is not named, or a member is empty.
+
+        .. versionadded:: 0.5.0
+        """
+        if original is not None:
+            mark = original.mark if mark is None else mark
+            code = original.authentication_code
+            authentication_code = code if authentication_code is None else authentication_code
+        if mark is None or authentication_code is None:
+            raise ValueError("name the original: its record, or mark and authentication_code")
+        return await dayops.credit(
+            self._channel,
+            mark=mark,
+            authentication_code=authentication_code,
+            series=series,
+            number=number,
+            internal_id=internal_id,
+            relate_credit=relate_credit,
+            prevent_document_mapping=prevent_document_mapping,
+            options=self._options(safety, retry, timeout),
+        )
+
+    async def update_payment(
+        self,
+        mark: int,
+        payments: CardPayment | Sequence[CardPayment],
+        *,
+        safety: Safety | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> PaymentUpdateResult:
+        """``POST /Invoice/updatePayment``: a document issued earlier, paid by card now.
+
+        Sign the payment for ``mark`` first (:meth:`sign_pos_transaction`), run the
+        terminal, then send what it did as a :class:`~invoicing_async.CardPayment`.
+
+        ``AT_MOST_ONCE_WRITE``: the provider's pages document neither a read of a
+        payment nor that a payment sent again is recognised, so a lost answer is not
+        re-sent (a payment recorded twice is worse than one to check). The sandbox
+        answers the same payment sent again with its first payment mark: where the
+        provider is known to do so, re-send it on an unknown outcome.
+
+        :param mark: the paid document's mark.
+        :param payments: the payment, or several (a card and a tip …).
+        :returns: the payment's own mark (``payment_mark``).
+        :raises DocumentNotFoundError: the issuer has no document ``mark``.
+        :raises PaymentConflictError: the transaction is recorded for the document with
+            other details.
+        :raises ValidationError: the provider refused the payment (a signature SignPos
+            did not give for this mark, a cancelled document …).
+        :raises UnknownOutcomeError: the answer was lost; it was not re-sent.
+
+        .. versionadded:: 0.5.0
+        """
+        given = [payments] if isinstance(payments, CardPayment) else list(payments)
+        options = self._options(safety, retry, timeout)
+        return await dayops.update_payment(self._channel, mark, given, options)
+
+    async def initiate_instant_payment(
+        self,
+        request: InstantPaymentRequest,
+        *,
+        safety: Safety | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> InstantPayment:
+        """``InitiatePayment``: start an IRIS instant payment; the QR the payer scans.
+
+        ``AT_MOST_ONCE_WRITE``: each request starts a new payment. After a lost answer
+        it is not re-sent: start a new one (the lost one's QR was never shown, and it
+        expires unpaid within its validity). Then follow it with
+        :meth:`wait_for_instant_payment`; once ``Completed``, the document carries
+        payment method 8 with ``authorisation_request_id`` as its ``TransactionId``.
+
+        :raises DocumentNotFoundError: the request names a mark the issuer does not have.
+        :raises ValidationError: the provider refused the request.
+        :raises UnknownOutcomeError: the answer was lost; start a new payment.
+
+        .. versionadded:: 0.5.0
+        """
+        options = self._options(safety, retry, timeout)
+        return await dayops.initiate_instant_payment(self._channel, request, options)
+
+    async def instant_payment_status(
+        self,
+        payment: InstantPayment | str,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> InstantPaymentStatus:
+        """``GetPaymentStatus``: an IRIS payment's status. ``READ``: repeated freely.
+
+        :param payment: the payment started, or its ``endToEndDiasId``.
+        :raises DocumentNotFoundError: the issuer started no such payment.
+
+        .. versionadded:: 0.5.0
+        """
+        e2e = payment.end_to_end_id if isinstance(payment, InstantPayment) else payment
+        options = self._options(None, retry, timeout)
+        return await dayops.instant_payment_status(self._channel, e2e, options)
+
+    async def wait_for_instant_payment(
+        self,
+        payment: InstantPayment | str,
+        *,
+        within: float | None = None,
+        interval: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> InstantPaymentStatus:
+        """Poll :meth:`instant_payment_status` until the status is final, within a time.
+
+        :param within: seconds to keep asking (on ``clock``); by default the payment's
+            validity plus 30 s (the provider says ``Expired`` once it is over), or 3.5
+            minutes for an id alone.
+        :param interval: seconds between two reads.
+        :param clock: a monotonic clock, and ``sleep`` the wait between reads: tests give
+            fakes, so that no real time passes.
+        :param timeout: seconds for each read.
+        :returns: the last status read: final, or ``Pending`` (``final`` false) when
+            ``within`` ran out first.
+
+        .. versionadded:: 0.5.0
+        """
+        if within is None:
+            minutes = payment.validity_minutes if isinstance(payment, InstantPayment) else 3
+            within = minutes * 60 + _IRIS_GRACE
+
+        def read() -> Awaitable[InstantPaymentStatus]:
+            return self.instant_payment_status(payment, retry=retry, timeout=timeout)
+
+        return await dayops.wait_for_instant_payment(
+            read, within=within, interval=interval, clock=clock, sleep=sleep
+        )
+
+    def documents_issued(
+        self,
+        issuer: str | None,
+        since: dt.date,
+        until: dt.date | None = None,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> AsyncIterator[DocumentResult]:
+        """The documents the issuer issued from ``since`` to ``until`` (both included).
+
+        ``GET /api/invoice/getdocuments/{IssuerVatNumber}/{PageNumber}/``, a page at a
+        time, following the ``NextPage`` header; each page is a ``READ`` (repeated
+        freely) and only one is held at a time, so memory does not grow with the day::
+
+            async for record in client.documents_issued(None, day):
+                ...
+
+        Each is the document's result record as the provider lists it (its
+        ``cancellation_mark`` as it is now; ``extra["invoiceTypeCode"]`` its type).
+
+        :param issuer: the issuer's TIN (``None``: the client's).
+        :param until: the last day (default: ``since``).
+        :param timeout: seconds for each page.
+        :raises MalformedResponseError: a page is not an array of records, is over the
+            client's ``max_response_size``, or its ``NextPage`` does not lead on.
+
+        .. versionadded:: 0.5.0
+        """
+        return dayops.documents_issued(
+            self._channel,
+            self._client_id if issuer is None else issuer,
+            since,
+            since if until is None else until,
+            policy=self._engine.policy(retry, batch=False),
+            timeout=timeout,
+        )
+
+    async def document_pdf(
+        self,
+        document: DocumentResult | str,
+        target: str | os.PathLike[str] | IO[bytes],
+        *,
+        max_size: int = dayops.DEFAULT_MAX_PDF_SIZE,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> int:
+        """Stream a document's PDF (``GET {url}/pdf``) to a file; the bytes written.
+
+        The url is the record's public one (what the receipt's QR shows): no credential
+        is sent to it, and no redirect followed.
+
+        :param document: its record, or its url.
+        :param target: a path (written whole or not at all: through a temporary file
+            beside it; a ``READ``, retried) or a binary file object (written as the PDF
+            arrives; one attempt).
+        :param max_size: the largest PDF written, in bytes.
+        :raises MalformedResponseError: the PDF is over ``max_size``, cut short, or not
+            a PDF.
+        :raises ValueError: the record has no url, or it is not ``https``.
+
+        .. versionadded:: 0.5.0
+        """
+        return await dayops.document_pdf(
+            self._engine.transport,
+            document,
+            target,
+            max_size=max_size,
+            policy=self._engine.policy(retry, batch=False),
+            timeout=timeout,
+        )
+
     async def request(
         self,
         method: str,
@@ -375,6 +648,10 @@ class InvoicingClient(Submitter):
         given = ops.Payload(json, params)
         result = await ops.run_free(self._channel, method, path, given, options)
         return result.body
+
+
+#: Seconds :meth:`InvoicingClient.wait_for_instant_payment` asks past a payment's validity.
+_IRIS_GRACE = 30.0
 
 
 def _credentials_problem(client_id: str, client_secret: str) -> str | None:

@@ -299,7 +299,7 @@ def causes(exc: BaseException, where: str = "", cls: Any = None) -> list[str]:
 #: Attributes of errors written beside type, message and status (all JSON-able).
 _ERROR_FIELDS = (
     "reason", "maybe_sent", "retry_after", "attempts", "mismatches", "size", "limit",
-    "members",
+    "members", "payment_mark",
 )  # fmt: skip
 _ERROR_TYPES: dict[str, type[_errors.InvoicingError]] = {
     name: cls
@@ -350,6 +350,15 @@ def error_to_dict(error: _errors.InvoicingError) -> dict[str, Any]:
 RECORDED_PROBLEMS = 100
 
 
+#: What an error of a type has when its record lacks it (a record of an older version).
+_ERROR_DEFAULTS: dict[type[_errors.InvoicingError], dict[str, Any]] = {
+    _errors.ForeignRecordError: {"mismatches": ()},
+    _errors.PaymentConflictError: {"payment_mark": None},
+    _errors.CreditRefusedError: {"reason": "refused"},
+    _errors.DocumentTooLargeError: {"size": None, "limit": None},
+}
+
+
 def error_from_dict(data: Mapping[str, Any]) -> _errors.InvoicingError:
     """The error :func:`error_to_dict` wrote, as its own type (``InvoicingError`` if unknown)."""
     cls = _ERROR_TYPES.get(str(data.get("type")), _errors.InvoicingError)
@@ -371,11 +380,8 @@ def error_from_dict(data: Mapping[str, Any]) -> _errors.InvoicingError:
     if issubclass(cls, (_errors.DuplicateDocumentError, _errors.ForeignRecordError)):
         record = data.get("result")
         state["result"] = result_from_dict(record) if isinstance(record, dict) else None
-    if cls is _errors.ForeignRecordError:
-        state.setdefault("mismatches", ())
-    if cls is _errors.DocumentTooLargeError:
-        state.setdefault("size", None)
-        state.setdefault("limit", None)
+    for name, value in _ERROR_DEFAULTS.get(cls, {}).items():
+        state.setdefault(name, value)
     if issubclass(cls, _errors.InvalidDocumentError):
         state["problems"] = tuple(_problem_from_dict(p) for p in data.get("problems") or ())
     if cls is _errors.AmbiguousDocumentError:

@@ -8,10 +8,13 @@ Every failure the library reports derives from :class:`InvoicingError`::
     │   └── CredentialsError         the token endpoint refused the credentials: nothing sent
     ├── UnknownIssuerError           no credentials for a document's issuer: nothing sent
     ├── ValidationError              400 and other definite refusals; status None: refused locally
+    │   ├── CreditRefusedError       the original cannot get this credit: .reason
+    │   ├── DocumentNotFoundError    404: the document (or IRIS payment) named is not the issuer's
     │   ├── DocumentTooLargeError    larger than the limit (locally) or 413: .size, .limit
     │   └── InvalidDocumentError     the provider would refuse it (checked locally): .problems
     │       └── AmbiguousDocumentError  a member written twice, with different values: .members
     ├── DuplicateDocumentError       409: already transmitted; .result is the original record
+    │   └── PaymentConflictError     409: the transaction is recorded with other details
     ├── ProviderTimeoutError         408: the tax authority's service did not answer in time
     ├── RateLimitError               429: .retry_after
     ├── ServerError                  5xx: .retry_after (503)
@@ -48,6 +51,8 @@ __all__ = [
     "AuthenticationError",
     "ClientStateError",
     "CredentialsError",
+    "CreditRefusedError",
+    "DocumentNotFoundError",
     "DocumentTooLargeError",
     "DuplicateDocumentError",
     "ForeignRecordError",
@@ -55,6 +60,7 @@ __all__ = [
     "InvoicingError",
     "LedgerError",
     "MalformedResponseError",
+    "PaymentConflictError",
     "ProviderKeyError",
     "ProviderTimeoutError",
     "RateLimitError",
@@ -211,6 +217,41 @@ class ValidationError(InvoicingError):
     """
 
 
+class DocumentNotFoundError(ValidationError):
+    """404 from an operation on a document: the provider holds none by what was given.
+
+    A credit's original (its ``mark`` with its ``authenticationCode``), a paid
+    document's ``mark``, an IRIS payment's ``endToEndDiasId``: not one of this issuer's.
+    A definite answer: nothing was done.
+
+    .. versionadded:: 0.5.0
+    """
+
+
+class CreditRefusedError(ValidationError):
+    """400 to ``POST /Invoice/credit``: the original cannot get this credit.
+
+    :ivar reason: ``"correlated_already"`` (a document gets one correlated 5.1 credit:
+        credit it further with ``relate_credit=False``), ``"is_a_credit"`` (a credit is
+        not credited), ``"cancelled"`` (the original is cancelled), or ``"refused"``
+        (any other refusal, such as a member missing). Read from the provider's words:
+        ``"refused"`` when they are not recognised.
+
+    .. versionadded:: 0.5.0
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str = "refused",
+        status: int | None = 400,
+        body: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message, status=status, body=body)
+        self.reason = reason
+
+
 class DocumentTooLargeError(ValidationError):
     """The document is larger than the limit: a definite refusal of this document.
 
@@ -343,6 +384,29 @@ class DuplicateDocumentError(InvoicingError):
     ) -> None:
         super().__init__(message, status=status, body=body)
         self.result = result
+
+
+class PaymentConflictError(DuplicateDocumentError):
+    """409 to ``POST /Invoice/updatePayment``: the transaction is recorded with other details.
+
+    The terminal's ``transactionId`` is registered for the document already, with
+    another amount or signature: nothing new was registered.
+
+    :ivar payment_mark: the payment mark recorded for that transaction, when given.
+
+    .. versionadded:: 0.5.0
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = 409,
+        body: Mapping[str, Any] | None = None,
+        payment_mark: int | None = None,
+    ) -> None:
+        super().__init__(message, status=status, body=body)
+        self.payment_mark = payment_mark
 
 
 class ProviderTimeoutError(InvoicingError):

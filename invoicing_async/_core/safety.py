@@ -44,6 +44,7 @@ __all__ = [
     "OPERATIONS",
     "OperationSpec",
     "Safety",
+    "credit_safety",
     "default_safety",
     "operation_for",
     "tighten",
@@ -128,7 +129,9 @@ class OperationSpec:
         """Whether ``method path`` (query string excluded) is this operation."""
         if method.upper() != self.method:
             return False
-        pattern = re.escape(self.path).replace(r"\{issuerTin\}", "[^/]+")
+        pattern = re.sub(r"\\\{\w+\\\}", "[^/]+", re.escape(self.path))
+        if pattern.endswith("/"):
+            pattern += "?"  # a trailing slash is optional, as ASP.NET routes have it
         # ASP.NET routes, like the provider's, ignore case.
         return re.fullmatch(pattern, path.split("?", 1)[0], re.IGNORECASE) is not None
 
@@ -137,6 +140,19 @@ _READ_THEN_RESEND = "send the identical request again: the provider answers what
 _CHECK_STATUS = (
     "read the document's status (InvoicingClient.get_last_b2g_status, or "
     "`invoicing-async status MARK`) and cancel again only if it is not cancelled"
+)
+_CHECK_CREDIT = (
+    "list the day's documents (InvoicingClient.documents_issued, or `invoicing-async "
+    "reconcile`) for a credit with this internalId before sending it again"
+)
+_CHECK_PAYMENT = (
+    "the provider's pages give no read of a payment: compare the terminal's record with "
+    "the provider's before sending it again (the sandbox answers the same payment sent "
+    "again with its first payment mark)"
+)
+_START_AGAIN = (
+    "start a new payment: a QR whose answer was lost was never shown to the payer, and "
+    "it expires unpaid within its validity"
 )
 _CHECK_UPLOAD = (
     "the provider may store a second copy: ask it whether it holds the file before "
@@ -204,9 +220,57 @@ OPERATIONS: Mapping[str, OperationSpec] = types.MappingProxyType(
                 "upload_invoice_file", "POST", "/Invoice/File", Safety.UPLOAD, _CHECK_UPLOAD
             ),
             OperationSpec("upload_media", "POST", "/media/upload", Safety.UPLOAD, _CHECK_UPLOAD),
+            OperationSpec(
+                "credit", "POST", "/Invoice/credit", Safety.AT_MOST_ONCE_WRITE, _CHECK_CREDIT
+            ),
+            OperationSpec(
+                "update_payment",
+                "POST",
+                "/Invoice/updatePayment",
+                Safety.AT_MOST_ONCE_WRITE,
+                _CHECK_PAYMENT,
+            ),
+            OperationSpec(
+                "initiate_instant_payment",
+                "POST",
+                "/paymentsapi/IrisPayments/InitiatePayment",
+                Safety.AT_MOST_ONCE_WRITE,
+                _START_AGAIN,
+            ),
+            OperationSpec(
+                "instant_payment_status",
+                "GET",
+                "/paymentsapi/IrisPayments/GetPaymentStatus",
+                Safety.READ,
+                "read it again later",
+            ),
+            OperationSpec(
+                "documents_issued",
+                "GET",
+                "/api/invoice/getdocuments/{issuerTin}/{page}/",
+                Safety.READ,
+                "read it again later",
+            ),
         )
     }
 )
+
+
+def credit_safety(*, relate_credit: bool) -> Safety:
+    """The class of a credit (``POST /Invoice/credit``): decided by whether it may repeat.
+
+    The provider credits a document many times by uncorrelated credits (5.2) and a retail
+    receipt by credit receipts (11.4), and identifies a credit by its ``internalId`` (its
+    uniqueness key of documents): the same credit sent again is answered ``409`` with its
+    record, so ``relate_credit=False`` is a ``DEDUPLICATED_WRITE``. A correlated credit
+    (5.1) is given once per document: a request sent again after a lost answer may be
+    refused for the credit its first attempt made, so ``relate_credit=True`` is an
+    ``AT_MOST_ONCE_WRITE`` (the table's class, which :meth:`InvoicingClient.request
+    <invoicing_async.InvoicingClient.request>` uses too), even for a receipt, whose
+    ``relateCredit`` the provider ignores: the client cannot tell a receipt from an
+    invoice by its mark.
+    """
+    return Safety.AT_MOST_ONCE_WRITE if relate_credit else Safety.DEDUPLICATED_WRITE
 
 
 def operation_for(method: str, path: str) -> OperationSpec | None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import aiohttp
+import attrs
 
 from invoicing_async._core.calls import sending
 from invoicing_async._core.errors import (
@@ -30,12 +31,14 @@ from invoicing_async._core.errors import (
 )
 from invoicing_async._core.events import RequestEnded
 from invoicing_async._core.log import transport as log
-from invoicing_async._core.protocol import Request, Response
+from invoicing_async._core.protocol import Request, Response, error_for_response
 
 if TYPE_CHECKING:
     import ssl as _ssl
-    from collections.abc import AsyncGenerator
+    from collections.abc import AsyncGenerator, Callable
     from types import TracebackType
+
+    from invoicing_async._core.events import RequestObserver
 
 __all__ = ["DEFAULT_MAX_RESPONSE_SIZE", "ClientSession", "Transport"]
 
@@ -269,6 +272,80 @@ class Transport:
         )
         raise error  # outside the except block: no __context__ pointing at aiohttp
 
+    async def download(
+        self,
+        url: str,
+        write: Callable[[bytes], object],
+        *,
+        limit: int,
+        timeout: float | None = None,
+    ) -> tuple[int, str | None]:
+        """``GET url`` without credentials, its body handed to ``write`` a chunk at a time.
+
+        For a public url (a document's PDF): no header of the client's is sent, no
+        redirect is followed, and no more than ``limit`` bytes are handed on. Returns the
+        bytes written and the answer's content type.
+
+        :raises MalformedResponseError: the body is over ``limit`` (declared or as it
+            arrives), was cut short, or the answer redirects.
+        :raises TransportError: no usable exchange.
+        :raises UnexpectedStatusError: (and the other typed errors of a status) the
+            answer is not a 2xx.
+        """
+        session = self._ensure_session()
+        if self._guard is None:
+            await self._guard_session()
+        client_timeout = self._timeout if timeout is None else self._timeout_for(timeout)
+        _, watched = sending("GET", url)  # a request of the current call, if anyone listens
+        try:
+            async with session.get(
+                url, allow_redirects=False, timeout=client_timeout, ssl=self._ssl
+            ) as response:
+                answer = Response(response.status, response.headers, b"")
+                if not answer.ok:  # the core says what a status means
+                    body = await self._read_body(response, response.status)
+                    refused = attrs.evolve(answer, body=body)
+                else:
+                    refused = None
+                    size = await self._stream(response, write, limit)
+        except InvoicingError as exc:
+            _told(watched, type(exc).__name__)
+            raise
+        except asyncio.CancelledError:
+            _told(watched, "cancelled")
+            raise
+        except aiohttp.ClientPayloadError:
+            _told(watched, "ClientPayloadError")
+            raise MalformedResponseError("the file was cut short") from None
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            _told(watched, type(exc).__name__)
+            raise _classify(exc) from None
+        if watched is not None:
+            watched.ended(RequestEnded(response.status, None))
+        if refused is not None:
+            raise error_for_response(refused, f"GET {urlsplit(url).path}")
+        return size, response.content_type
+
+    async def _stream(
+        self, response: aiohttp.ClientResponse, write: Callable[[bytes], object], limit: int
+    ) -> int:
+        """Hand ``response``'s body to ``write``, a chunk at a time, up to ``limit`` bytes."""
+        declared = response.content_length
+        if declared is not None and declared > limit:
+            raise MalformedResponseError(
+                f"the file ({declared} bytes) is over the {limit}-byte cap",
+                status=response.status,
+            )
+        size = 0
+        while chunk := await response.content.read(_CHUNK):
+            size += len(chunk)
+            if size > limit:
+                raise MalformedResponseError(
+                    f"the file is over the {limit}-byte cap", status=response.status
+                )
+            write(chunk)
+        return size
+
     def _timeout_for(self, total: float) -> aiohttp.ClientTimeout:
         """The session's timeouts with another total; one object per distinct total."""
         cached = self._timeouts.get(total)
@@ -369,3 +446,9 @@ def _classify(exc: BaseException) -> TransportError:
     if isinstance(exc, (aiohttp.ClientOSError, ConnectionError, OSError)):
         return TransportError(f"the connection failed ({name}: {exc})"[:200], maybe_sent=True)
     return TransportError(f"HTTP client error ({name})", maybe_sent=True)
+
+
+def _told(watched: RequestObserver | None, cause: str) -> None:
+    """A request that left no answer, told its observer (if anyone listens)."""
+    if watched is not None:
+        watched.ended(RequestEnded(None, cause))

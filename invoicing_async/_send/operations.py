@@ -57,6 +57,7 @@ __all__ = [
     "json_body",
     "multipart_body",
     "named_call",
+    "perform",
     "read_file",
     "run",
     "run_for_record",
@@ -118,7 +119,7 @@ class Operation:
 async def perform_answer(
     channel: Channel, call: Operation, *, policy: RetryPolicy, timeout: float | None
 ) -> OperationResult:
-    """Run ``call``; its answer as an :class:`OperationResult` (see :func:`_perform`)."""
+    """Run ``call``; its answer as an :class:`OperationResult` (see :func:`perform`)."""
 
     def answered(status: int, body: Any, attempts: int) -> OperationResult:
         return OperationResult(
@@ -137,7 +138,7 @@ async def perform_answer(
         return response.status, body
 
     try:
-        status, body, attempts = await _perform(
+        status, body, attempts = await perform(
             channel, call, ok, policy=policy, timeout=timeout, needs_record=False
         )
     except InvoicingError as exc:
@@ -149,7 +150,7 @@ async def perform_answer(
 async def perform_record(
     channel: Channel, call: Operation, *, policy: RetryPolicy, timeout: float | None
 ) -> DocumentResult:
-    """Run ``call``, whose answer is a document result record (see :func:`_perform`)."""
+    """Run ``call``, whose answer is a document result record (see :func:`perform`)."""
 
     def ok(response: proto.Response) -> tuple[int, DocumentResult]:
         record = proto.parse_document_response(response)
@@ -157,13 +158,13 @@ async def perform_record(
             record = redact_record(record, channel.known_secrets())
         return response.status, record
 
-    _status, record, _attempts = await _perform(
+    _status, record, _attempts = await perform(
         channel, call, ok, policy=policy, timeout=timeout, needs_record=True
     )
     return record
 
 
-async def _perform(
+async def perform(
     channel: Channel,
     call: Operation,
     ok: Callable[[proto.Response], tuple[int, T]],
@@ -255,8 +256,12 @@ def named_call(
     content_type: str | None = None,
     params: Mapping[str, str] | None = None,
     safety: Safety | None = None,
+    declared: Safety | None = None,
 ) -> Operation:
     """The call of operation ``name`` (a key of :data:`~._safety.OPERATIONS`).
+
+    ``declared``: the class this call's request makes it (a credit's, decided by
+    :func:`~._safety.credit_safety`) instead of the table's.
 
     :raises ValueError: ``safety`` would loosen the operation's class, or a path
         parameter is empty.
@@ -270,7 +275,7 @@ def named_call(
     return Operation(
         spec.method,
         spec.path.format(**values),
-        tighten(spec.safety, safety),
+        tighten(declared or spec.safety, safety),
         spec.find_out,
         body,
         content_type,

@@ -54,6 +54,7 @@ EXECUTED = {
     "many_issuers.py",
     "documents.py",
     "hooks.py",
+    "tills_day.py",
 }
 
 
@@ -113,6 +114,15 @@ async def test_operations_example_cancels_once_and_signs_once():
     answered with the original cancellation mark; a lost signature answer is re-sent
     and the same signature comes back, signed once."""
     await load("operations").main()
+
+
+async def test_tills_day_example_credits_pays_and_reconciles(capsys):
+    """A sale, a return whose answer is lost (sent again, one credit), a card payment
+    later, an IRIS payment, the day's listing and a PDF: the guide's steps, as run."""
+    await load("tills_day").main()
+    printed = capsys.readouterr().out
+    assert "after 2 requests, one issued" in printed
+    assert "IRIS Completed" in printed
 
 
 def run_script(name: str) -> subprocess.CompletedProcess[str]:

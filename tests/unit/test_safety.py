@@ -143,6 +143,11 @@ def test_every_operation_declares_its_class():
         "get_last_b2g_status": READ,
         "upload_invoice_file": UPLOAD,
         "upload_media": UPLOAD,
+        "credit": AT_MOST_ONCE,
+        "update_payment": AT_MOST_ONCE,
+        "initiate_instant_payment": AT_MOST_ONCE,
+        "instant_payment_status": READ,
+        "documents_issued": READ,
     }
     assert all(spec.find_out for spec in OPERATIONS.values())
     assert "status" in OPERATIONS["cancel_delivery_note"].find_out
@@ -166,6 +171,10 @@ def test_every_named_operation_is_a_client_method():
         ("GET", "/B2GInvoice/GetLastStatus", "get_last_b2g_status"),
         ("POST", "/B2GInvoice/GetLastStatus", None),
         ("POST", "/PosSignatures/1/2", None),
+        ("GET", "/api/invoice/getdocuments/094019245/3/", "documents_issued"),
+        ("GET", "/api/invoice/getdocuments/094019245/3", "documents_issued"),
+        ("GET", "/api/invoice/getdocuments/094019245/", None),
+        ("POST", "/Invoice/credit", "credit"),
         ("POST", "/Invoice/somethingElse", None),
     ],
 )
@@ -174,3 +183,14 @@ def test_operation_for_finds_known_operations_case_insensitively(method, path, n
     /PosTransactions/SignPos is signpos), its path parameter included."""
     found = operation_for(method, path)
     assert (found.name if found is not None else None) == name
+
+
+def test_a_credit_that_may_repeat_is_deduplicated_and_a_correlated_one_at_most_once():
+    """The provider's repeat rules: many 5.2 and 11.4 credits of a document, known by
+    their internalId (re-sent after a lost answer, 409 its own); one 5.1 (never re-sent
+    after a lost answer). request() takes the table's, the stricter."""
+    from invoicing_async._core.safety import credit_safety  # noqa: PLC0415
+
+    assert credit_safety(relate_credit=False) is DEDUPLICATED
+    assert credit_safety(relate_credit=True) is AT_MOST_ONCE
+    assert OPERATIONS["credit"].safety is AT_MOST_ONCE
