@@ -23,9 +23,6 @@ from .transport import Transport
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
 
-    #: What a handler returns: a response, or an awaitable of one (an ``async def``).
-    Handler = Callable[[Request], Response | Awaitable[Response]]
-
 __all__ = ["MockTransport", "respond", "token_response"]
 
 
@@ -47,7 +44,7 @@ class MockTransport(Transport):
     .. versionadded:: 0.5.0
     """
 
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Callable[[Request], Response | Awaitable[Response]]) -> None:
         super().__init__()
         self._handler = handler
 
