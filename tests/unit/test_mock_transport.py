@@ -11,6 +11,7 @@ import pytest
 from invoicing_async import (
     ClientStateError,
     InvoicingClient,
+    IssuerPool,
     OutcomeStatus,
     ProviderKey,
     RateLimitError,
@@ -179,6 +180,18 @@ async def test_a_closed_client_refuses_as_with_the_real_transport():
     await c.close()
     with pytest.raises(ClientStateError, match="closed"):
         await c.submit_json(INVOICE)
+
+
+async def test_a_pool_sends_each_issuer_through_the_seam_with_its_own_token():
+    """IssuerPool takes the same keyword: each issuer's token request and documents."""
+    provider = Provider()
+    keys = {"094019245": "KEY-A", "800000001": "KEY-B"}
+    async with IssuerPool(BASE, keys, transport=MockTransport(provider)) as pool:
+        for tin in keys:
+            await pool.submit_json({**INVOICE, "Issuer": {"Vat": tin}})
+    grants = [parse_qs(r.body.decode())["client_id"] for r in provider.requests[::2]]
+    assert grants == [["094019245"], ["800000001"]]
+    assert [r.headers["APIKey"] for r in provider.documents] == ["KEY-A", "KEY-B"]
 
 
 def test_a_transport_and_a_session_together_are_refused():
