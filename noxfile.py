@@ -22,7 +22,7 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python="3.12")
 def unit(session: nox.Session) -> None:
-    """The fast suite: logic and the in-process sandbox over loopback (tests/unit)."""
+    """The fast suite: logic, and the client on MockTransport; no socket (tests/unit)."""
     session.install("-e", ".[test]", "-e", "./sandbox[pytest]")
     session.run("pytest", "tests/unit", *session.posargs)
 

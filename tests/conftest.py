@@ -110,3 +110,21 @@ def postgres_dsn(postgres_server):
     postgres_server.sql(f'CREATE DATABASE "{name}"')
     yield postgres_server.dsn.rsplit("/", 1)[0] + "/" + name
     postgres_server.sql(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path):
+    """A 192 KiB tmpfs mounted for the test (as root, as CI runs); unmounted after."""
+    import subprocess  # noqa: PLC0415
+
+    mount = tmp_path / "full"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=192k", "tmpfs", str(mount)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)

@@ -85,9 +85,13 @@ class InvoicingClient(Submitter):
         (or of the bytes given): a larger one is refused before it is encrypted, with
         :class:`~invoicing_async.DocumentTooLargeError` (a batch's outcome
         ``rejected``). Default: 10 MiB.
+    :param transport: a :class:`~invoicing_async.testing.MockTransport` answering every
+        request (the token's too) with a function of yours instead of the network: the
+        seam unit tests stand on (:doc:`/guides/testing`). Not with ``session``.
 
     .. versionadded:: 0.1.0
     .. versionchanged:: 0.4.0 ``max_document_size``.
+    .. versionchanged:: 0.5.0 ``transport``.
     """
 
     def __init__(

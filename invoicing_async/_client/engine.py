@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from invoicing_async._doc.document import Document, SendOptions
     from invoicing_async._doc.pgp import ProviderKey
     from invoicing_async._io.channel import Channels
+    from invoicing_async._io.mock import MockTransport
     from invoicing_async._io.transport import ClientSession
     from invoicing_async._send.batch import BatchOptions
     from invoicing_async._send.journal import Journal
@@ -86,6 +87,7 @@ class ClientOptions(TypedDict, total=False):
     token_attempts: int
     retry: RetryPolicy | None
     max_document_size: int
+    transport: MockTransport | None
 
 
 #: The keywords a client and a pool take.
@@ -137,15 +139,19 @@ class Engine:
         unknown = options.keys() - _OPTIONS
         if unknown:
             raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
-        transport = Transport(
-            session=options.get("session"),
-            limit=options.get("limit", 100),
-            connect_timeout=options.get("connect_timeout", 10.0),
-            read_timeout=options.get("read_timeout", 60.0),
-            total_timeout=options.get("timeout", 120.0),
-            max_response_size=options.get("max_response_size", DEFAULT_MAX_RESPONSE_SIZE),
-            ssl=options.get("ssl"),
-        )
+        transport: Transport | None = options.get("transport")  # a test's MockTransport
+        if transport is None:
+            transport = Transport(
+                session=options.get("session"),
+                limit=options.get("limit", 100),
+                connect_timeout=options.get("connect_timeout", 10.0),
+                read_timeout=options.get("read_timeout", 60.0),
+                total_timeout=options.get("timeout", 120.0),
+                max_response_size=options.get("max_response_size", DEFAULT_MAX_RESPONSE_SIZE),
+                ssl=options.get("ssl"),
+            )
+        elif options.get("session") is not None:
+            raise TypeError("give a transport or a session, not both")
         cache = options.get("token_cache") or TokenCache()
         preparer = Preparer(
             options.get("provider_key"),

@@ -77,6 +77,11 @@ class Request:
     headers: Mapping[str, str] = attrs.field(repr=False)
     body: bytes | None = attrs.field(default=None, repr=False)
 
+    @property
+    def path(self) -> str:
+        """The URL's path without its query: ``/Invoice/json`` (after a base URL's own)."""
+        return urlsplit(self.url).path
+
 
 @attrs.frozen
 class Response:

@@ -14,6 +14,7 @@ import argparse
 import configparser
 import importlib.util
 import logging
+import os
 import re
 import shlex
 import subprocess
@@ -44,6 +45,7 @@ EXECUTED = {
     "security.py",
     "shared_tokens.py",
     "test_with_sandbox.py",
+    "test_with_mock_transport.py",
     "outbox.py",
     "operations.py",
     "sync_frameworks.py",
@@ -427,6 +429,36 @@ def test_sandbox_testing_examples_pass_under_pytest(mode):
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert re.search(r"\b6 passed\b", completed.stdout), completed.stdout
+
+
+@pytest.mark.parametrize("mode", ["strict", "auto"])
+def test_mock_transport_examples_pass_under_pytest_with_no_socket(mode):
+    """The testing guide's tests on a MockTransport pass as a user's suite runs them, in
+    both pytest-asyncio modes, and never open a socket: run with the unit suite's guard
+    (tests/unit/conftest.py) as a plugin, they would fail if they did."""
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(EXAMPLES / "test_with_mock_transport.py"),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "socketguard",
+            "-o",
+            f"asyncio_mode={mode}",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "tests" / "unit")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert re.search(r"\b3 passed\b", completed.stdout), completed.stdout
 
 
 # --- the pages -----------------------------------------------------------------------

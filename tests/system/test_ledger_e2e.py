@@ -14,7 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from invoicing_async import InvoicingClient, Ledger, OutcomeStatus, RetryPolicy, TokenCache
+from invoicing_async import (
+    InvoicingClient,
+    Ledger,
+    LedgerError,
+    OutcomeStatus,
+    RetryPolicy,
+    TokenCache,
+)
 from invoicing_async.testing import instant_retries
 from invoicing_sandbox import Fault, Sandbox, sample_invoices
 
@@ -173,3 +180,43 @@ async def test_a_second_process_on_the_same_ledger_is_refused(tmp_path):
         assert requests < len(sb.requests)
         assert sb.commit_count == 120
         assert all(c.commits == 1 for c in sb.committed.values())
+
+
+async def test_disk_full_stops_the_batch_with_a_typed_error_and_loses_nothing(tmp_path, tiny_tmpfs):
+    """The ledger on a filesystem that fills up (a real ENOSPC from a tiny tmpfs): the
+    batch stops with LedgerError (write_failed); every document the provider committed
+    is recorded in the ledger as sent or settled; resuming from a copy on a roomy disk
+    commits every invoice exactly once."""
+    path = tiny_tmpfs / "batch.db"
+    async with Sandbox(key_algorithm="cv25519") as sb:
+        documents = sample_invoices(600, issuer_vat=sb.client_id, lines=8)
+        async with InvoicingClient(sb.base_url, sb.client_id, sb.client_secret) as client:
+            with pytest.raises(LedgerError) as caught:
+                await client.submit_many(
+                    documents,
+                    encrypted=False,
+                    ledger=path,
+                    concurrency=8,
+                    retry=RetryPolicy(base_delay=0, max_delay=0),
+                )
+            assert caught.value.reason == "write_failed"
+            assert "disk is full" in str(caught.value)
+            committed = set(sb.committed)
+            assert 0 < len(committed) < 600
+            import ledgertools  # noqa: PLC0415
+
+            recorded = ledgertools.rows(path)
+            assert committed <= set(recorded), "a document was sent before it was recorded"
+            roomy = tmp_path / "copy.db"
+            for suffix in ("", "-wal"):
+                source = tiny_tmpfs / ("batch.db" + suffix)
+                if source.exists():
+                    (tmp_path / ("copy.db" + suffix)).write_bytes(source.read_bytes())
+            outcomes = await client.submit_many(
+                documents, encrypted=False, ledger=roomy, concurrency=8
+            )
+        assert all(o.ok for o in outcomes)
+        assert sb.commit_count == 600
+        assert all(c.commits == 1 for c in sb.committed.values())
+        assert not any(o.status is OutcomeStatus.DUPLICATE for o in outcomes)
+    await asyncio.sleep(0)

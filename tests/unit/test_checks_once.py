@@ -4,13 +4,20 @@ with its problems whatever the entry's own ``check`` says, and checked once."""
 from __future__ import annotations
 
 import pytest
-from sandboxtools import client_for
 
-from invoicing_async import Deferral, DocumentResult, InvalidDocumentError, document_key
+from invoicing_async import (
+    Deferral,
+    DocumentResult,
+    InvalidDocumentError,
+    InvoicingClient,
+    ProviderKey,
+    document_key,
+)
 from invoicing_async._doc import checked as checked_module
 from invoicing_async.documents import checked
 from invoicing_async.outbox import SqliteOutbox
-from invoicing_sandbox import Sandbox, sample_invoice
+from invoicing_async.testing import MockTransport, Request, Response, respond, token_response
+from invoicing_sandbox import cached_keypair, sample_invoice
 
 
 def refused(number: int) -> dict:
@@ -58,12 +65,21 @@ async def test_an_outbox_checks_a_checked_document_once(tmp_path, checks, check)
 async def test_a_deferred_sale_checks_a_checked_document_once(tmp_path, checks):
     """A sale marked checked is checked at the till, once, and sent."""
     document = sample_invoice(1)
-    async with (
-        Sandbox() as sb,
-        client_for(sb) as client,
-        Deferral(client, tmp_path / "till.db", poll=0.1) as till,
-    ):
+    sent = []
+
+    def provider(request: Request) -> Response:
+        if request.path == "/oauth/token":
+            return token_response()
+        sent.append(request.path)
+        return respond(200, {"mark": 400001000000001})
+
+    key = ProviderKey.from_armored(cached_keypair("cv25519").public_armored)
+    client = InvoicingClient(
+        "https://provider.example", "094019245", "key", provider_key=key,
+        transport=MockTransport(provider),
+    )  # fmt: skip
+    async with client, Deferral(client, tmp_path / "till.db", poll=0.1) as till:
         answer = await till.submit_or_defer(checked(document))
         assert isinstance(answer, DocumentResult)
-        assert document_key(document) in sb.committed
+    assert sent == ["/Invoice/secure"]
     assert checks == [document]

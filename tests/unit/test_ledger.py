@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import stat
 
 import pytest
@@ -143,24 +142,6 @@ async def test_decide_reports_unknown_without_resending_when_the_policy_forbids(
 
 
 @pytest.fixture
-def tiny_tmpfs(tmp_path):
-    """A 192 KiB tmpfs mounted for the test (as root, as CI runs); unmounted after."""
-    import subprocess  # noqa: PLC0415
-
-    mount = tmp_path / "full"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=192k", "tmpfs", str(mount)],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-@pytest.fixture
 def connections(monkeypatch):
     """Every SQLite connection opened during the test (the ledger's own included)."""
     import sqlite3  # noqa: PLC0415
@@ -215,49 +196,6 @@ async def test_a_new_ledger_on_a_full_disk_says_so_and_is_not_held_open(tiny_tmp
     assert "disk is full" in str(caught.value)
     assert "not a ledger" not in str(caught.value)
     assert left_open(connections) == []
-
-
-async def test_disk_full_stops_the_batch_with_a_typed_error_and_loses_nothing(tmp_path, tiny_tmpfs):
-    """The ledger on a filesystem that fills up (a real ENOSPC from a tiny tmpfs): the
-    batch stops with LedgerError (write_failed); every document the provider committed
-    is recorded in the ledger as sent or settled; resuming from a copy on a roomy disk
-    commits every invoice exactly once."""
-    from invoicing_async import InvoicingClient, RetryPolicy  # noqa: PLC0415
-    from invoicing_sandbox import Sandbox, sample_invoices  # noqa: PLC0415
-
-    path = tiny_tmpfs / "batch.db"
-    async with Sandbox(key_algorithm="cv25519") as sb:
-        documents = sample_invoices(600, issuer_vat=sb.client_id, lines=8)
-        async with InvoicingClient(sb.base_url, sb.client_id, sb.client_secret) as client:
-            with pytest.raises(LedgerError) as caught:
-                await client.submit_many(
-                    documents,
-                    encrypted=False,
-                    ledger=path,
-                    concurrency=8,
-                    retry=RetryPolicy(base_delay=0, max_delay=0),
-                )
-            assert caught.value.reason == "write_failed"
-            assert "disk is full" in str(caught.value)
-            committed = set(sb.committed)
-            assert 0 < len(committed) < 600
-            import ledgertools  # noqa: PLC0415
-
-            recorded = ledgertools.rows(path)
-            assert committed <= set(recorded), "a document was sent before it was recorded"
-            roomy = tmp_path / "copy.db"
-            for suffix in ("", "-wal"):
-                source = tiny_tmpfs / ("batch.db" + suffix)
-                if source.exists():
-                    (tmp_path / ("copy.db" + suffix)).write_bytes(source.read_bytes())
-            outcomes = await client.submit_many(
-                documents, encrypted=False, ledger=roomy, concurrency=8
-            )
-        assert all(o.ok for o in outcomes)
-        assert sb.commit_count == 600
-        assert all(c.commits == 1 for c in sb.committed.values())
-        assert not any(o.status is OutcomeStatus.DUPLICATE for o in outcomes)
-    await asyncio.sleep(0)
 
 
 @pytest.mark.parametrize("resend_ambiguous", [True, False])

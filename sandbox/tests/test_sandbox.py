@@ -5,7 +5,7 @@ transport and protocol parsing on one side; the sandbox's aiohttp application,
 decryptor and provider state on the other. The sandbox's ground truth (``committed``,
 ``requests``, ``stats``) is what the client's view is checked against. Faults are in
 ``test_sandbox_faults.py``, the provider's rules without HTTP in
-``test_sandbox_provider.py``, GnuPG and Sequoia in ``system/test_interop.py``.
+``test_sandbox_provider.py``, GnuPG and Sequoia in ``tests/system/test_interop.py``.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import contextlib
 import gc
 import hashlib
 import json
+import socket
 import tracemalloc
 
 import pytest
@@ -303,3 +304,14 @@ async def test_sandbox_unreadable_2xx_is_unknown_or_accepted_never_rejected(faul
         assert sb.commit_count == 2
         key = accepted.key
         assert accepted.result == sb.committed[key].record
+
+
+async def test_connection_refused_is_not_sent():
+    """A refused connection is a TransportError that certainly did not reach the provider."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    async with InvoicingClient(f"http://127.0.0.1:{port}", TIN, "key", token_attempts=1) as c:
+        with pytest.raises(TransportError) as info:
+            await c.token()
+    assert info.value.maybe_sent is False

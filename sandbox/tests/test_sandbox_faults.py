@@ -22,7 +22,7 @@ from invoicing_async import (
     TransportError,
     document_key,
 )
-from invoicing_async.testing import instant_retries, set_instant_retries
+from invoicing_async.testing import instant_retries
 from invoicing_sandbox import DEFAULT_RANDOM_KINDS, Fault, Sandbox
 from invoicing_sandbox._faults import FaultPlan
 
@@ -222,8 +222,8 @@ async def test_token_faults_are_scripted_separately(sb):
     """
     sb.script_token(Fault.status(503, retry_after=0))
     async with client_for(sb) as client:
-        set_instant_retries(True)  # token retries without waiting
-        await client.submit_json(invoice(sb, 1))
+        with instant_retries():  # token retries without waiting
+            await client.submit_json(invoice(sb, 1))
     assert [(r.path, r.status, r.fault) for r in sb.requests] == [
         ("/oauth/token", 503, "status:503"),
         ("/oauth/token", 200, None),
