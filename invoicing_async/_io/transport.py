@@ -215,13 +215,14 @@ class Transport:
         path = request.url.split("?", 1)[0]
         # Its call counts its requests; an observer, if anyone listens (a span, a duration).
         resends, watched = sending(request.method, request.url)
-        headers = request.headers if watched is None else watched.headers(request.headers)
         error: InvoicingError
         try:
             async with session.request(
                 request.method,
                 request.url,
-                headers=headers,
+                # Never a local of its own: a traceback formatted with its frames'
+                # locals would print the request's credentials (a Request hides them).
+                headers=request.headers if watched is None else watched.headers(request.headers),
                 data=_payload(request.body),
                 allow_redirects=False,
                 timeout=client_timeout,
