@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import re
 import subprocess
 import sys
 import textwrap
@@ -174,9 +175,19 @@ def test_second_asyncio_run_is_a_clear_error_without_unclosed_session_warnings(t
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("first 4000010")
     assert "invoicing_async.blocking.BlockingClient" in done.stdout
-    assert "Unclosed" not in done.stderr
-    assert "ResourceWarning" not in done.stderr
-    assert done.stderr == ""
+    # -X dev also turns on asyncio's debug mode, which reports a step the shared
+    # machine's load made slow ("Executing <Task …> took 0.154 seconds"): not a warning
+    # of the client's, so not held against it.
+    stderr = "\n".join(
+        line for line in done.stderr.splitlines() if not _SLOW_STEP.match(line)
+    )
+    assert "Unclosed" not in stderr
+    assert "ResourceWarning" not in stderr
+    assert stderr == ""
+
+
+#: asyncio's debug mode's line for a slow step of the loop.
+_SLOW_STEP = re.compile(r"^Executing <.*> took \d+\.\d+ seconds$")
 
 
 async def test_async_client_still_closes_normally(sandbox):
